@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Builds the lab's control-plane tools from pinned Go modules (and Prometheus from its
+# Debian package) into a cache outside the clone, keyed by the pinned versions, so fresh
+# clones and CI runs on the same machine reuse them. Idempotent: a second run with
+# everything present only hashes a few files.
+#
+#   hack/tools/build.sh                 build what is missing, print the bin dir
+#   hack/tools/build.sh --print-bin-dir print the bin dir without building
+#   hack/tools/build.sh --check         exit 1 unless every tool is already built
+#
+# VALTUNE_CACHE overrides the cache root (default ~/.cache/valtune).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cache=${VALTUNE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/valtune}
+
+K8S_VERSION=v1.34.2
+PROMETHEUS_DEB_VERSION=2.42.0+ds-5+deb12u1
+
+# The Go checksum database is unreachable here; go.sum is committed, so hashes stay pinned.
+export GOSUMDB=off GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0
+
+log() { printf '[tools] %s\n' "$*" >&2; }
+
+# key NAME FILES...: a directory name that changes whenever a pinned input changes.
+key() {
+  local name=$1
+  shift
+  printf '%s-%s' "$name" "$(cat "$@" | sha256sum | cut -c1-12)"
+}
+
+k8s_key=$(key kubernetes "$here/kubernetes/go.mod" "$here/kubernetes/go.sum")
+etcd_key=$(key etcd "$here/etcd/go.mod" "$here/etcd/go.sum")
+kwok_key=$(key kwok "$here/kwok/go.mod" "$here/kwok/go.sum")
+helm_key=$(key helm "$here/helm/go.mod" "$here/helm/go.sum")
+po_key=$(key prometheus-operator "$here/prometheus-operator/go.mod" "$here/prometheus-operator/go.sum")
+prom_key="prometheus-${PROMETHEUS_DEB_VERSION//[^A-Za-z0-9.-]/_}"
+bin_dir="$cache/bin/$(printf '%s\n' "$k8s_key" "$etcd_key" "$kwok_key" "$helm_key" "$po_key" "$prom_key" | sha256sum | cut -c1-12)"
+
+# tool key -> binaries it provides
+declare -A provides=(
+  [$k8s_key]="kube-apiserver kube-scheduler kube-controller-manager kubectl"
+  [$etcd_key]="etcd"
+  [$kwok_key]="kwok"
+  [$helm_key]="helm"
+  [$po_key]="prometheus-operator"
+  [$prom_key]="prometheus promtool"
+)
+
+built() { # built KEY: every binary of KEY is present
+  local b
+  for b in ${provides[$1]}; do [ -x "$cache/tools/$1/$b" ] || return 1; done
+}
+
+all_built() {
+  local k
+  for k in "${!provides[@]}"; do built "$k" || return 1; done
+  return 0
+}
+
+case "${1:-}" in
+  --print-bin-dir) echo "$bin_dir"; exit 0 ;;
+  --check) all_built && [ -d "$bin_dir" ]; exit $? ;;
+  "") ;;
+  *) echo "usage: $0 [--print-bin-dir|--check]" >&2; exit 2 ;;
+esac
+
+# go_build KEY MODULE_DIR LDFLAGS [NAME=]PKG...: builds each main package into the KEY
+# dir, as NAME or the package's last path element.
+go_build() {
+  local k=$1 mod=$2 ldflags=$3
+  shift 3
+  built "$k" && return 0
+  local tmp="$cache/tools/.$k.tmp.$$" start=$SECONDS
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  log "building $k (first build of this version; see README for timings)"
+  local spec name pkg
+  for spec in "$@"; do
+    pkg=${spec#*=}
+    name=${spec%%=*}
+    [ "$name" = "$spec" ] && name=${pkg##*/}
+    (cd "$here/$mod" && go build -trimpath -ldflags "-s -w $ldflags" -o "$tmp/$name" "$pkg")
+  done
+  rm -rf "$cache/tools/$k" && mv "$tmp" "$cache/tools/$k"
+  log "built $k in $((SECONDS - start))s"
+}
+
+prometheus_install() {
+  built "$prom_key" && return 0
+  local tmp="$cache/tools/.$prom_key.tmp.$$"
+  rm -rf "$tmp" && mkdir -p "$tmp/deb"
+  log "fetching Debian package prometheus=$PROMETHEUS_DEB_VERSION"
+  # `apt-get download` needs no root and does not start the packaged service.
+  if ! (cd "$tmp/deb" && apt-get download "prometheus=$PROMETHEUS_DEB_VERSION" >&2); then
+    log "apt-get download failed: run 'apt-get update' (as root) and retry"
+    return 1
+  fi
+  dpkg-deb -x "$tmp"/deb/prometheus_*.deb "$tmp/root"
+  cp "$tmp/root/usr/bin/prometheus" "$tmp/root/usr/bin/promtool" "$tmp/"
+  rm -rf "$tmp/deb" "$tmp/root"
+  rm -rf "$cache/tools/$prom_key" && mv "$tmp" "$cache/tools/$prom_key"
+}
+
+mkdir -p "$cache/tools"
+# Two clones (or CI beside a session) may build at once: one builds, the other waits.
+exec 9>"$cache/tools/.lock"
+flock 9
+
+k8s_ldflags="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION"
+k8s_ldflags+=" -X k8s.io/component-base/version.gitMajor=1"
+k8s_ldflags+=" -X k8s.io/component-base/version.gitMinor=34"
+k8s_ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+k8s_ldflags+=" -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION"
+
+go_build "$etcd_key" etcd "" etcd=go.etcd.io/etcd/server/v3
+go_build "$kwok_key" kwok "-X sigs.k8s.io/kwok/pkg/consts.Version=v0.7.0" sigs.k8s.io/kwok/cmd/kwok
+go_build "$helm_key" helm "-X helm.sh/helm/v3/internal/version.version=v3.17.3" helm.sh/helm/v3/cmd/helm
+go_build "$po_key" prometheus-operator "-X github.com/prometheus/common/version.Version=0.80.1" \
+  prometheus-operator=github.com/prometheus-operator/prometheus-operator/cmd/operator
+go_build "$k8s_key" kubernetes "$k8s_ldflags" \
+  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler \
+  k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl
+prometheus_install
+
+# One directory of links so callers need a single path.
+if [ ! -d "$bin_dir" ]; then
+  tmp="$bin_dir.tmp.$$"
+  mkdir -p "$tmp"
+  for k in "${!provides[@]}"; do
+    for b in ${provides[$k]}; do ln -sf "$cache/tools/$k/$b" "$tmp/$b"; done
+  done
+  mv "$tmp" "$bin_dir"
+fi
+echo "$bin_dir"

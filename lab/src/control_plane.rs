@@ -1,0 +1,655 @@
+//! `up` and `down`: a real control plane (etcd, kube-apiserver with RBAC, kube-scheduler,
+//! kube-controller-manager), kwok for the simulated kubelets, Prometheus, and the lab's
+//! simulator, on free loopback ports, recorded in the lab's state file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::{Client, Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::net::{free_port, release_pod_network, reserve_pod_network};
+use crate::process::ProcessRecord;
+use crate::prometheus;
+use crate::state::LabState;
+use crate::topology::{LAB_LABEL, Topology, storage_class};
+
+pub const FIELD_MANAGER: &str = "valtune-lab";
+
+/// Settings for `up`.
+#[derive(Debug, Clone)]
+pub struct UpOptions {
+    pub dir: PathBuf,
+    pub tools: PathBuf,
+    pub topology: PathBuf,
+    pub time_scale: f64,
+    pub scrape_interval: String,
+    /// The `valtune-lab` binary (runs the simulator).
+    pub lab_exe: PathBuf,
+}
+
+const TOOLS: [&str; 8] = [
+    "etcd",
+    "prometheus-operator",
+    "kube-apiserver",
+    "kube-scheduler",
+    "kube-controller-manager",
+    "kwok",
+    "prometheus",
+    "kubectl",
+];
+
+fn log(msg: impl AsRef<str>) {
+    eprintln!("[lab] {}", msg.as_ref());
+}
+
+/// Starts a lab in `opts.dir`, or reports the one already running there.
+pub async fn up(opts: &UpOptions) -> anyhow::Result<LabState> {
+    for tool in TOOLS {
+        let path = opts.tools.join(tool);
+        anyhow::ensure!(
+            path.exists(),
+            "{} is missing: build the lab's tools with `make tools` (hack/tools/build.sh)",
+            path.display()
+        );
+    }
+    let topology = Topology::load(&opts.topology)?;
+    anyhow::ensure!(
+        opts.time_scale >= 1.0,
+        "--time-scale must be at least 1 (simulated seconds per real second)"
+    );
+
+    if let Ok(existing) = LabState::load(&opts.dir) {
+        if existing.all_running() {
+            log(format!("already running in {}", opts.dir.display()));
+            return Ok(existing);
+        }
+        log("found a stopped or partial lab; cleaning it up first");
+        down(&opts.dir, false)?;
+    }
+    std::fs::create_dir_all(opts.dir.join("logs"))?;
+    let dir = std::fs::canonicalize(&opts.dir)?;
+    let started = Instant::now();
+
+    let network = reserve_pod_network(&dir)?;
+    let name = format!("lab-{}-{}", network.a, network.b);
+    let mut state = LabState {
+        name: name.clone(),
+        dir: dir.clone(),
+        kubeconfig: dir.join("kubeconfig"),
+        apiserver_url: String::new(),
+        prometheus_url: String::new(),
+        prometheus_config: dir.join("prometheus.yml"),
+        pod_cidr: network.cidr(),
+        pod_network_lock: network.lock.clone(),
+        time_scale: opts.time_scale,
+        scrape_interval: opts.scrape_interval.clone(),
+        topology: std::fs::canonicalize(&opts.topology)?,
+        processes: Vec::new(),
+        ready: false,
+    };
+    state.save()?;
+
+    match start(&mut state, opts, &topology, &network.node_ip()).await {
+        Ok(()) => {
+            state.ready = true;
+            state.save()?;
+            log(format!(
+                "up in {:.0}s: {} nodes, pods in {}",
+                started.elapsed().as_secs_f64(),
+                topology.nodes()?.len(),
+                state.pod_cidr
+            ));
+            Ok(state)
+        }
+        Err(e) => {
+            log("start failed; stopping what was started");
+            let _ = down(&dir, true);
+            Err(e)
+        }
+    }
+}
+
+async fn start(
+    state: &mut LabState,
+    opts: &UpOptions,
+    topology: &Topology,
+    node_ip: &str,
+) -> anyhow::Result<()> {
+    let dir = state.dir.clone();
+    let tool = |t: &str| opts.tools.join(t);
+    let pki = dir.join("pki");
+    std::fs::create_dir_all(&pki)?;
+
+    // Credentials: a static admin token and a service-account signing key.
+    let token = random_hex();
+    std::fs::write(
+        dir.join("tokens.csv"),
+        format!("{token},valtune-lab-admin,valtune-lab-admin,\"system:masters\"\n"),
+    )?;
+    openssl(&["genrsa", "-out", path_str(&pki.join("sa.key"))?, "2048"])?;
+    openssl(&[
+        "rsa",
+        "-in",
+        path_str(&pki.join("sa.key"))?,
+        "-pubout",
+        "-out",
+        path_str(&pki.join("sa.pub"))?,
+    ])?;
+    // prometheus-operator authenticates with a client certificate only.
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let (ca_crt, ca_key) = (pki.join("client-ca.crt"), pki.join("client-ca.key"));
+    let (po_crt, po_key, po_csr) = (pki.join("po.crt"), pki.join("po.key"), pki.join("po.csr"));
+    let mut args = vec![
+        "req",
+        "-x509",
+        "-days",
+        "3650",
+        "-subj",
+        "/CN=valtune-lab-client-ca",
+    ];
+    args.extend(ec);
+    args.extend(["-keyout", path_str(&ca_key)?, "-out", path_str(&ca_crt)?]);
+    openssl(&args)?;
+    let mut args = vec![
+        "req",
+        "-subj",
+        "/O=system:masters/CN=valtune-lab-prometheus-operator",
+    ];
+    args.extend(ec);
+    args.extend(["-keyout", path_str(&po_key)?, "-out", path_str(&po_csr)?]);
+    openssl(&args)?;
+    openssl(&[
+        "x509",
+        "-req",
+        "-days",
+        "3650",
+        "-in",
+        path_str(&po_csr)?,
+        "-CA",
+        path_str(&ca_crt)?,
+        "-CAkey",
+        path_str(&ca_key)?,
+        "-CAcreateserial",
+        "-out",
+        path_str(&po_crt)?,
+    ])?;
+
+    let etcd_port = free_port()?;
+    let etcd_peer = free_port()?;
+    let api_port = free_port()?;
+    let prom_port = free_port()?;
+    state.apiserver_url = format!("https://127.0.0.1:{api_port}");
+    state.prometheus_url = format!("http://127.0.0.1:{prom_port}");
+
+    // etcd
+    let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+    let peer_url = format!("http://127.0.0.1:{etcd_peer}");
+    spawn(
+        state,
+        "etcd",
+        &tool("etcd"),
+        &[
+            "--name=lab".into(),
+            format!("--data-dir={}", dir.join("etcd").display()),
+            format!("--listen-client-urls={etcd_url}"),
+            format!("--advertise-client-urls={etcd_url}"),
+            format!("--listen-peer-urls={peer_url}"),
+            format!("--initial-advertise-peer-urls={peer_url}"),
+            format!("--initial-cluster=lab={peer_url}"),
+            // A lab's data is disposable; fsync only costs time on a shared disk.
+            "--unsafe-no-fsync".into(),
+            "--log-level=warn".into(),
+        ],
+    )?;
+    wait_http(
+        state,
+        "etcd",
+        &format!("{etcd_url}/health"),
+        Duration::from_secs(30),
+    )
+    .await?;
+
+    // kube-apiserver
+    spawn(
+        state,
+        "kube-apiserver",
+        &tool("kube-apiserver"),
+        &[
+            format!("--etcd-servers={etcd_url}"),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            format!("--secure-port={api_port}"),
+            format!("--cert-dir={}", pki.display()),
+            format!("--token-auth-file={}", dir.join("tokens.csv").display()),
+            format!("--client-ca-file={}", ca_crt.display()),
+            "--authorization-mode=RBAC".into(),
+            format!(
+                "--service-account-key-file={}",
+                pki.join("sa.pub").display()
+            ),
+            format!(
+                "--service-account-signing-key-file={}",
+                pki.join("sa.key").display()
+            ),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+            "--service-cluster-ip-range=10.96.0.0/16".into(),
+            "--allow-privileged=true".into(),
+            // The lab's apiserver advertises loopback, which the endpoint reconciler refuses.
+            "--endpoint-reconciler-type=none".into(),
+            "--enable-priority-and-fairness=false".into(),
+            "--profiling=false".into(),
+        ],
+    )?;
+    write_kubeconfig(state, &token, &pki.join("apiserver.crt"))?;
+    let client = wait_apiserver(state, Duration::from_secs(90)).await?;
+
+    let kubeconfig = state.kubeconfig.display().to_string();
+    let component_auth = [
+        format!("--kubeconfig={kubeconfig}"),
+        format!("--authentication-kubeconfig={kubeconfig}"),
+        format!("--authorization-kubeconfig={kubeconfig}"),
+        "--bind-address=127.0.0.1".into(),
+        "--leader-elect=false".into(),
+        // The lab has no front proxy; skip looking up its (absent) CA configmap.
+        "--authentication-skip-lookup=true".into(),
+    ];
+    let mut args = component_auth.to_vec();
+    args.push(format!("--secure-port={}", free_port()?));
+    spawn(state, "kube-scheduler", &tool("kube-scheduler"), &args)?;
+
+    let mut args = component_auth.to_vec();
+    args.extend([
+        format!("--secure-port={}", free_port()?),
+        format!(
+            "--service-account-private-key-file={}",
+            pki.join("sa.key").display()
+        ),
+        format!("--root-ca-file={}", pki.join("apiserver.crt").display()),
+        "--use-service-account-credentials=false".into(),
+        // Pods of a deleted node are garbage-collected promptly (NodeLost tests).
+        "--node-monitor-grace-period=20s".into(),
+    ]);
+    spawn(
+        state,
+        "kube-controller-manager",
+        &tool("kube-controller-manager"),
+        &args,
+    )?;
+
+    // kwok: the simulated kubelets of the topology's nodes.
+    let kwok_config = dir.join("kwok.yaml");
+    std::fs::write(&kwok_config, kwok_config_yaml(&state.pod_cidr, node_ip))?;
+    spawn(
+        state,
+        "kwok",
+        &tool("kwok"),
+        &[
+            format!("--kubeconfig={kubeconfig}"),
+            format!("--config={}", kwok_config.display()),
+            "--manage-all-nodes=false".into(),
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake".into(),
+            format!("--cidr={}", state.pod_cidr),
+            format!("--node-ip={node_ip}"),
+            "--node-lease-duration-seconds=20".into(),
+        ],
+    )?;
+
+    // Prometheus, scraping itself until the simulator renders the pod monitors' jobs.
+    std::fs::write(
+        &state.prometheus_config,
+        prometheus::render_config(&prometheus::Config {
+            scrape_interval: state.scrape_interval.clone(),
+            self_target: format!("127.0.0.1:{prom_port}"),
+            jobs: Vec::new(),
+        }),
+    )?;
+    spawn(
+        state,
+        "prometheus",
+        &tool("prometheus"),
+        &[
+            format!("--config.file={}", state.prometheus_config.display()),
+            format!("--storage.tsdb.path={}", dir.join("prometheus").display()),
+            format!("--web.listen-address=127.0.0.1:{prom_port}"),
+            "--web.enable-lifecycle".into(),
+            "--web.enable-admin-api".into(),
+            "--log.level=warn".into(),
+        ],
+    )?;
+    wait_http(
+        state,
+        "prometheus",
+        &format!("{}/-/ready", state.prometheus_url),
+        Duration::from_secs(60),
+    )
+    .await?;
+
+    // The cluster's contents: storage class, nodes, local PVs, prometheus-operator CRDs.
+    apply(&client, storage_class(&state.name)).await?;
+    let nodes = topology.nodes()?;
+    for n in &nodes {
+        apply(&client, n.node(&state.name)).await?;
+        for pv in n.volumes(&state.name) {
+            apply(&client, pv).await?;
+        }
+    }
+    install_crds(&client, &vendor_crds_dir()).await?;
+
+    // prometheus-operator renders PodMonitors, ServiceMonitors and PrometheusRules for the
+    // lab's Prometheus resource; the simulator hands the result to the Prometheus process.
+    spawn(
+        state,
+        "prometheus-operator",
+        &tool("prometheus-operator"),
+        &[
+            format!("-apiserver={}", state.apiserver_url),
+            format!("-ca-file={}", pki.join("apiserver.crt").display()),
+            format!("-cert-file={}", po_crt.display()),
+            format!("-key-file={}", po_key.display()),
+            format!("-web.listen-address=127.0.0.1:{}", free_port()?),
+            "-kubelet-endpoints=false".into(),
+            "-log-level=warn".into(),
+        ],
+    )?;
+    apply_yaml(&client, &prometheus::resource_yaml(&state.scrape_interval)).await?;
+
+    spawn(
+        state,
+        "simulator",
+        &opts.lab_exe,
+        &["sim".into(), format!("--dir={}", dir.display())],
+    )?;
+
+    wait_nodes_ready(state, &client, nodes.len(), Duration::from_secs(60)).await?;
+    Ok(())
+}
+
+/// Stops exactly the processes the lab in `dir` started and removes its state, unless
+/// `keep` (then the logs, etcd and Prometheus data stay for inspection).
+pub fn down(dir: &Path, keep: bool) -> anyhow::Result<()> {
+    let state = LabState::load(dir)?;
+    for p in state.processes.iter().rev() {
+        if p.is_alive() {
+            log(format!("stopping {} (pid {})", p.name, p.pid));
+        }
+        p.stop(Duration::from_secs(10));
+    }
+    let survivors: Vec<_> = state
+        .processes
+        .iter()
+        .filter(|p| p.is_alive())
+        .map(|p| format!("{} (pid {})", p.name, p.pid))
+        .collect();
+    if !survivors.is_empty() {
+        bail!("these lab processes did not stop: {}", survivors.join(", "));
+    }
+    release_pod_network(&state.pod_network_lock);
+    if keep {
+        std::fs::remove_file(dir.join(LabState::FILE))?;
+        log(format!("stopped; logs and data kept in {}", dir.display()));
+    } else {
+        std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
+        log("stopped and removed");
+    }
+    Ok(())
+}
+
+fn spawn(state: &mut LabState, name: &str, program: &Path, args: &[String]) -> anyhow::Result<()> {
+    let log_path = state.dir.join("logs").join(format!("{name}.log"));
+    let record = ProcessRecord::spawn(name, program, args, &log_path)?;
+    state.processes.push(record);
+    state.save()
+}
+
+fn check_alive(state: &LabState, name: &str) -> anyhow::Result<()> {
+    if let Some(p) = state.process(name)
+        && !p.is_alive()
+    {
+        bail!(
+            "{name} exited during start-up; last lines of {}:\n{}",
+            p.log.display(),
+            p.log_tail(15)
+        );
+    }
+    Ok(())
+}
+
+async fn wait_http(
+    state: &LabState,
+    name: &str,
+    url: &str,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + timeout;
+    loop {
+        check_alive(state, name)?;
+        if let Ok(r) = http.get(url).timeout(Duration::from_secs(2)).send().await
+            && r.status().is_success()
+        {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("{name} not ready at {url} after {timeout:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn wait_apiserver(state: &LabState, timeout: Duration) -> anyhow::Result<Client> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        check_alive(state, "kube-apiserver")?;
+        if let Ok(client) = state.client().await {
+            let req = http::Request::get("/readyz").body(Vec::new())?;
+            if let Ok(body) = client.request_text(req).await
+                && body.trim() == "ok"
+            {
+                return Ok(client);
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("kube-apiserver not ready after {timeout:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+async fn wait_nodes_ready(
+    state: &LabState,
+    client: &Client,
+    want: usize,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let lp = ListParams::default().labels(&format!("{LAB_LABEL}={}", state.name));
+    let deadline = Instant::now() + timeout;
+    loop {
+        check_alive(state, "kwok")?;
+        let ready = nodes
+            .list(&lp)
+            .await?
+            .items
+            .iter()
+            .filter(|n| {
+                n.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .count();
+        if ready >= want {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            bail!("only {ready} of {want} nodes Ready after {timeout:?}; see logs/kwok.log");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Server-side apply of a cluster-scoped object (status included, for nodes: kwok takes
+/// over the conditions, but capacity and allocatable are the topology's).
+pub async fn apply<K>(client: &Client, obj: K) -> anyhow::Result<()>
+where
+    K: Resource<Scope = k8s_openapi::ClusterResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let name = obj.name_any();
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(&name, &pp, &Patch::Apply(&obj))
+        .await
+        .with_context(|| format!("applying {} {name}", K::kind(&Default::default())))?;
+    let has_status = serde_json::to_value(&obj)?
+        .get("status")
+        .is_some_and(|s| !s.is_null());
+    if has_status {
+        api.patch_status(&name, &pp, &Patch::Apply(&obj))
+            .await
+            .with_context(|| format!("applying status of {name}"))?;
+    }
+    Ok(())
+}
+
+/// The prometheus-operator CRDs vendored with the lab.
+pub fn vendor_crds_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("vendor-crds/prometheus-operator-v0.80.1")
+}
+
+/// Installs every CRD in a directory of YAML files and waits until each is served.
+pub async fn install_crds(client: &Client, dir: &Path) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut names = Vec::new();
+    let mut files: Vec<_> = std::fs::read_dir(dir)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    for file in files {
+        let text = std::fs::read_to_string(&file)?;
+        for doc in serde_norway::Deserializer::from_str(&text) {
+            let value = serde_norway::Value::deserialize(doc)?;
+            if value.is_null() {
+                continue;
+            }
+            let crd: CustomResourceDefinition = serde_norway::from_value(value)
+                .with_context(|| format!("parsing {}", file.display()))?;
+            apply(client, crd.clone()).await?;
+            names.push(crd.name_any());
+        }
+    }
+    for name in names {
+        kube::runtime::wait::await_condition(
+            api.clone(),
+            &name,
+            kube::runtime::wait::conditions::is_crd_established(),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+use serde::Deserialize as _;
+
+/// Applies every document of a YAML string (any kind the API server serves).
+pub async fn apply_yaml(client: &Client, yaml: &str) -> anyhow::Result<()> {
+    use kube::api::DynamicObject;
+    use kube::discovery::{ApiCapabilities, Scope};
+    let discovery = kube::Discovery::new(client.clone()).run().await?;
+    for doc in serde_norway::Deserializer::from_str(yaml) {
+        let obj: DynamicObject = DynamicObject::deserialize(doc)?;
+        let tm = obj
+            .types
+            .clone()
+            .context("object without apiVersion/kind")?;
+        let gvk = kube::api::GroupVersionKind::try_from(&tm)?;
+        let (ar, caps): (_, ApiCapabilities) = discovery
+            .resolve_gvk(&gvk)
+            .with_context(|| format!("{gvk:?} is not served"))?;
+        let api: Api<DynamicObject> = match (caps.scope, obj.metadata.namespace.as_deref()) {
+            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &ar),
+            _ => Api::all_with(client.clone(), &ar),
+        };
+        let pp = PatchParams::apply(FIELD_MANAGER).force();
+        api.patch(&obj.name_any(), &pp, &Patch::Apply(&obj))
+            .await
+            .with_context(|| format!("applying {} {}", tm.kind, obj.name_any()))?;
+    }
+    Ok(())
+}
+
+fn write_kubeconfig(state: &LabState, token: &str, ca: &Path) -> anyhow::Result<()> {
+    let kubeconfig = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": state.name, "cluster": {
+            "server": state.apiserver_url,
+            "certificate-authority": ca,
+        }}],
+        "users": [{"name": "admin", "user": {"token": token}}],
+        "contexts": [{"name": state.name, "context": {"cluster": state.name, "user": "admin", "namespace": "default"}}],
+        "current-context": state.name,
+    });
+    std::fs::write(&state.kubeconfig, serde_norway::to_string(&kubeconfig)?)?;
+    Ok(())
+}
+
+fn kwok_config_yaml(cidr: &str, node_ip: &str) -> String {
+    let options = BTreeMap::from([("cidr", cidr), ("nodeIP", node_ip)]);
+    let mut out = String::from(
+        "# Generated by valtune-lab. kwok's default stages make pods Running with an IP from\n# the lab's loopback network; the simulator plays the containers from there.\napiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n",
+    );
+    for (k, v) in options {
+        out.push_str(&format!("  {k}: {v:?}\n"));
+    }
+    out
+}
+
+fn openssl(args: &[&str]) -> anyhow::Result<()> {
+    let out = Command::new("openssl")
+        .args(args)
+        .output()
+        .context("running openssl (install the openssl package)")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "openssl {} failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+fn path_str(p: &Path) -> anyhow::Result<&str> {
+    p.to_str().context("non-UTF-8 path")
+}
+
+fn random_hex() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    (0..4)
+        .map(|i| {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u32(i);
+            format!("{:016x}", h.finish())
+        })
+        .collect()
+}

@@ -1,0 +1,101 @@
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use valtune_lab::control_plane::{self, UpOptions};
+use valtune_lab::state::LabState;
+
+/// valtune's local lab: a real control plane with simulated bare-metal nodes.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start a lab (or report the one running in --dir).
+    Up {
+        /// Where the lab keeps its state, kubeconfig and logs.
+        #[arg(long, env = "VALTUNE_LAB_DIR", default_value = ".lab")]
+        dir: PathBuf,
+        /// Directory with the control-plane binaries (hack/tools/build.sh prints it).
+        #[arg(long, env = "VALTUNE_TOOLS_BIN")]
+        tools: PathBuf,
+        /// Nodes to simulate.
+        #[arg(long, default_value = "lab/topology.yaml")]
+        topology: PathBuf,
+        /// Simulated seconds per real second for validator workloads.
+        #[arg(long, default_value_t = 720.0)]
+        time_scale: f64,
+        /// How often Prometheus scrapes pods.
+        #[arg(long, default_value = "1s")]
+        scrape_interval: String,
+    },
+    /// Stop the lab's processes and remove its state.
+    Down {
+        #[arg(long, env = "VALTUNE_LAB_DIR", default_value = ".lab")]
+        dir: PathBuf,
+        /// Keep logs, etcd and Prometheus data.
+        #[arg(long)]
+        keep: bool,
+    },
+    /// Print shell exports for using the lab (KUBECONFIG, PROMETHEUS_URL, ...).
+    Env {
+        #[arg(long, env = "VALTUNE_LAB_DIR", default_value = ".lab")]
+        dir: PathBuf,
+    },
+    /// Run the simulator in the foreground (`up` starts it).
+    Sim {
+        #[arg(long, env = "VALTUNE_LAB_DIR", default_value = ".lab")]
+        dir: PathBuf,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    valtune_lab::init_crypto();
+    match cli.command {
+        Command::Up {
+            dir,
+            tools,
+            topology,
+            time_scale,
+            scrape_interval,
+        } => {
+            let state = control_plane::up(&UpOptions {
+                dir,
+                tools,
+                topology,
+                time_scale,
+                scrape_interval,
+                lab_exe: std::env::current_exe()?,
+            })
+            .await?;
+            print_env(&state);
+            Ok(())
+        }
+        Command::Down { dir, keep } => control_plane::down(&dir, keep),
+        Command::Env { dir } => {
+            print_env(&LabState::load(&dir)?);
+            Ok(())
+        }
+        Command::Sim { dir } => {
+            tracing_subscriber::fmt()
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_default_env()
+                        .unwrap_or_else(|_| "info".into()),
+                )
+                .init();
+            let state = LabState::load(&dir)?;
+            valtune_lab::sim::run(state).await
+        }
+    }
+}
+
+fn print_env(state: &LabState) {
+    println!("export KUBECONFIG={}", state.kubeconfig.display());
+    println!("export VALTUNE_LAB_DIR={}", state.dir.display());
+    println!("export PROMETHEUS_URL={}", state.prometheus_url);
+}

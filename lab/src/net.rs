@@ -1,0 +1,118 @@
+//! Addresses for a lab: free loopback ports, and a pod network inside 127.0.0.0/8 that no
+//! other lab on this machine uses (two labs, or CI beside a session, never collide).
+
+use std::hash::{BuildHasher, Hasher};
+use std::io::Write;
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+/// A port nobody listens on right now (the kernel picks it).
+pub fn free_port() -> anyhow::Result<u16> {
+    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("binding a free port")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// A random number from the std hasher's per-process random keys (no RNG dependency).
+fn random() -> u64 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish()
+}
+
+/// A /24 inside 127.0.0.0/8 reserved for one lab by a lock file naming the lab's dir.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodNetwork {
+    pub a: u8,
+    pub b: u8,
+    pub lock: PathBuf,
+}
+
+impl PodNetwork {
+    pub fn cidr(&self) -> String {
+        format!("127.{}.{}.0/24", self.a, self.b)
+    }
+    /// kwok reports this as every node's InternalIP.
+    pub fn node_ip(&self) -> String {
+        format!("127.{}.{}.1", self.a, self.b)
+    }
+}
+
+fn locks_dir() -> PathBuf {
+    std::env::temp_dir().join("valtune-lab-networks")
+}
+
+/// Reserves a free /24. A lock whose lab dir has no state file any more is stale and reused.
+pub fn reserve_pod_network(lab_dir: &Path) -> anyhow::Result<PodNetwork> {
+    let dir = locks_dir();
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    for _ in 0..64 {
+        let r = random();
+        // 127.0.x.x and 127.1.x.x are left to other loopback users.
+        let a = 16 + (r % 224) as u8;
+        let b = (r >> 8) as u8;
+        let lock = dir.join(format!("127.{a}.{b}"));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&lock)
+        {
+            Ok(mut f) => {
+                writeln!(f, "{}", lab_dir.display())?;
+                return Ok(PodNetwork { a, b, lock });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let owner = std::fs::read_to_string(&lock).unwrap_or_default();
+                let owner = Path::new(owner.trim());
+                if !owner.join("state.json").exists() {
+                    let _ = std::fs::remove_file(&lock);
+                }
+            }
+            Err(e) => return Err(e).with_context(|| format!("creating {}", lock.display())),
+        }
+    }
+    anyhow::bail!(
+        "no free pod network in 127.0.0.0/8 after 64 tries; remove stale locks in {}",
+        dir.display()
+    )
+}
+
+pub fn release_pod_network(lock: &Path) {
+    let _ = std::fs::remove_file(lock);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_labs_get_different_networks() {
+        let d1 = std::env::temp_dir().join("valtune-net-test-1");
+        let d2 = std::env::temp_dir().join("valtune-net-test-2");
+        for d in [&d1, &d2] {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(d.join("state.json"), "{}").unwrap();
+        }
+        let n1 = reserve_pod_network(&d1).unwrap();
+        let n2 = reserve_pod_network(&d2).unwrap();
+        assert_ne!(n1.cidr(), n2.cidr());
+        assert!(n1.cidr().starts_with("127."));
+        release_pod_network(&n1.lock);
+        release_pod_network(&n2.lock);
+        for d in [&d1, &d2] {
+            std::fs::remove_dir_all(d).unwrap();
+        }
+    }
+
+    #[test]
+    fn free_ports_are_distinct_and_bindable() {
+        let p = free_port().unwrap();
+        TcpListener::bind((Ipv4Addr::LOCALHOST, p)).unwrap();
+    }
+}

@@ -1,0 +1,68 @@
+//! The simulator: the parts of the nodes that kwok does not play. It runs beside the
+//! control plane (`valtune-lab sim`) and
+//! - makes Released local PersistentVolumes Available again, as the local static
+//!   provisioner does after wiping a disk, so a node's NVMe drives serve trial after trial.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::PersistentVolume;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use tracing::{info, warn};
+
+use crate::state::LabState;
+use crate::topology::LAB_LABEL;
+
+pub async fn run(state: LabState) -> anyhow::Result<()> {
+    let client = state.client().await?;
+    let recycler = recycle_volumes(client.clone(), state.name.clone());
+    tokio::select! {
+        r = recycler => r,
+        _ = tokio::signal::ctrl_c() => Ok(()),
+        _ = sigterm() => Ok(()),
+    }
+}
+
+async fn sigterm() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut s) => {
+            s.recv().await;
+        }
+        Err(_) => std::future::pending().await,
+    }
+}
+
+/// Released volumes get their claim reference cleared, which makes them Available.
+async fn recycle_volumes(client: Client, lab: String) -> anyhow::Result<()> {
+    let api: Api<PersistentVolume> = Api::all(client);
+    let cfg = watcher::Config::default().labels(&format!("{LAB_LABEL}={lab}"));
+    let mut stream = watcher(api.clone(), cfg).applied_objects().boxed();
+    while let Some(pv) = stream.next().await {
+        let pv = match pv {
+            Ok(pv) => pv,
+            Err(e) => {
+                warn!(error = %e, "watching volumes");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let released = pv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Released");
+        if released {
+            let patch = serde_json::json!({"spec": {"claimRef": null}});
+            match api
+                .patch(
+                    &pv.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+            {
+                Ok(_) => info!(volume = %pv.name_any(), "recycled released volume"),
+                Err(e) => warn!(volume = %pv.name_any(), error = %e, "recycling volume"),
+            }
+        }
+    }
+    Ok(())
+}

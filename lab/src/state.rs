@@ -1,0 +1,80 @@
+//! A running lab, as recorded in `<dir>/state.json`: where its endpoints are, which
+//! processes it started, and its simulation settings. Tests and the demo attach to a lab
+//! through this file.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde::{Deserialize, Serialize};
+
+use crate::process::ProcessRecord;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LabState {
+    /// Unique per lab; labels everything the lab creates.
+    pub name: String,
+    pub dir: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub apiserver_url: String,
+    pub prometheus_url: String,
+    pub prometheus_config: PathBuf,
+    pub pod_cidr: String,
+    pub pod_network_lock: PathBuf,
+    /// Simulated seconds per real second: validator workloads run this much faster.
+    pub time_scale: f64,
+    /// How often the lab's Prometheus scrapes pods.
+    pub scrape_interval: String,
+    pub topology: PathBuf,
+    pub processes: Vec<ProcessRecord>,
+    /// Set once start-up completed; a lab without it is a failed or partial start.
+    #[serde(default)]
+    pub ready: bool,
+}
+
+impl LabState {
+    pub const FILE: &'static str = "state.json";
+
+    pub fn load(dir: &Path) -> anyhow::Result<LabState> {
+        let path = dir.join(Self::FILE);
+        let text = std::fs::read_to_string(&path).with_context(|| {
+            format!(
+                "no lab in {} (missing {}); start one with `make lab-up`",
+                dir.display(),
+                path.display()
+            )
+        })?;
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+    }
+
+    /// Written after every process start, so a failed `up` can still be torn down.
+    pub fn save(&self) -> anyhow::Result<()> {
+        let path = self.dir.join(Self::FILE);
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, serde_json::to_string_pretty(self)?)?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))
+    }
+
+    /// Whether the lab started completely and every process is still the one it started.
+    pub fn all_running(&self) -> bool {
+        self.ready && self.processes.iter().all(ProcessRecord::is_alive)
+    }
+
+    pub fn process(&self, name: &str) -> Option<&ProcessRecord> {
+        self.processes.iter().find(|p| p.name == name)
+    }
+
+    /// A client for the lab's API server (as its admin).
+    pub async fn client(&self) -> anyhow::Result<Client> {
+        kube_client(&self.kubeconfig).await
+    }
+}
+
+pub async fn kube_client(kubeconfig: &Path) -> anyhow::Result<Client> {
+    let kc = Kubeconfig::read_from(kubeconfig)
+        .with_context(|| format!("reading {}", kubeconfig.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+    Ok(Client::try_from(config)?)
+}

@@ -1,0 +1,302 @@
+//! The lab's simulated bare-metal nodes, from a checked-in topology file, rendered as the
+//! Node, PersistentVolume and StorageClass objects a real cluster would have.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context;
+use k8s_openapi::api::core::v1::{
+    LocalVolumeSource, Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, NodeSpec,
+    NodeStatus, NodeSystemInfo, PersistentVolume, PersistentVolumeSpec, Taint, VolumeNodeAffinity,
+};
+use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::ObjectMeta;
+use serde::Deserialize;
+
+/// kwok manages nodes carrying this annotation (and only those).
+pub const KWOK_ANNOTATION: (&str, &str) = ("kwok.x-k8s.io/node", "fake");
+/// Label on everything the lab creates, so a second lab's objects are never touched.
+pub const LAB_LABEL: &str = "valtune.dev/lab";
+pub const STORAGE_CLASS: &str = "local-nvme";
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    pub defaults: NodeClass,
+    pub nodes: Vec<NodeEntry>,
+}
+
+/// What a node has. Every field may be overridden per node.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeClass {
+    pub cpu: Option<u32>,
+    pub memory: Option<String>,
+    pub hugepages1_gi: Option<u32>,
+    pub hugepages2_mi: Option<u32>,
+    pub pods: Option<u32>,
+    pub nvme: Option<Vec<String>>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    pub taints: Option<Vec<TaintEntry>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaintEntry {
+    pub key: String,
+    #[serde(default)]
+    pub value: Option<String>,
+    pub effect: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeEntry {
+    pub name: String,
+    #[serde(flatten)]
+    pub overrides: NodeClass,
+}
+
+/// A node with its defaults applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabNode {
+    pub name: String,
+    pub cpu: u32,
+    pub memory: String,
+    pub hugepages1_gi: u32,
+    pub hugepages2_mi: u32,
+    pub pods: u32,
+    pub nvme: Vec<String>,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<TaintEntry>,
+}
+
+impl Topology {
+    pub fn load(path: &Path) -> anyhow::Result<Topology> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading topology {}", path.display()))?;
+        let topology: Topology = serde_norway::from_str(&text)
+            .with_context(|| format!("parsing topology {}", path.display()))?;
+        topology.nodes()?;
+        Ok(topology)
+    }
+
+    /// Every node with the defaults applied; refuses a topology the lab cannot serve.
+    pub fn nodes(&self) -> anyhow::Result<Vec<LabNode>> {
+        let d = &self.defaults;
+        let mut out = Vec::new();
+        for n in &self.nodes {
+            let o = &n.overrides;
+            let mut labels = d.labels.clone();
+            labels.extend(o.labels.clone());
+            labels.insert("kubernetes.io/hostname".into(), n.name.clone());
+            labels.insert("kubernetes.io/os".into(), "linux".into());
+            labels.insert("kubernetes.io/arch".into(), "amd64".into());
+            labels.insert("type".into(), "kwok".into());
+            let node = LabNode {
+                name: n.name.clone(),
+                cpu: o.cpu.or(d.cpu).unwrap_or(64),
+                memory: o
+                    .memory
+                    .clone()
+                    .or(d.memory.clone())
+                    .unwrap_or("512Gi".into()),
+                hugepages1_gi: o.hugepages1_gi.or(d.hugepages1_gi).unwrap_or(0),
+                hugepages2_mi: o.hugepages2_mi.or(d.hugepages2_mi).unwrap_or(0),
+                pods: o.pods.or(d.pods).unwrap_or(110),
+                nvme: o.nvme.clone().or(d.nvme.clone()).unwrap_or_default(),
+                labels,
+                taints: o.taints.clone().or(d.taints.clone()).unwrap_or_default(),
+            };
+            anyhow::ensure!(
+                !node.name.is_empty() && node.name.len() <= 40,
+                "topology: node name {:?} must be 1 to 40 characters",
+                node.name
+            );
+            out.push(node);
+        }
+        anyhow::ensure!(!out.is_empty(), "topology: no nodes");
+        let mut names: Vec<_> = out.iter().map(|n| &n.name).collect();
+        names.sort();
+        names.dedup();
+        anyhow::ensure!(
+            names.len() == out.len(),
+            "topology: node names must be unique"
+        );
+        Ok(out)
+    }
+}
+
+impl LabNode {
+    fn resources(&self) -> BTreeMap<String, Quantity> {
+        BTreeMap::from([
+            ("cpu".into(), Quantity(self.cpu.to_string())),
+            ("memory".into(), Quantity(self.memory.clone())),
+            (
+                "hugepages-1Gi".into(),
+                Quantity(format!("{}Gi", self.hugepages1_gi)),
+            ),
+            (
+                "hugepages-2Mi".into(),
+                Quantity(format!("{}Mi", self.hugepages2_mi * 2)),
+            ),
+            ("pods".into(), Quantity(self.pods.to_string())),
+            ("ephemeral-storage".into(), Quantity("400Gi".into())),
+        ])
+    }
+
+    /// The Node object; kwok fills in conditions, addresses and heartbeats.
+    pub fn node(&self, lab: &str) -> Node {
+        let mut labels = self.labels.clone();
+        labels.insert(LAB_LABEL.into(), lab.into());
+        Node {
+            metadata: ObjectMeta {
+                name: Some(self.name.clone()),
+                labels: Some(labels),
+                annotations: Some(BTreeMap::from([(
+                    KWOK_ANNOTATION.0.into(),
+                    KWOK_ANNOTATION.1.into(),
+                )])),
+                ..Default::default()
+            },
+            spec: Some(NodeSpec {
+                taints: Some(
+                    self.taints
+                        .iter()
+                        .map(|t| Taint {
+                            key: t.key.clone(),
+                            value: t.value.clone(),
+                            effect: t.effect.clone(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+            status: Some(NodeStatus {
+                allocatable: Some(self.resources()),
+                capacity: Some(self.resources()),
+                node_info: Some(NodeSystemInfo {
+                    architecture: "amd64".into(),
+                    operating_system: "linux".into(),
+                    kubelet_version: "v1.34.2-kwok".into(),
+                    kube_proxy_version: String::new(),
+                    container_runtime_version: "kwok".into(),
+                    os_image: "valtune lab (simulated bare metal)".into(),
+                    kernel_version: "simulated".into(),
+                    boot_id: String::new(),
+                    machine_id: String::new(),
+                    system_uuid: String::new(),
+                    swap: None,
+                }),
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// One local PersistentVolume per NVMe drive, pinned to this node.
+    pub fn volumes(&self, lab: &str) -> Vec<PersistentVolume> {
+        self.nvme
+            .iter()
+            .enumerate()
+            .map(|(i, size)| PersistentVolume {
+                metadata: ObjectMeta {
+                    name: Some(format!("{}-nvme{i}", self.name)),
+                    labels: Some(BTreeMap::from([
+                        (LAB_LABEL.into(), lab.into()),
+                        ("valtune.dev/node".into(), self.name.clone()),
+                    ])),
+                    ..Default::default()
+                },
+                spec: Some(PersistentVolumeSpec {
+                    capacity: Some(BTreeMap::from([("storage".into(), Quantity(size.clone()))])),
+                    access_modes: Some(vec!["ReadWriteOnce".into()]),
+                    // Retain, then the lab makes it Available again, as the local static
+                    // provisioner does after it wipes the disk.
+                    persistent_volume_reclaim_policy: Some("Retain".into()),
+                    storage_class_name: Some(STORAGE_CLASS.into()),
+                    volume_mode: Some("Filesystem".into()),
+                    local: Some(LocalVolumeSource {
+                        path: format!("/mnt/nvme{i}"),
+                        fs_type: None,
+                    }),
+                    node_affinity: Some(VolumeNodeAffinity {
+                        required: Some(NodeSelector {
+                            node_selector_terms: vec![NodeSelectorTerm {
+                                match_expressions: Some(vec![NodeSelectorRequirement {
+                                    key: "kubernetes.io/hostname".into(),
+                                    operator: "In".into(),
+                                    values: Some(vec![self.name.clone()]),
+                                }]),
+                                ..Default::default()
+                            }],
+                        }),
+                    }),
+                    ..Default::default()
+                }),
+                status: None,
+            })
+            .collect()
+    }
+}
+
+/// Local NVMe: no provisioner, bound when the first pod is scheduled (so the scheduler
+/// picks the node and the volume together).
+pub fn storage_class(lab: &str) -> StorageClass {
+    StorageClass {
+        metadata: ObjectMeta {
+            name: Some(STORAGE_CLASS.into()),
+            labels: Some(BTreeMap::from([(LAB_LABEL.into(), lab.into())])),
+            ..Default::default()
+        },
+        provisioner: "kubernetes.io/no-provisioner".into(),
+        volume_binding_mode: Some("WaitForFirstConsumer".into()),
+        reclaim_policy: Some("Retain".into()),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_checked_in_topology_meets_the_lab_promises() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("topology.yaml");
+        let nodes = Topology::load(&path).unwrap().nodes().unwrap();
+        assert!(nodes.len() >= 3);
+        for n in &nodes {
+            assert!(n.cpu >= 64, "{} has {} CPUs", n.name, n.cpu);
+            assert_eq!(n.memory, "1536Gi");
+            assert!(n.hugepages1_gi > 0);
+            assert!(n.nvme.len() >= 2);
+            assert!(n.taints.iter().any(|t| t.effect == "NoSchedule"));
+            let node = n.node("t");
+            let alloc = node.status.unwrap().allocatable.unwrap();
+            assert_eq!(alloc["hugepages-1Gi"].0, format!("{}Gi", n.hugepages1_gi));
+            assert_eq!(n.volumes("t").len(), n.nvme.len());
+        }
+    }
+
+    #[test]
+    fn node_overrides_win_over_defaults() {
+        let t: Topology = serde_norway::from_str(
+            "defaults: {cpu: 64, memory: 1Ti, labels: {a: x}}\nnodes:\n- name: n1\n  cpu: 128\n  labels: {b: y}\n- name: n2\n",
+        )
+        .unwrap();
+        let nodes = t.nodes().unwrap();
+        assert_eq!(nodes[0].cpu, 128);
+        assert_eq!(nodes[1].cpu, 64);
+        assert_eq!(nodes[0].labels["a"], "x");
+        assert_eq!(nodes[0].labels["b"], "y");
+    }
+
+    #[test]
+    fn duplicate_names_are_refused() {
+        let t: Topology =
+            serde_norway::from_str("defaults: {}\nnodes:\n- name: n1\n- name: n1\n").unwrap();
+        assert!(t.nodes().is_err());
+    }
+}

@@ -1,0 +1,236 @@
+//! `ValidatorExperiment`: a validator template, the parameters to sweep and how each trial
+//! runs. The operator runs one `ValidatorTrial` per point and summarises them here.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::settings::{MetricsSettings, TrialSettings};
+use super::sweep::{SweepSpec, trial_count_cel};
+use super::template::ValidatorTemplate;
+
+/// The hard cap on `maxTrials`: keeps an experiment's trials listable and its status small.
+pub const MAX_TRIALS_CAP: i32 = 1024;
+/// Experiment names leave room in 63 characters for the trial suffix and volume roles.
+pub const MAX_NAME_LEN: usize = 40;
+/// Status rows kept per experiment (one per point, most informative first).
+pub const MAX_SUMMARY_ROWS: usize = 32;
+
+const AGAVE_THREADS: &str = "['bankingThreads', 'replayTransactionsThreads', 'replayForksThreads', 'rayonGlobalThreads', 'rpcThreads', 'unifiedSchedulerHandlerThreads']";
+const FIREDANCER_THREADS: &str = "['netTiles', 'quicTiles', 'verifyTiles', 'bankTiles', 'shredTiles', 'resolvTiles', 'execTiles', 'unifiedSchedulerHandlerThreads']";
+const NODEOS_THREADS: &str =
+    "['chainThreads', 'httpThreads', 'netThreads', 'eosVmOcCompileThreads']";
+
+fn max_trials_rule() -> kube::core::Rule {
+    // A messageExpression quoting the count would be clearer, but the API server's cost
+    // estimate for string() in it exceeds the budget, so the message explains the sum.
+    kube::core::Rule::new(format!("{} <= self.maxTrials", trial_count_cel()))
+        .message(format!(
+            "the sweep asks for more trials than maxTrials (trials = the product of the swept value counts times trial.repetitions): sweep fewer values, lower trial.repetitions, or raise maxTrials (at most {MAX_TRIALS_CAP})"
+        ).as_str())
+        .field_path(".maxTrials")
+}
+
+fn threads_rule(client: &str, allowed: &str) -> kube::core::Rule {
+    kube::core::Rule::new(format!(
+        "!has(self.sweep.threads) || !has(self.template.{client}) || self.sweep.threads.all(t, t.name in {allowed})"
+    ))
+    .message(
+        format!(
+            "{client} cannot set some of these thread knobs: use only {}",
+            allowed.replace('\'', "")
+        )
+        .as_str(),
+    )
+    .field_path(".sweep.threads")
+}
+
+/// A tuning experiment: one trial per point of the sweep, each a validator pod on its own
+/// bare-metal node, measured through Prometheus.
+// clippy reads the repeated `type_ = ...` of printcolumn(...) as duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[kube(
+    group = "valtune.dev",
+    version = "v1alpha1",
+    kind = "ValidatorExperiment",
+    namespaced,
+    shortname = "vx",
+    category = "valtune",
+    status = "ValidatorExperimentStatus",
+    doc = "A tuning experiment: runs a validator once per point of a parameter sweep and gathers the results",
+    printcolumn(name = "Client", type_ = "string", json_path = ".status.client"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Trials", type_ = "integer", json_path = ".status.trials.expected"),
+    printcolumn(name = "Done", type_ = "integer", json_path = ".status.trials.finished"),
+    printcolumn(name = "Running", type_ = "integer", json_path = ".status.trials.active"),
+    printcolumn(name = "Recommendation", type_ = "string", json_path = ".status.recommendation.summary"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    validation = Rule::new(format!("size(self.metadata.name) <= {MAX_NAME_LEN}"))
+        .message(format!("metadata.name is longer than {MAX_NAME_LEN} characters: trial, pod and volume names add a suffix to it, so choose a shorter name").as_str())
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = max_trials_rule(),
+    validation = Rule::new("has(self.template.resources.memory) || has(self.sweep.memory)")
+        .message("no memory given: set template.resources.memory or sweep it with sweep.memory")
+        .field_path(".template.resources.memory"),
+    validation = Rule::new("!has(self.sweep.memory) || !has(self.template.resources.memoryLimit)")
+        .message("template.resources.memoryLimit conflicts with sweep.memory (each trial's memory is its request and limit): remove memoryLimit")
+        .field_path(".template.resources.memoryLimit"),
+    validation = Rule::new("!has(self.sweep.programCacheEntries) || !has(self.template.besu) && !has(self.template.nodeos)")
+        .message("Besu and nodeos have no program cache to size: remove sweep.programCacheEntries, or sweep a client setting with sweep.knobs")
+        .field_path(".sweep.programCacheEntries"),
+    validation = Rule::new("!has(self.sweep.programCacheEntries) || !has(self.template.firedancer)")
+        .message("Firedancer cannot sweep programCacheEntries: full Firedancer sizes its cache in MiB (sweep.knobs with configKey runtime.program_cache.heap_size_mib) and Frankendancer uses Agave's compile-time constant")
+        .field_path(".sweep.programCacheEntries"),
+    validation = Rule::new("!has(self.sweep.programCacheEntries) || !has(self.template.agave) || self.sweep.programCacheEntries.all(n, has(self.template.agave.programCacheImages) && self.template.agave.programCacheImages.exists(i, i.entries == n))")
+        .message("Agave's program cache size is the compile-time constant MAX_LOADED_ENTRY_COUNT, so each swept value needs an image built with it: add {entries: N, image: ...} to template.agave.programCacheImages for every value in sweep.programCacheEntries")
+        .field_path(".sweep.programCacheEntries"),
+    validation = Rule::new("!has(self.sweep.hugepages1Gi) || has(self.template.firedancer) || has(self.template.nodeos)")
+        .message("Agave and Besu do not allocate hugepages, so sweeping them measures nothing: remove sweep.hugepages1Gi (hugepages serve Firedancer, and nodeos with databaseMapMode heap or locked)")
+        .field_path(".sweep.hugepages1Gi"),
+    validation = Rule::new("!has(self.template.firedancer) || has(self.template.resources.hugepages1Gi) || has(self.sweep.hugepages1Gi)")
+        .message("Firedancer places its workspaces in hugepages: set template.resources.hugepages1Gi (fdctl mem prints how many the layout needs) or sweep.hugepages1Gi")
+        .field_path(".template.resources.hugepages1Gi"),
+    validation = threads_rule("agave", AGAVE_THREADS),
+    validation = threads_rule("firedancer", FIREDANCER_THREADS),
+    validation = threads_rule("nodeos", NODEOS_THREADS),
+    validation = Rule::new("!has(self.sweep.threads) || !has(self.template.besu)")
+        .message("Besu has no thread-count flags valtune maps: remove sweep.threads and sweep the setting with sweep.knobs (arg or env BESU_OPTS)")
+        .field_path(".sweep.threads"),
+    validation = Rule::new("!has(self.sweep.knobs) || !has(self.template.agave) || self.sweep.knobs.all(k, !has(k.configKey))")
+        .message("Agave has no config file: set the knob with arg (a CLI flag) or env instead of configKey")
+        .field_path(".sweep.knobs"),
+    validation = Rule::new("!has(self.maxFailedTrials) || self.maxFailedTrials <= self.maxTrials")
+        .message("maxFailedTrials is larger than maxTrials, so it can never be reached: lower it or remove it")
+        .field_path(".maxFailedTrials"),
+)]
+pub struct ValidatorExperimentSpec {
+    /// The validator every trial runs; swept parameters override its values.
+    pub template: ValidatorTemplate,
+    /// The parameters to sweep. The experiment runs their cartesian product.
+    #[serde(default)]
+    pub sweep: SweepSpec,
+    /// How each trial runs.
+    #[serde(default)]
+    pub trial: TrialSettings,
+    /// Where results come from.
+    #[serde(default)]
+    pub metrics: MetricsSettings,
+    /// How many trials run at once (each on its own node).
+    #[serde(default = "default_parallelism")]
+    #[schemars(range(min = 1, max = 64))]
+    pub parallelism: i32,
+    /// The most trials this experiment may have (sweep points times repetitions).
+    #[serde(default = "default_max_trials")]
+    #[schemars(range(min = 1, max = 1024))]
+    pub max_trials: i32,
+    /// Stop starting trials once this many have failed (Crashed, Unschedulable, TimedOut,
+    /// NodeLost after retries, MetricsUnavailable); the experiment then fails. OOMKilled,
+    /// FellBehind and Aborted are results, not failures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1024))]
+    pub max_failed_trials: Option<i32>,
+    /// Start no new trials; running ones finish.
+    #[serde(default)]
+    pub suspend: bool,
+}
+
+fn default_parallelism() -> i32 {
+    1
+}
+fn default_max_trials() -> i32 {
+    256
+}
+
+/// What the experiment is doing.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+pub enum ExperimentPhase {
+    #[default]
+    Pending,
+    Running,
+    Suspended,
+    Succeeded,
+    Failed,
+}
+
+/// Observed state; small and bounded (per-trial data lives in the trials).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ValidatorExperimentStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default)]
+    pub phase: ExperimentPhase,
+    /// The client the experiment runs (for `kubectl get`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+    #[serde(default)]
+    pub trials: TrialCounts,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+    /// The point the results recommend, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recommendation: Option<Recommendation>,
+    /// One row per point (averaged over repetitions), at most 32 rows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub summary: Vec<SummaryRow>,
+    /// Set when the sweep has more points than summary rows.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub summary_truncated: bool,
+}
+
+/// Trial counts, by expected name (not by listing).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TrialCounts {
+    /// Trials the sweep asks for.
+    pub expected: i32,
+    /// Trials not started yet.
+    pub pending: i32,
+    /// Trials running (scheduled, warming up, measuring or collecting).
+    pub active: i32,
+    /// Trials finished with any outcome.
+    pub finished: i32,
+    /// Finished trials with a measured outcome (KeptUp, FellBehind, OOMKilled, Aborted).
+    pub succeeded: i32,
+    /// Finished trials that produced no measurement (Crashed, Unschedulable, TimedOut,
+    /// NodeLost, MetricsUnavailable).
+    pub failed: i32,
+}
+
+/// The recommended point.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Recommendation {
+    /// One line, for `kubectl get`: e.g. "memory=512Gi".
+    pub summary: String,
+    /// Why this point.
+    pub reason: String,
+    /// A trial of this point.
+    pub trial: String,
+}
+
+/// Results of one point, averaged over its finished repetitions.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SummaryRow {
+    pub point: String,
+    pub repetitions: i32,
+    /// The outcome of each finished repetition, comma separated.
+    pub outcomes: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub avg_tps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tps: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zero_tps_seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rss_gib: Option<f64>,
+}

@@ -1,0 +1,466 @@
+//! What an experiment sweeps, and its expansion into trial points.
+//!
+//! Each swept parameter is a list of values; the experiment runs the cartesian product of
+//! all lists, `repetitions` times. An unswept parameter keeps the template's value.
+
+use std::collections::BTreeMap;
+
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::quantity::{Bytes, parse_quantity};
+
+/// Lists of thread and knob sweeps are capped so the admission rule that bounds the sweep
+/// size can spell out the product term by term (CEL has no fold).
+pub const MAX_THREAD_SWEEPS: usize = 4;
+pub const MAX_KNOB_SWEEPS: usize = 4;
+/// The most values one parameter may sweep.
+pub const MAX_VALUES: usize = 32;
+
+const UNIQUE_INTS: &str = "self.all(x, self.exists_one(y, y == x))";
+const UNIQUE_MSG: &str = "values must be unique: remove the repeated value";
+
+/// The parameters to sweep. Every list present must be non-empty and free of duplicates.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SweepSpec {
+    /// Memory per trial: the validator's request and limit (e.g. 128Gi ... 1536Gi).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 32), inner(length(max = 32)))]
+    #[x_kube(
+        validation = Rule::new("self.all(q, isQuantity(q) && quantity(q).isGreaterThan(quantity('0')))")
+            .message("every value must be a positive quantity such as 256Gi or 1Ti"),
+        validation = Rule::new("!self.all(q, isQuantity(q)) || self.all(a, self.exists_one(b, quantity(a).compareTo(quantity(b)) == 0))")
+            .message("values must be unique (1Ti and 1024Gi are the same size): remove the repeated value")
+    )]
+    pub memory: Option<Vec<String>>,
+    /// Whole CPU cores per trial (request = limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 32), inner(range(min = 1, max = 1024)))]
+    #[x_kube(validation = Rule::new(UNIQUE_INTS).message(UNIQUE_MSG))]
+    pub cpu: Option<Vec<i32>>,
+    /// 1 GiB hugepages per trial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 32), inner(range(min = 0, max = 4096)))]
+    #[x_kube(validation = Rule::new(UNIQUE_INTS).message(UNIQUE_MSG))]
+    pub hugepages1_gi: Option<Vec<i32>>,
+    /// Program cache capacity in entries (Agave: one image per value, see
+    /// template.agave.programCacheImages).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 16), inner(range(min = 16, max = 65536)))]
+    #[x_kube(validation = Rule::new(UNIQUE_INTS).message(UNIQUE_MSG))]
+    pub program_cache_entries: Option<Vec<i32>>,
+    /// Client thread or tile counts, by the client's knob name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4))]
+    #[x_kube(validation = Rule::new("self.all(t, self.exists_one(u, u.name == t.name))")
+        .message("each thread knob may appear once: merge the values of the repeated name"))]
+    pub threads: Option<Vec<ThreadSweep>>,
+    /// Any other setting, as an environment variable, a CLI argument or a config key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4))]
+    #[x_kube(validation = Rule::new("self.all(k, self.exists_one(l, l.name == k.name))")
+        .message("each knob name may appear once: rename or merge the repeated knob"))]
+    pub knobs: Option<Vec<KnobSweep>>,
+}
+
+/// A thread or tile count knob of one client (see docs/clients.md for the mapping).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadSweep {
+    pub name: ThreadKnob,
+    #[schemars(length(min = 1, max = 32), inner(range(min = 1, max = 512)))]
+    #[x_kube(validation = Rule::new(UNIQUE_INTS).message(UNIQUE_MSG))]
+    pub values: Vec<i32>,
+}
+
+/// Thread and tile counts valtune knows how to set, per client.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum ThreadKnob {
+    // Agave
+    BankingThreads,
+    ReplayTransactionsThreads,
+    ReplayForksThreads,
+    RayonGlobalThreads,
+    RpcThreads,
+    UnifiedSchedulerHandlerThreads,
+    // Firedancer / Frankendancer tiles
+    NetTiles,
+    QuicTiles,
+    VerifyTiles,
+    BankTiles,
+    ShredTiles,
+    ResolvTiles,
+    ExecTiles,
+    // nodeos
+    ChainThreads,
+    HttpThreads,
+    NetThreads,
+    EosVmOcCompileThreads,
+}
+
+impl ThreadKnob {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThreadKnob::BankingThreads => "bankingThreads",
+            ThreadKnob::ReplayTransactionsThreads => "replayTransactionsThreads",
+            ThreadKnob::ReplayForksThreads => "replayForksThreads",
+            ThreadKnob::RayonGlobalThreads => "rayonGlobalThreads",
+            ThreadKnob::RpcThreads => "rpcThreads",
+            ThreadKnob::UnifiedSchedulerHandlerThreads => "unifiedSchedulerHandlerThreads",
+            ThreadKnob::NetTiles => "netTiles",
+            ThreadKnob::QuicTiles => "quicTiles",
+            ThreadKnob::VerifyTiles => "verifyTiles",
+            ThreadKnob::BankTiles => "bankTiles",
+            ThreadKnob::ShredTiles => "shredTiles",
+            ThreadKnob::ResolvTiles => "resolvTiles",
+            ThreadKnob::ExecTiles => "execTiles",
+            ThreadKnob::ChainThreads => "chainThreads",
+            ThreadKnob::HttpThreads => "httpThreads",
+            ThreadKnob::NetThreads => "netThreads",
+            ThreadKnob::EosVmOcCompileThreads => "eosVmOcCompileThreads",
+        }
+    }
+}
+
+/// A generic knob: one of env, arg or configKey says how each value reaches the client.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("[has(self.env), has(self.arg), has(self.configKey)].filter(x, x).size() == 1")
+    .message("set exactly one of env, arg or configKey to say how the value reaches the client"))]
+pub struct KnobSweep {
+    /// A short name for tables and trial labels.
+    #[schemars(length(min = 1, max = 32), regex(pattern = r"^[a-z][a-zA-Z0-9]*$"))]
+    pub name: String,
+    /// Environment variable of the validator container, e.g. MALLOC_ARENA_MAX.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 128),
+        regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*$")
+    )]
+    pub env: Option<String>,
+    /// Command-line flag, rendered as `<arg>=<value>`, e.g. --database-map-mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 2, max = 128),
+        regex(pattern = r"^--?[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    )]
+    pub arg: Option<String>,
+    /// Dotted key in the client's config file (Firedancer/Besu TOML, nodeos config.ini).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 128), regex(pattern = r"^[A-Za-z0-9_.-]+$"))]
+    pub config_key: Option<String>,
+    #[schemars(length(min = 1, max = 32), inner(length(max = 256)))]
+    #[x_kube(validation = Rule::new("self.all(x, self.exists_one(y, y == x))").message(UNIQUE_MSG))]
+    pub values: Vec<String>,
+}
+
+/// One point of the sweep: the value of each swept parameter. Unswept parameters are
+/// absent and keep the template's value.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TrialPoint {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hugepages1_gi: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program_cache_entries: Option<i32>,
+    /// Thread knob name to count.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub threads: BTreeMap<String, i32>,
+    /// Knob name to value.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub knobs: BTreeMap<String, String>,
+}
+
+impl TrialPoint {
+    /// A stable identity for the point: memory in bytes, so "1Ti" and "1024Gi" are the same
+    /// trial and a cosmetic edit of the sweep keeps its results.
+    pub fn canonical(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(m) = &self.memory {
+            let bytes = parse_quantity(m).map(|b| b.to_string());
+            parts.push(format!("memory={}", bytes.unwrap_or_else(|_| m.clone())));
+        }
+        if let Some(c) = self.cpu {
+            parts.push(format!("cpu={c}"));
+        }
+        if let Some(h) = self.hugepages1_gi {
+            parts.push(format!("hugepages1Gi={h}"));
+        }
+        if let Some(p) = self.program_cache_entries {
+            parts.push(format!("programCacheEntries={p}"));
+        }
+        for (k, v) in &self.threads {
+            parts.push(format!("threads.{k}={v}"));
+        }
+        for (k, v) in &self.knobs {
+            parts.push(format!("knobs.{k}={v:?}"));
+        }
+        parts.join(",")
+    }
+
+    /// Human-readable form for tables and events: "memory=512Gi cpu=32".
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(m) = &self.memory {
+            let shown = parse_quantity(m).map(|b| Bytes(b).to_string());
+            parts.push(format!("memory={}", shown.unwrap_or_else(|_| m.clone())));
+        }
+        if let Some(c) = self.cpu {
+            parts.push(format!("cpu={c}"));
+        }
+        if let Some(h) = self.hugepages1_gi {
+            parts.push(format!("hugepages1Gi={h}"));
+        }
+        if let Some(p) = self.program_cache_entries {
+            parts.push(format!("programCacheEntries={p}"));
+        }
+        for (k, v) in &self.threads {
+            parts.push(format!("{k}={v}"));
+        }
+        for (k, v) in &self.knobs {
+            parts.push(format!("{k}={v}"));
+        }
+        if parts.is_empty() {
+            "baseline".into()
+        } else {
+            parts.join(" ")
+        }
+    }
+}
+
+/// A point and the repetition it runs as (1-based).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedTrial {
+    pub point: TrialPoint,
+    pub repetition: i32,
+}
+
+impl PlannedTrial {
+    /// The trial's object name: the experiment's name and a hash of point and repetition.
+    /// Deterministic, so a restarted operator finds the trials it made, and a spec edit
+    /// that keeps a point keeps its trial.
+    pub fn name(&self, experiment: &str) -> String {
+        let mut h = Sha256::new();
+        h.update(self.point.canonical().as_bytes());
+        h.update(b"\0rep=");
+        h.update(self.repetition.to_string().as_bytes());
+        let digest = h.finalize();
+        let hex: String = digest.iter().take(5).map(|b| format!("{b:02x}")).collect();
+        format!("{experiment}-{hex}")
+    }
+}
+
+impl SweepSpec {
+    /// How many points the sweep has (before repetitions).
+    pub fn points(&self) -> usize {
+        let len = |n: Option<usize>| n.unwrap_or(1);
+        len(self.memory.as_ref().map(Vec::len))
+            * len(self.cpu.as_ref().map(Vec::len))
+            * len(self.hugepages1_gi.as_ref().map(Vec::len))
+            * len(self.program_cache_entries.as_ref().map(Vec::len))
+            * self
+                .threads
+                .iter()
+                .flatten()
+                .map(|t| t.values.len())
+                .product::<usize>()
+            * self
+                .knobs
+                .iter()
+                .flatten()
+                .map(|k| k.values.len())
+                .product::<usize>()
+    }
+
+    /// The cartesian product of the swept values, in the order the values are written
+    /// (earlier parameters vary slowest).
+    pub fn expand(&self) -> Vec<TrialPoint> {
+        let mut points = vec![TrialPoint::default()];
+        fn cross<T: Clone>(
+            points: Vec<TrialPoint>,
+            values: &[T],
+            set: impl Fn(&mut TrialPoint, &T),
+        ) -> Vec<TrialPoint> {
+            let mut out = Vec::with_capacity(points.len() * values.len());
+            for p in points {
+                for v in values {
+                    let mut q = p.clone();
+                    set(&mut q, v);
+                    out.push(q);
+                }
+            }
+            out
+        }
+        if let Some(v) = &self.memory {
+            points = cross(points, v, |p, m| p.memory = Some(m.clone()));
+        }
+        if let Some(v) = &self.cpu {
+            points = cross(points, v, |p, c| p.cpu = Some(*c));
+        }
+        if let Some(v) = &self.hugepages1_gi {
+            points = cross(points, v, |p, h| p.hugepages1_gi = Some(*h));
+        }
+        if let Some(v) = &self.program_cache_entries {
+            points = cross(points, v, |p, e| p.program_cache_entries = Some(*e));
+        }
+        for t in self.threads.iter().flatten() {
+            let name = t.name.as_str().to_string();
+            points = cross(points, &t.values, |p, n| {
+                p.threads.insert(name.clone(), *n);
+            });
+        }
+        for k in self.knobs.iter().flatten() {
+            points = cross(points, &k.values, |p, v| {
+                p.knobs.insert(k.name.clone(), v.clone());
+            });
+        }
+        points
+    }
+}
+
+/// Every trial of a sweep: all points for repetition 1, then all for 2, and so on, so a
+/// partial run covers the whole sweep before it repeats any point.
+pub fn plan(sweep: &SweepSpec, repetitions: i32) -> Vec<PlannedTrial> {
+    let points = sweep.expand();
+    (1..=repetitions.max(1))
+        .flat_map(|repetition| {
+            points.iter().map(move |point| PlannedTrial {
+                point: point.clone(),
+                repetition,
+            })
+        })
+        .collect()
+}
+
+/// The CEL expression for the number of trials a spec asks for; `self` is the spec.
+/// Thread and knob lists are capped, so their product is spelled out term by term.
+pub fn trial_count_cel() -> String {
+    let opt = |field: &str| format!("(has(self.sweep.{field}) ? size(self.sweep.{field}) : 1)");
+    let mut terms = vec![
+        opt("memory"),
+        opt("cpu"),
+        opt("hugepages1Gi"),
+        opt("programCacheEntries"),
+    ];
+    for (list, max) in [("threads", MAX_THREAD_SWEEPS), ("knobs", MAX_KNOB_SWEEPS)] {
+        for i in 0..max {
+            terms.push(format!(
+                "(has(self.sweep.{list}) && size(self.sweep.{list}) > {i} ? size(self.sweep.{list}[{i}].values) : 1)"
+            ));
+        }
+    }
+    terms.push("self.trial.repetitions".into());
+    terms.join(" * ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ram_sweep() -> SweepSpec {
+        SweepSpec {
+            memory: Some(
+                ["128Gi", "256Gi", "512Gi", "1Ti", "1536Gi"]
+                    .map(String::from)
+                    .to_vec(),
+            ),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn expands_the_cartesian_product_in_written_order() {
+        let sweep = SweepSpec {
+            memory: Some(vec!["256Gi".into(), "512Gi".into()]),
+            program_cache_entries: Some(vec![512, 1024, 2048]),
+            threads: Some(vec![ThreadSweep {
+                name: ThreadKnob::ReplayTransactionsThreads,
+                values: vec![4, 8],
+            }]),
+            ..Default::default()
+        };
+        let points = sweep.expand();
+        assert_eq!(points.len(), 12);
+        assert_eq!(sweep.points(), 12);
+        assert_eq!(points[0].memory.as_deref(), Some("256Gi"));
+        assert_eq!(points[0].program_cache_entries, Some(512));
+        assert_eq!(points[0].threads["replayTransactionsThreads"], 4);
+        assert_eq!(points[1].threads["replayTransactionsThreads"], 8);
+        assert_eq!(points[2].program_cache_entries, Some(1024));
+        assert_eq!(points[11].memory.as_deref(), Some("512Gi"));
+        assert_eq!(points[11].program_cache_entries, Some(2048));
+    }
+
+    #[test]
+    fn an_empty_sweep_is_one_baseline_point() {
+        let sweep = SweepSpec::default();
+        assert_eq!(sweep.points(), 1);
+        assert_eq!(sweep.expand(), vec![TrialPoint::default()]);
+        assert_eq!(TrialPoint::default().describe(), "baseline");
+    }
+
+    #[test]
+    fn plan_runs_every_point_before_repeating_one() {
+        let planned = plan(&ram_sweep(), 2);
+        assert_eq!(planned.len(), 10);
+        assert!(planned[..5].iter().all(|t| t.repetition == 1));
+        assert!(planned[5..].iter().all(|t| t.repetition == 2));
+        assert_eq!(planned[0].point, planned[5].point);
+    }
+
+    #[test]
+    fn trial_names_are_deterministic_unique_and_short() {
+        let planned = plan(&ram_sweep(), 2);
+        let names: Vec<String> = planned.iter().map(|t| t.name("agave-ram")).collect();
+        let again: Vec<String> = plan(&ram_sweep(), 2)
+            .iter()
+            .map(|t| t.name("agave-ram"))
+            .collect();
+        assert_eq!(names, again);
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len());
+        // 40-character experiment names leave room for the suffix within 63 (label values).
+        assert_eq!(planned[0].name(&"x".repeat(40)).len(), 51);
+    }
+
+    #[test]
+    fn equal_memory_written_differently_is_the_same_trial() {
+        let a = PlannedTrial {
+            point: TrialPoint {
+                memory: Some("1Ti".into()),
+                ..Default::default()
+            },
+            repetition: 1,
+        };
+        let b = PlannedTrial {
+            point: TrialPoint {
+                memory: Some("1024Gi".into()),
+                ..Default::default()
+            },
+            repetition: 1,
+        };
+        assert_eq!(a.name("e"), b.name("e"));
+        assert_eq!(b.point.describe(), "memory=1Ti");
+    }
+
+    #[test]
+    fn trial_count_expression_multiplies_every_list() {
+        let cel = trial_count_cel();
+        assert!(cel.contains("size(self.sweep.memory)"));
+        assert!(cel.contains("self.sweep.threads[3].values"));
+        assert!(cel.contains("self.sweep.knobs[3].values"));
+        assert!(cel.ends_with("self.trial.repetitions"));
+    }
+}

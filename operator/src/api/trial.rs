@@ -1,0 +1,242 @@
+//! `ValidatorTrial`: one point of an experiment's sweep, self-contained (it holds the
+//! resolved template), owning its pod and volumes. Its status holds the results.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::settings::{MetricsSettings, TrialSettings};
+use super::sweep::TrialPoint;
+use super::template::ValidatorTemplate;
+
+/// One run of a validator at one point of a sweep. Created by the operator; the spec is
+/// written once, at creation.
+// clippy reads the repeated `type_ = ...` of printcolumn(...) as duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "valtune.dev",
+    version = "v1alpha1",
+    kind = "ValidatorTrial",
+    namespaced,
+    shortname = "vtrial",
+    category = "valtune",
+    status = "ValidatorTrialStatus",
+    doc = "One run of a validator at one point of an experiment's sweep",
+    printcolumn(name = "Point", type_ = "string", json_path = ".status.point"),
+    printcolumn(name = "Rep", type_ = "integer", json_path = ".spec.repetition"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Outcome", type_ = "string", json_path = ".status.outcome"),
+    printcolumn(
+        name = "Avg TPS",
+        type_ = "number",
+        json_path = ".status.results.avgTps"
+    ),
+    printcolumn(
+        name = "0 TPS s",
+        type_ = "number",
+        json_path = ".status.results.zeroTpsSeconds"
+    ),
+    printcolumn(
+        name = "Max TPS",
+        type_ = "number",
+        json_path = ".status.results.maxTps"
+    ),
+    printcolumn(
+        name = "Max RSS GiB",
+        type_ = "number",
+        json_path = ".status.results.maxRssGiB"
+    ),
+    printcolumn(
+        name = "Node",
+        type_ = "string",
+        json_path = ".status.nodeName",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ValidatorTrialSpec {
+    /// The experiment this trial belongs to.
+    pub experiment: String,
+    /// The swept values of this trial.
+    pub point: TrialPoint,
+    /// Which repetition of the point this is (1-based).
+    pub repetition: i32,
+    /// The experiment's template with the point applied.
+    pub template: ValidatorTemplate,
+    /// How the trial runs (copied from the experiment at creation).
+    pub settings: TrialSettings,
+    /// Where results come from (copied from the experiment at creation).
+    pub metrics: MetricsSettings,
+}
+
+/// Where a trial is in its life.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+pub enum TrialPhase {
+    /// Created; the pod is not applied yet.
+    #[default]
+    Pending,
+    /// The pod exists and waits for a node.
+    Scheduling,
+    /// Bootstrapping and catching up to the chain.
+    WarmingUp,
+    /// Inside the measurement window.
+    Measuring,
+    /// The window ended; waiting for Prometheus to scrape past it, then reading results.
+    Collecting,
+    /// Finished with a measured outcome.
+    Succeeded,
+    /// Finished without a measurement.
+    Failed,
+}
+
+impl TrialPhase {
+    pub fn is_finished(self) -> bool {
+        matches!(self, TrialPhase::Succeeded | TrialPhase::Failed)
+    }
+}
+
+/// How a trial ended. KeptUp, FellBehind, OOMKilled and Aborted are measurements (phase
+/// Succeeded); the rest mean the trial measured nothing usable (phase Failed).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum TrialOutcome {
+    KeptUp,
+    FellBehind,
+    OOMKilled,
+    Aborted,
+    Crashed,
+    Unschedulable,
+    TimedOut,
+    NodeLost,
+    MetricsUnavailable,
+}
+
+impl TrialOutcome {
+    /// Whether the outcome carries a measurement (and counts as a result, not a failure).
+    pub fn is_result(self) -> bool {
+        matches!(
+            self,
+            TrialOutcome::KeptUp
+                | TrialOutcome::FellBehind
+                | TrialOutcome::OOMKilled
+                | TrialOutcome::Aborted
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TrialOutcome::KeptUp => "KeptUp",
+            TrialOutcome::FellBehind => "FellBehind",
+            TrialOutcome::OOMKilled => "OOMKilled",
+            TrialOutcome::Aborted => "Aborted",
+            TrialOutcome::Crashed => "Crashed",
+            TrialOutcome::Unschedulable => "Unschedulable",
+            TrialOutcome::TimedOut => "TimedOut",
+            TrialOutcome::NodeLost => "NodeLost",
+            TrialOutcome::MetricsUnavailable => "MetricsUnavailable",
+        }
+    }
+}
+
+/// Observed state of a trial. Every deadline is a timestamp here, so a restarted operator
+/// resumes each trial exactly where it was.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ValidatorTrialStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default)]
+    pub phase: TrialPhase,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<TrialOutcome>,
+    /// The point, readable (for `kubectl get`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub point: Option<String>,
+    /// Why the trial is where it is, for humans.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The node the current attempt's pod runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    /// Attempts started so far (retries after NodeLost or Unschedulable add one).
+    #[serde(default)]
+    pub attempts: i32,
+    /// Nodes lost by earlier attempts (a retry avoids them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost_nodes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling_since: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    /// When the validator caught up with the chain (warm-up ended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caught_up_at: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_start: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_end: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
+    /// Collection attempts that found no data yet.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub collect_attempts: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub results: Option<TrialResults>,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
+/// What the trial measured over its window, computed by Prometheus (server-side
+/// aggregation) with the paper's definitions (docs/metrics.md).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TrialResults {
+    /// Mean TPS over the window, excluding samples above 3x the mean.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub avg_tps: Option<f64>,
+    /// Highest TPS sample, outliers included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tps: Option<f64>,
+    /// Seconds of the window at zero TPS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zero_tps_seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "maxRssGiB")]
+    pub max_rss_gib: Option<f64>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "meanRssGiB"
+    )]
+    pub mean_rss_gib: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "maxVszGiB")]
+    pub max_vsz_gib: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub major_faults_per_second: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minor_faults_per_second: Option<f64>,
+    /// Largest slot lag seen in the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_slot_lag: Option<f64>,
+    /// Slot lag at the window's end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub final_slot_lag: Option<f64>,
+    /// Seconds from start to caught up (warm-up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catch_up_seconds: Option<f64>,
+    /// Seconds actually measured (shorter than the window when the pod died in it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_seconds: Option<f64>,
+    /// Whether the validator kept up with the chain through the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept_up: Option<bool>,
+}

@@ -1,0 +1,268 @@
+//! The CRD schema (OpenAPI + CEL) refuses bad experiments at `kubectl apply` time, with a
+//! message that names the field and says what to do.
+
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+
+use crate::common::{lab, merge, yaml_file};
+
+fn experiments(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "valtune.dev",
+        "v1alpha1",
+        "ValidatorExperiment",
+    ));
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+fn quickstart() -> Value {
+    yaml_file("manifests/examples/quickstart-agave-ram-sweep.yaml")
+}
+
+/// (what is wrong, merge patch on the quickstart, field the error names, text it says)
+fn invalid_cases() -> Vec<(&'static str, Value, &'static str, &'static str)> {
+    vec![
+        (
+            "no client",
+            json!({"spec": {"template": {"agave": null}}}),
+            "spec.template",
+            "set exactly one client",
+        ),
+        (
+            "two clients",
+            json!({"spec": {"template": {"besu": {"image": "hyperledger/besu:25.1.0"}}}}),
+            "spec.template",
+            "set exactly one client",
+        ),
+        (
+            "memory limit below request",
+            json!({"spec": {"sweep": {"memory": null}, "template": {"resources": {"memory": "512Gi", "memoryLimit": "256Gi"}}}}),
+            "spec.template.resources.memoryLimit",
+            "memoryLimit is below memory",
+        ),
+        (
+            "sweep larger than maxTrials",
+            json!({"spec": {"maxTrials": 4}}),
+            "spec.maxTrials",
+            "more trials than maxTrials",
+        ),
+        (
+            "repetitions push the sweep past maxTrials",
+            json!({"spec": {"maxTrials": 9, "trial": {"repetitions": 2}}}),
+            "spec.maxTrials",
+            "more trials than maxTrials",
+        ),
+        (
+            "maxTrials above the hard cap",
+            json!({"spec": {"maxTrials": 5000}}),
+            "spec.maxTrials",
+            "less than or equal to 1024",
+        ),
+        (
+            "empty value list",
+            json!({"spec": {"sweep": {"memory": []}}}),
+            "spec.sweep.memory",
+            "at least 1 items",
+        ),
+        (
+            "the same memory written twice",
+            json!({"spec": {"sweep": {"memory": ["1Ti", "1024Gi"]}}}),
+            "spec.sweep.memory",
+            "values must be unique",
+        ),
+        (
+            "duplicate cpu values",
+            json!({"spec": {"sweep": {"cpu": [32, 64, 32]}}}),
+            "spec.sweep.cpu",
+            "values must be unique",
+        ),
+        (
+            "memory that is not a quantity",
+            json!({"spec": {"sweep": {"memory": ["lots"]}}}),
+            "spec.sweep.memory",
+            "positive quantity",
+        ),
+        (
+            "Agave program cache sizes without images",
+            json!({"spec": {"sweep": {"programCacheEntries": [512, 1024]}}}),
+            "spec.sweep.programCacheEntries",
+            "compile-time constant MAX_LOADED_ENTRY_COUNT",
+        ),
+        (
+            "Agave program cache size missing one image",
+            json!({"spec": {"sweep": {"programCacheEntries": [512, 1024]},
+                   "template": {"agave": {"programCacheImages": [{"entries": 512, "image": "agave:pc512"}]}}}}),
+            "spec.sweep.programCacheEntries",
+            "programCacheImages",
+        ),
+        (
+            "program cache sweep for a client without one",
+            json!({"spec": {"template": {"agave": null, "storage": null, "besu": {"image": "hyperledger/besu:25.1.0"}},
+                   "sweep": {"programCacheEntries": [512]}}}),
+            "spec.sweep.programCacheEntries",
+            "Besu and nodeos have no program cache",
+        ),
+        (
+            "hugepages sweep for Agave",
+            json!({"spec": {"sweep": {"hugepages1Gi": [0, 32]}}}),
+            "spec.sweep.hugepages1Gi",
+            "do not allocate hugepages",
+        ),
+        (
+            "a tile count Agave does not have",
+            json!({"spec": {"sweep": {"threads": [{"name": "verifyTiles", "values": [4, 8]}]}}}),
+            "spec.sweep.threads",
+            "agave cannot set some of these thread knobs",
+        ),
+        (
+            "a knob with both env and arg",
+            json!({"spec": {"sweep": {"knobs": [{"name": "arena", "env": "MALLOC_ARENA_MAX", "arg": "--x", "values": ["2"]}]}}}),
+            "spec.sweep.knobs[0]",
+            "exactly one of env, arg or configKey",
+        ),
+        (
+            "a config-file knob for Agave",
+            json!({"spec": {"sweep": {"knobs": [{"name": "x", "configKey": "a.b", "values": ["1"]}]}}}),
+            "spec.sweep.knobs",
+            "Agave has no config file",
+        ),
+        (
+            "Agave without a ledger volume",
+            json!({"spec": {"template": {"storage": [{"role": "accounts", "size": "2Ti"}]}}}),
+            "spec.template.storage",
+            "Agave needs a ledger volume",
+        ),
+        (
+            "a name too long for trial names",
+            json!({"metadata": {"name": "a-very-long-experiment-name-that-will-not-fit"}}),
+            "metadata.name",
+            "longer than 40 characters",
+        ),
+        (
+            "a duration in words",
+            json!({"spec": {"trial": {"measurement": {"duration": "12 hours"}}}}),
+            "spec.trial.measurement.duration",
+            "positive duration such as",
+        ),
+        (
+            "a zero warm-up limit",
+            json!({"spec": {"trial": {"warmup": {"timeout": "0s"}}}}),
+            "spec.trial.warmup.timeout",
+            "positive duration such as",
+        ),
+        (
+            "no parallelism",
+            json!({"spec": {"parallelism": 0}}),
+            "spec.parallelism",
+            "greater than or equal to 1",
+        ),
+        (
+            "no memory anywhere",
+            json!({"spec": {"sweep": {"memory": null}}}),
+            "spec.template.resources.memory",
+            "no memory given",
+        ),
+        (
+            "a memory limit beside a memory sweep",
+            json!({"spec": {"template": {"resources": {"memoryLimit": "2Ti"}}}}),
+            "spec.template.resources.memoryLimit",
+            "conflicts with sweep.memory",
+        ),
+        (
+            "a custom cluster without entrypoints",
+            json!({"spec": {"template": {"agave": {"cluster": "custom"}}}}),
+            "spec.template.agave.entrypoints",
+            "needs at least one entrypoint",
+        ),
+        (
+            "an unknown cluster",
+            json!({"spec": {"template": {"agave": {"cluster": "mainnet"}}}}),
+            "spec.template.agave.cluster",
+            "Unsupported value",
+        ),
+        (
+            "Firedancer without hugepages",
+            json!({"spec": {"template": {"agave": null, "storage": null, "firedancer": {"image": "firedancer:v0.5"}}}}),
+            "spec.template.resources.hugepages1Gi",
+            "Firedancer places its workspaces in hugepages",
+        ),
+        (
+            "an abort rule with both bounds",
+            json!({"spec": {"trial": {"abortWhen": [{"metric": "slotLag", "above": 5000, "below": 1, "for": "30m"}]}}}),
+            "spec.trial.abortWhen[0]",
+            "exactly one of above or below",
+        ),
+        (
+            "maxFailedTrials that can never be reached",
+            json!({"spec": {"maxTrials": 10, "maxFailedTrials": 20}}),
+            "spec.maxFailedTrials",
+            "larger than maxTrials",
+        ),
+        (
+            "a Prometheus URL that is not one",
+            json!({"spec": {"metrics": {"prometheusUrl": "prometheus:9090"}}}),
+            "spec.metrics.prometheusUrl",
+            "must be an http(s) URL",
+        ),
+    ]
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn the_quickstart_is_accepted_with_defaults_filled_in() {
+    let lab = lab().await;
+    let ns = lab.namespace("admission-ok").await;
+    let api = experiments(&lab.client, &ns);
+    let obj: DynamicObject = serde_json::from_value(quickstart()).unwrap();
+    let created = api.create(&PostParams::default(), &obj).await.unwrap();
+    let spec = &created.data["spec"];
+    assert_eq!(spec["maxTrials"], 256);
+    assert_eq!(spec["trial"]["repetitions"], 1);
+    assert_eq!(spec["template"]["agave"]["rpcPort"], 8899);
+    assert_eq!(spec["template"]["placement"]["exclusive"], true);
+    assert_eq!(
+        spec["template"]["storage"][0]["storageClassName"],
+        "local-nvme"
+    );
+    // The user's text survives unchanged (no "60s" turned into "1m0s"), so GitOps sees no drift.
+    assert_eq!(spec["trial"]["measurement"]["duration"], "60s");
+    api.delete("agave-ram", &DeleteParams::default())
+        .await
+        .unwrap();
+    lab.delete_namespace(&ns).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn invalid_experiments_are_refused_with_the_field_and_the_fix() {
+    let lab = lab().await;
+    let ns = lab.namespace("admission-bad").await;
+    let api = experiments(&lab.client, &ns);
+    let base = quickstart();
+    let cases = invalid_cases();
+    assert!(cases.len() >= 15);
+    let mut failures = Vec::new();
+    for (what, patch, field, text) in cases {
+        let obj: DynamicObject = serde_json::from_value(merge(&base, &patch)).unwrap();
+        match api.create(&PostParams::default(), &obj).await {
+            Ok(_) => failures.push(format!("{what}: accepted")),
+            Err(kube::Error::Api(status)) => {
+                let msg = status.message;
+                // The API server prefixes each error with its field's path; rules on the
+                // object root (metadata.name) name the field in their message instead.
+                let names_field = msg.contains(&format!("{field}:"))
+                    || (field == "metadata.name"
+                        && msg.contains("<nil>: Invalid value: \"object\": metadata.name"));
+                if !(names_field && msg.contains(text)) {
+                    failures.push(format!(
+                        "{what}: expected `{field}: ...{text}...`, got: {msg}"
+                    ));
+                }
+            }
+            Err(e) => failures.push(format!("{what}: {e}")),
+        }
+    }
+    lab.delete_namespace(&ns).await;
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

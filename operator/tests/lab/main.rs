@@ -1,0 +1,6 @@
+//! Tests against a real kube-apiserver (and Prometheus): the lab that `make test` starts.
+//! They are ignored by a plain `cargo test`; `make test` runs them with --include-ignored.
+
+mod admission;
+mod common;
+mod manifests;
