@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the lab's control-plane tools from pinned Go modules (and Prometheus from its
-# Debian package) into a cache outside the clone, keyed by the pinned versions, so fresh
+# Builds the lab's control-plane tools from pinned Go modules into a cache outside the
+# clone, keyed by the pinned versions, so fresh
 # clones and CI runs on the same machine reuse them. Idempotent: a second run with
 # everything present only hashes a few files.
 #
@@ -15,7 +15,6 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache=${VALTUNE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/valtune}
 
 K8S_VERSION=v1.34.2
-PROMETHEUS_DEB_VERSION=2.42.0+ds-5+deb12u1
 
 # The Go checksum database is unreachable here; go.sum is committed, so hashes stay pinned.
 export GOSUMDB=off GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=0
@@ -34,7 +33,7 @@ etcd_key=$(key etcd "$here/etcd/go.mod" "$here/etcd/go.sum")
 kwok_key=$(key kwok "$here/kwok/go.mod" "$here/kwok/go.sum")
 helm_key=$(key helm "$here/helm/go.mod" "$here/helm/go.sum")
 po_key=$(key prometheus-operator "$here/prometheus-operator/go.mod" "$here/prometheus-operator/go.sum")
-prom_key="prometheus-${PROMETHEUS_DEB_VERSION//[^A-Za-z0-9.-]/_}"
+prom_key=$(key prometheus "$here/prometheus/go.mod" "$here/prometheus/go.sum")
 bin_dir="$cache/bin/$(printf '%s\n' "$k8s_key" "$etcd_key" "$kwok_key" "$helm_key" "$po_key" "$prom_key" | sha256sum | cut -c1-12)"
 
 # tool key -> binaries it provides
@@ -85,22 +84,6 @@ go_build() {
   log "built $k in $((SECONDS - start))s"
 }
 
-prometheus_install() {
-  built "$prom_key" && return 0
-  local tmp="$cache/tools/.$prom_key.tmp.$$"
-  rm -rf "$tmp" && mkdir -p "$tmp/deb"
-  log "fetching Debian package prometheus=$PROMETHEUS_DEB_VERSION"
-  # `apt-get download` needs no root and does not start the packaged service.
-  if ! (cd "$tmp/deb" && apt-get download "prometheus=$PROMETHEUS_DEB_VERSION" >&2); then
-    log "apt-get download failed: run 'apt-get update' (as root) and retry"
-    return 1
-  fi
-  dpkg-deb -x "$tmp"/deb/prometheus_*.deb "$tmp/root"
-  cp "$tmp/root/usr/bin/prometheus" "$tmp/root/usr/bin/promtool" "$tmp/"
-  rm -rf "$tmp/deb" "$tmp/root"
-  rm -rf "$cache/tools/$prom_key" && mv "$tmp" "$cache/tools/$prom_key"
-}
-
 mkdir -p "$cache/tools"
 # Two clones (or CI beside a session) may build at once: one builds, the other waits.
 exec 9>"$cache/tools/.lock"
@@ -120,7 +103,9 @@ go_build "$po_key" prometheus-operator "-X github.com/prometheus/common/version.
 go_build "$k8s_key" kubernetes "$k8s_ldflags" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler \
   k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl
-prometheus_install
+# Upstream, not Debian's package: that one is built without Kubernetes service discovery.
+go_build "$prom_key" prometheus "-X github.com/prometheus/common/version.Version=3.2.1" \
+  github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool
 
 # One directory of links so callers need a single path.
 if [ ! -d "$bin_dir" ]; then

@@ -97,7 +97,15 @@ pub async fn up(opts: &UpOptions) -> anyhow::Result<LabState> {
     };
     state.save()?;
 
-    match start(&mut state, opts, &topology, &network.node_ip()).await {
+    match start(
+        &mut state,
+        opts,
+        &topology,
+        &network.kwok_cidr(),
+        &network.node_ip(),
+    )
+    .await
+    {
         Ok(()) => {
             state.ready = true;
             state.save()?;
@@ -121,6 +129,7 @@ async fn start(
     state: &mut LabState,
     opts: &UpOptions,
     topology: &Topology,
+    kwok_cidr: &str,
     node_ip: &str,
 ) -> anyhow::Result<()> {
     let dir = state.dir.clone();
@@ -292,7 +301,7 @@ async fn start(
 
     // kwok: the simulated kubelets of the topology's nodes.
     let kwok_config = dir.join("kwok.yaml");
-    std::fs::write(&kwok_config, kwok_config_yaml(&state.pod_cidr, node_ip))?;
+    std::fs::write(&kwok_config, kwok_config_yaml(kwok_cidr, node_ip))?;
     spawn(
         state,
         "kwok",
@@ -302,7 +311,7 @@ async fn start(
             format!("--config={}", kwok_config.display()),
             "--manage-all-nodes=false".into(),
             "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake".into(),
-            format!("--cidr={}", state.pod_cidr),
+            format!("--cidr={kwok_cidr}"),
             format!("--node-ip={node_ip}"),
             "--node-lease-duration-seconds=20".into(),
         ],
@@ -406,6 +415,34 @@ pub fn down(dir: &Path, keep: bool) -> anyhow::Result<()> {
         log("stopped and removed");
     }
     Ok(())
+}
+
+/// Starts a process as part of a running lab, replacing one of the same name.
+pub fn spawn_into(dir: &Path, name: &str, command: &[String]) -> anyhow::Result<i32> {
+    let mut state = LabState::load(dir)?;
+    anyhow::ensure!(
+        state.all_running(),
+        "the lab in {} is not running",
+        dir.display()
+    );
+    if let Some(old) = state.processes.iter().position(|p| p.name == name) {
+        anyhow::ensure!(
+            state.processes[old].adopted,
+            "{name} is one of the lab's own processes"
+        );
+        state.processes.remove(old).stop(Duration::from_secs(10));
+    }
+    let (program, args) = command.split_first().context("no command given")?;
+    spawn(&mut state, name, Path::new(program), args)?;
+    let pid = match state.processes.last_mut() {
+        Some(p) => {
+            p.adopted = true;
+            p.pid
+        }
+        None => 0,
+    };
+    state.save()?;
+    Ok(pid)
 }
 
 fn spawn(state: &mut LabState, name: &str, program: &Path, args: &[String]) -> anyhow::Result<()> {

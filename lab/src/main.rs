@@ -45,6 +45,17 @@ enum Command {
         #[arg(long, env = "VALTUNE_LAB_DIR", default_value = ".lab")]
         dir: PathBuf,
     },
+    /// Start a process as part of the lab (detached, logged to logs/NAME.log), so that
+    /// `down` stops it too; e.g. the operator `make demo` runs against the lab.
+    Spawn {
+        #[arg(long, env = "VALTUNE_LAB_DIR", default_value = ".lab")]
+        dir: PathBuf,
+        #[arg(long)]
+        name: String,
+        /// The program and its arguments (after --).
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
     /// Run the simulator in the foreground (`up` starts it).
     Sim {
         #[arg(long, env = "VALTUNE_LAB_DIR", default_value = ".lab")]
@@ -77,6 +88,14 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Down { dir, keep } => control_plane::down(&dir, keep),
+        Command::Spawn { dir, name, command } => {
+            let pid = control_plane::spawn_into(&dir, &name, &command)?;
+            eprintln!(
+                "[lab] started {name} (pid {pid}); logs in {}/logs/{name}.log",
+                dir.display()
+            );
+            Ok(())
+        }
         Command::Env { dir } => {
             print_env(&LabState::load(&dir)?);
             Ok(())

@@ -38,6 +38,11 @@ impl PodNetwork {
     pub fn cidr(&self) -> String {
         format!("127.{}.{}.0/24", self.a, self.b)
     }
+    /// The range kwok hands pod IPs out from: from .2 up, clear of the network address
+    /// and of the nodes' address.
+    pub fn kwok_cidr(&self) -> String {
+        format!("127.{}.{}.2/24", self.a, self.b)
+    }
     /// kwok reports this as every node's InternalIP.
     pub fn node_ip(&self) -> String {
         format!("127.{}.{}.1", self.a, self.b)

@@ -19,6 +19,10 @@ pub struct ProcessRecord {
     /// Start time in clock ticks since boot (/proc/PID/stat field 22).
     pub start_ticks: u64,
     pub log: PathBuf,
+    /// Started into a running lab (`valtune-lab spawn`), not part of its control plane:
+    /// `down` stops it, but its exit does not make the lab unhealthy.
+    #[serde(default)]
+    pub adopted: bool,
 }
 
 /// Reads a process's start time and state from /proc; None if it no longer exists.
@@ -53,6 +57,7 @@ impl ProcessRecord {
             pid,
             start_ticks,
             log: log.into(),
+            adopted: false,
         })
     }
 

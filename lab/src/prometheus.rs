@@ -50,7 +50,7 @@ metadata:
   name: {NAME}
   namespace: {NAMESPACE}
 spec:
-  version: v2.42.0
+  version: v3.2.1
   replicas: 0
   scrapeInterval: {scrape_interval}
   evaluationInterval: {scrape_interval}

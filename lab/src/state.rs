@@ -59,7 +59,12 @@ impl LabState {
 
     /// Whether the lab started completely and every process is still the one it started.
     pub fn all_running(&self) -> bool {
-        self.ready && self.processes.iter().all(ProcessRecord::is_alive)
+        self.ready
+            && self
+                .processes
+                .iter()
+                .filter(|p| !p.adopted)
+                .all(ProcessRecord::is_alive)
     }
 
     pub fn process(&self, name: &str) -> Option<&ProcessRecord> {
@@ -77,4 +82,18 @@ pub async fn kube_client(kubeconfig: &Path) -> anyhow::Result<Client> {
         .with_context(|| format!("reading {}", kubeconfig.display()))?;
     let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
     Ok(Client::try_from(config)?)
+}
+
+/// Seconds of a Go-style duration such as "1s", "500ms" or "2m" (the scrape interval).
+pub fn parse_seconds(d: &str) -> Option<f64> {
+    let split = d.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (n, unit) = d.split_at(split);
+    let n: f64 = n.parse().ok()?;
+    Some(match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return None,
+    })
 }

@@ -269,7 +269,8 @@ mod tests {
         assert!(nodes.len() >= 3);
         for n in &nodes {
             assert!(n.cpu >= 64, "{} has {} CPUs", n.name, n.cpu);
-            assert_eq!(n.memory, "1536Gi");
+            // 1.5 TiB for the validator, and room for its sidecars beside it.
+            assert_eq!(n.memory, "1540Gi");
             assert!(n.hugepages1_gi > 0);
             assert!(n.nvme.len() >= 2);
             assert!(n.taints.iter().any(|t| t.effect == "NoSchedule"));
@@ -278,6 +279,18 @@ mod tests {
             assert_eq!(alloc["hugepages-1Gi"].0, format!("{}Gi", n.hugepages1_gi));
             assert_eq!(n.volumes("t").len(), n.nvme.len());
         }
+    }
+
+    #[test]
+    fn the_test_topology_has_room_for_parallel_experiments() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("topology-test.yaml");
+        let nodes = Topology::load(&path).unwrap().nodes().unwrap();
+        assert!(nodes.len() >= 10);
+        assert!(
+            nodes
+                .iter()
+                .all(|n| n.memory == "1540Gi" && n.nvme.len() >= 2)
+        );
     }
 
     #[test]

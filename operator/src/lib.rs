@@ -2,3 +2,9 @@
 //! and runs tuning experiments on them.
 
 pub mod api;
+pub mod clients;
+pub mod controller;
+pub mod metrics;
+pub mod monitoring;
+pub mod report;
+pub mod telemetry;

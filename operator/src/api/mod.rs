@@ -2,6 +2,7 @@
 
 pub mod experiment;
 pub mod quantity;
+pub mod resolve;
 pub mod settings;
 pub mod sweep;
 pub mod template;

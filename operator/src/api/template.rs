@@ -35,6 +35,14 @@ pub struct ValidatorTemplate {
     /// Which nodes may run the validator.
     #[serde(default)]
     pub placement: Placement,
+    /// Extra environment variables of the validator container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub env: Vec<EnvVar>,
+    /// Extra arguments of the validator, appended after the rendered ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), inner(length(max = 1024)))]
+    pub extra_args: Vec<String>,
 }
 
 /// The tagged union of clients, flattened into the template so a manifest reads
@@ -144,14 +152,6 @@ pub struct AgaveSpec {
     #[x_kube(validation = Rule::new("self.all(i, self.exists_one(j, j.entries == i.entries))")
         .message("each entries value may appear once; keep one image per program cache size"))]
     pub program_cache_images: Vec<ProgramCacheImage>,
-    /// Extra `agave-validator` arguments, appended in order after the rendered ones.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 64), inner(length(max = 1024)))]
-    pub extra_args: Vec<String>,
-    /// Extra environment variables for the validator container.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 64))]
-    pub env: Vec<EnvVar>,
     /// Sidecar images that turn Agave's RPC and process counters into Prometheus metrics.
     #[serde(default)]
     pub exporters: AgaveExporters,
@@ -301,9 +301,6 @@ pub struct BesuSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 64))]
     pub config: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 64), inner(length(max = 1024)))]
-    pub extra_args: Vec<String>,
     /// `--metrics-port` (served on 0.0.0.0; Besu's default host is loopback-only).
     #[serde(default = "default_besu_metrics_port")]
     #[schemars(range(min = 1024, max = 65535))]
@@ -346,9 +343,6 @@ pub struct NodeosSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 64))]
     pub config: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(length(max = 64), inner(length(max = 1024)))]
-    pub extra_args: Vec<String>,
     /// HTTP port; the prometheus_plugin serves `/v1/prometheus/metrics` on it.
     #[serde(default = "default_nodeos_http_port")]
     #[schemars(range(min = 1024, max = 65535))]

@@ -172,6 +172,9 @@ pub struct ValidatorTrialStatus {
     /// Nodes lost by earlier attempts (a retry avoids them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lost_nodes: Vec<String>,
+    /// Earlier attempts and how they ended (at most 1 + trial.retries entries).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub previous_attempts: Vec<AttemptRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduling_since: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -190,6 +193,18 @@ pub struct ValidatorTrialStatus {
     pub collect_attempts: i32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub results: Option<TrialResults>,
+}
+
+/// An attempt that ended without finishing the trial (it was retried).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AttemptRecord {
+    pub attempt: i32,
+    pub outcome: TrialOutcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    pub message: String,
+    pub ended_at: Time,
 }
 
 fn is_zero(n: &i32) -> bool {

@@ -75,3 +75,139 @@ pub fn merge(base: &Value, patch: &Value) -> Value {
         (_, p) => p.clone(),
     }
 }
+
+/// A `valtune operator` process watching one namespace, killed when dropped. Its log goes
+/// to target/test-logs/<namespace>.log.
+pub struct Operator {
+    child: std::process::Child,
+    pub listen: String,
+}
+
+impl Lab {
+    pub fn start_operator(&self, namespace: &str) -> Operator {
+        let logs = repo_root().join("target/test-logs");
+        std::fs::create_dir_all(&logs).unwrap();
+        let log = logs.join(format!("{namespace}.log"));
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let listen = format!("127.0.0.1:{port}");
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_valtune"))
+            .args([
+                "operator",
+                "--namespace",
+                namespace,
+                "--prometheus-url",
+                &self.state.prometheus_url,
+                "--listen",
+                &listen,
+                // A SIGKILLed leader's lease must expire quickly in tests.
+                "--lease-duration",
+                "3s",
+            ])
+            .env("KUBECONFIG", &self.state.kubeconfig)
+            .env("RUST_LOG", "info,kube=warn")
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("starting valtune operator");
+        Operator { child, listen }
+    }
+}
+
+impl Operator {
+    /// SIGKILL: no chance to release the lease or finish anything.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM, and the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let status = self.child.wait().unwrap();
+        std::mem::forget(self);
+        status
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `check` every second until it returns Some, or panics after `timeout` with the
+/// last state `describe` gives.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: std::time::Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        match check().await {
+            Ok(v) => return v,
+            Err(state) if std::time::Instant::now() > deadline => {
+                panic!("timed out after {timeout:?} waiting for {what}; last state: {state}")
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_secs(1)).await,
+        }
+    }
+}
+
+/// The quickstart experiment, renamed, in a namespace, with a merge patch applied.
+pub fn quickstart_with(ns: &str, name: &str, patch: Value) -> valtune::api::ValidatorExperiment {
+    let base = yaml_file("manifests/examples/quickstart-agave-ram-sweep.yaml");
+    let mut v = merge(&base, &patch);
+    v["metadata"]["namespace"] = serde_json::json!(ns);
+    v["metadata"]["name"] = serde_json::json!(name);
+    serde_json::from_value(v).unwrap()
+}
+
+pub async fn experiment(lab: &Lab, ns: &str, name: &str) -> valtune::api::ValidatorExperiment {
+    let api: Api<valtune::api::ValidatorExperiment> = Api::namespaced(lab.client.clone(), ns);
+    api.get(name).await.unwrap()
+}
+
+/// Waits until the experiment is Succeeded or Failed.
+pub async fn wait_finished(
+    lab: &Lab,
+    ns: &str,
+    name: &str,
+    timeout: std::time::Duration,
+) -> valtune::api::ValidatorExperiment {
+    use valtune::api::experiment::ExperimentPhase;
+    let api: Api<valtune::api::ValidatorExperiment> = Api::namespaced(lab.client.clone(), ns);
+    wait_for(&format!("experiment {name} to finish"), timeout, || {
+        let api = api.clone();
+        async move {
+            let vx = api.get(name).await.map_err(|e| e.to_string())?;
+            let st = vx.status.clone().unwrap_or_default();
+            match st.phase {
+                ExperimentPhase::Succeeded | ExperimentPhase::Failed => Ok(vx),
+                p => Err(format!("{p:?} {:?}", st.trials)),
+            }
+        }
+    })
+    .await
+}
+
+/// Every trial in a namespace.
+pub async fn trials(lab: &Lab, ns: &str) -> Vec<valtune::api::ValidatorTrial> {
+    let api: Api<valtune::api::ValidatorTrial> = Api::namespaced(lab.client.clone(), ns);
+    api.list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items
+}

@@ -3,4 +3,6 @@
 
 mod admission;
 mod common;
+mod e2e;
+mod lifecycle;
 mod manifests;

@@ -1,7 +1,5 @@
-//! The simulator: the parts of the nodes that kwok does not play. It runs beside the
-//! control plane (`valtune-lab sim`) and
-//! - makes Released local PersistentVolumes Available again, as the local static
-//!   provisioner does after wiping a disk, so a node's NVMe drives serve trial after trial.
+//! The local static provisioner's part: a Released local PersistentVolume is wiped and
+//! made Available again, so a node's NVMe drives serve trial after trial.
 
 use std::time::Duration;
 
@@ -12,30 +10,10 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use tracing::{info, warn};
 
-use crate::state::LabState;
 use crate::topology::LAB_LABEL;
 
-pub async fn run(state: LabState) -> anyhow::Result<()> {
-    let client = state.client().await?;
-    let recycler = recycle_volumes(client.clone(), state.name.clone());
-    tokio::select! {
-        r = recycler => r,
-        _ = tokio::signal::ctrl_c() => Ok(()),
-        _ = sigterm() => Ok(()),
-    }
-}
-
-async fn sigterm() {
-    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(mut s) => {
-            s.recv().await;
-        }
-        Err(_) => std::future::pending().await,
-    }
-}
-
 /// Released volumes get their claim reference cleared, which makes them Available.
-async fn recycle_volumes(client: Client, lab: String) -> anyhow::Result<()> {
+pub async fn recycle_volumes(client: Client, lab: String) -> anyhow::Result<()> {
     let api: Api<PersistentVolume> = Api::all(client);
     let cfg = watcher::Config::default().labels(&format!("{LAB_LABEL}={lab}"));
     let mut stream = watcher(api.clone(), cfg).applied_objects().boxed();

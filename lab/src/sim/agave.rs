@@ -1,0 +1,468 @@
+//! A model of an unstaked Agave validator on mainnet-beta as a function of its memory
+//! limit and of time since start, calibrated from "Maxing Out the SVM" (seed 000):
+//! Figure 3 (average TPS, time at zero TPS, max TPS per RAM size) and section 3.2:
+//! - 1 TiB and up catch up within 1-2 hours and keep up smoothly, RSS around 512 GiB,
+//!   VSZ 600-700 GiB, few major faults;
+//! - 512 GiB keeps up, with more time at zero TPS, RSS near the limit and about 1 TiB
+//!   of virtual memory;
+//! - 256 GiB catches up but then processes about 1,000 TPS less than the chain, so its
+//!   slot lag grows (it falls behind), with heavy faulting;
+//! - 128 GiB never catches up, runs about 1,200 TPS (max about 2,300) and is OOM-killed
+//!   within 3 hours.
+//!
+//! Everything is deterministic for a seed (the pod's name): the noise of each stretch of
+//! time comes from a hash of the seed and the stretch's index.
+
+/// One anchor of the calibration table.
+#[derive(Debug, Clone, Copy)]
+struct Anchor {
+    gib: f64,
+    /// Hours to catch up after start; infinite if it never does.
+    catch_up_h: f64,
+    /// Processing capacity relative to the chain once caught up (below 1 falls behind).
+    capacity: f64,
+    /// Fraction of time at zero TPS (Figure 3: zero-TPS seconds / 43,200).
+    zero_fraction: f64,
+    /// Mean TPS of the non-zero stretches (Figure 3 average / (1 - zero fraction)).
+    busy_tps: f64,
+    rss_gib: f64,
+    vsz_gib: f64,
+    major_faults: f64,
+    minor_faults: f64,
+}
+
+const ANCHORS: [Anchor; 5] = [
+    Anchor {
+        gib: 128.0,
+        catch_up_h: f64::INFINITY,
+        capacity: 0.25,
+        zero_fraction: 0.45,
+        busy_tps: 1330.0,
+        rss_gib: 124.0,
+        vsz_gib: 420.0,
+        major_faults: 6000.0,
+        minor_faults: 60000.0,
+    },
+    Anchor {
+        gib: 256.0,
+        catch_up_h: 1.5,
+        capacity: 0.80,
+        zero_fraction: 0.36,
+        busy_tps: 5940.0,
+        rss_gib: 250.0,
+        vsz_gib: 1000.0,
+        major_faults: 2500.0,
+        minor_faults: 45000.0,
+    },
+    Anchor {
+        gib: 512.0,
+        catch_up_h: 1.25,
+        capacity: 1.0,
+        zero_fraction: 0.31,
+        busy_tps: 6720.0,
+        rss_gib: 500.0,
+        vsz_gib: 1000.0,
+        major_faults: 300.0,
+        minor_faults: 30000.0,
+    },
+    Anchor {
+        gib: 1024.0,
+        catch_up_h: 1.5,
+        capacity: 1.0,
+        zero_fraction: 0.24,
+        busy_tps: 6380.0,
+        rss_gib: 512.0,
+        vsz_gib: 680.0,
+        major_faults: 8.0,
+        minor_faults: 25000.0,
+    },
+    Anchor {
+        gib: 1536.0,
+        catch_up_h: 1.0,
+        capacity: 1.0,
+        zero_fraction: 0.21,
+        busy_tps: 5890.0,
+        rss_gib: 512.0,
+        vsz_gib: 650.0,
+        major_faults: 3.0,
+        minor_faults: 24000.0,
+    },
+];
+
+/// Chain: 400 ms slots; the chain's own transaction rate for the lag arithmetic.
+pub const SLOTS_PER_SECOND: f64 = 2.5;
+pub const CHAIN_TPS: f64 = 4800.0;
+/// getHealth reports a node healthy (0 slots behind) within this distance (Agave's
+/// --health-check-slot-distance default).
+pub const HEALTH_SLOT_DISTANCE: f64 = 128.0;
+/// A validator behind the chain always has slots to replay: it is rarely idle.
+const BEHIND_ZERO_FRACTION: f64 = 0.08;
+/// After catching up, capacity holds for a while, then declines to the anchor's as the
+/// working set outgrows memory (256 GiB: caught up, then falling behind).
+const HOLD_S: f64 = 3600.0;
+const RAMP_S: f64 = 7200.0;
+/// The anonymous working set (accounts index, caches) grows towards this; above the
+/// memory limit the kernel OOM-kills the validator (file-backed pages just fault).
+const ANON_BASE_GIB: f64 = 20.0;
+const ANON_GROWTH_GIB: f64 = 180.0;
+const ANON_TAU_H: f64 = 2.8;
+
+fn interpolate(gib: f64) -> Anchor {
+    let x = gib.clamp(ANCHORS[0].gib, ANCHORS[4].gib).log2();
+    let i = ANCHORS
+        .windows(2)
+        .position(|w| x <= w[1].gib.log2())
+        .unwrap_or(ANCHORS.len() - 2);
+    let (a, b) = (ANCHORS[i], ANCHORS[i + 1]);
+    let f = (x - a.gib.log2()) / (b.gib.log2() - a.gib.log2());
+    let lerp = |p: f64, q: f64| p + (q - p) * f;
+    // Interpolate the catch-up *rate*, so "never" (rate 0) blends smoothly.
+    let rate = lerp(1.0 / a.catch_up_h, 1.0 / b.catch_up_h);
+    Anchor {
+        gib,
+        catch_up_h: if rate <= 0.0 {
+            f64::INFINITY
+        } else {
+            1.0 / rate
+        },
+        capacity: lerp(a.capacity, b.capacity),
+        zero_fraction: lerp(a.zero_fraction, b.zero_fraction),
+        busy_tps: lerp(a.busy_tps, b.busy_tps),
+        rss_gib: lerp(a.rss_gib, b.rss_gib),
+        vsz_gib: lerp(a.vsz_gib, b.vsz_gib),
+        major_faults: lerp(a.major_faults, b.major_faults).max(0.0),
+        minor_faults: lerp(a.minor_faults, b.minor_faults),
+    }
+}
+
+/// splitmix64: a small, good, deterministic mixer.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A uniform number in [0, 1) for (seed, stream, index).
+fn uniform(seed: u64, stream: u64, index: u64) -> f64 {
+    let v = mix(seed ^ mix(stream.wrapping_mul(0x1000_0000_01b3) ^ index));
+    (v >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// A standard normal number for (seed, stream, index) (Box-Muller).
+fn normal(seed: u64, stream: u64, index: u64) -> f64 {
+    let u1 = uniform(seed, stream, 2 * index).max(1e-12);
+    let u2 = uniform(seed, stream, 2 * index + 1);
+    (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+}
+
+/// A seed from a name (FNV-1a), so a pod's run is reproducible.
+pub fn seed(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+#[derive(Debug, Clone)]
+pub struct AgaveModel {
+    seed: u64,
+    limit_gib: f64,
+    a: Anchor,
+    /// Length of a stretch of constant TPS, in simulated seconds.
+    stretch_s: f64,
+}
+
+const TPS: u64 = 1;
+const ZERO: u64 = 2;
+const SPIKE: u64 = 3;
+const FAULTS: u64 = 4;
+const MEMORY: u64 = 5;
+const OOM: u64 = 6;
+
+impl AgaveModel {
+    /// `stretch_s`: simulated seconds per stretch of constant TPS; the lab uses a few
+    /// scrape intervals' worth, so every stretch is visible to Prometheus.
+    pub fn new(seed: u64, limit_bytes: u128, stretch_s: f64) -> Self {
+        let limit_gib = limit_bytes as f64 / (1u64 << 30) as f64;
+        Self {
+            seed,
+            limit_gib,
+            a: interpolate(limit_gib),
+            stretch_s: stretch_s.max(1.0),
+        }
+    }
+
+    pub fn catch_up_seconds(&self) -> f64 {
+        self.a.catch_up_h * 3600.0
+    }
+
+    /// When the anonymous working set outgrows the limit: the OOM kill, if any.
+    pub fn oom_at(&self) -> Option<f64> {
+        let room = (0.97 * self.limit_gib - ANON_BASE_GIB) / ANON_GROWTH_GIB;
+        if room >= 1.0 {
+            return None;
+        }
+        let jitter = 1.0 + 0.05 * (2.0 * uniform(self.seed, OOM, 0) - 1.0);
+        Some((-ANON_TAU_H * 3600.0 * (1.0 - room.max(0.0)).ln() * jitter).max(60.0))
+    }
+
+    fn caught_up(&self, t: f64) -> bool {
+        t >= self.catch_up_seconds()
+    }
+
+    /// Processing capacity relative to the chain at `t` (1 until the hold ends).
+    fn capacity(&self, t: f64) -> f64 {
+        let d = t - self.catch_up_seconds() - HOLD_S;
+        if d <= 0.0 {
+            1.0
+        } else {
+            1.0 - (1.0 - self.a.capacity) * (d / RAMP_S).min(1.0)
+        }
+    }
+
+    /// Transactions per second during the stretch containing `t`.
+    pub fn tps(&self, t: f64) -> f64 {
+        let i = (t / self.stretch_s).floor().max(0.0) as u64;
+        let start = i as f64 * self.stretch_s;
+        let behind = self.slot_lag(start) > HEALTH_SLOT_DISTANCE;
+        if self.caught_up(start) && !behind {
+            // Keeping up, with bursts of queued slots: peaks far above the mean (the
+            // paper's max TPS is about 25x its average), about one every 2 simulated
+            // hours; capped per stretch, because a burst lasts a whole stretch and long
+            // stretches (a compressed lab) would otherwise be bursts too often for the
+            // paper's 3x-mean outlier rule to set them apart.
+            let p_burst = (1.0 - (-self.stretch_s / (2.0 * 3600.0)).exp()).min(0.05);
+            if uniform(self.seed, SPIKE, i) < p_burst {
+                return self.a.busy_tps * (12.0 + 14.0 * uniform(self.seed, SPIKE, i + 1_000_000));
+            }
+        }
+        let idle = if behind {
+            BEHIND_ZERO_FRACTION
+        } else {
+            self.a.zero_fraction
+        };
+        if uniform(self.seed, ZERO, i) < idle {
+            return 0.0;
+        }
+        let sigma = 0.3;
+        let noise = (sigma * normal(self.seed, TPS, i) - sigma * sigma / 2.0).exp();
+        let level = if !self.caught_up(start) {
+            if self.catch_up_seconds().is_finite() {
+                // Catching up: replaying faster than the chain.
+                self.a.busy_tps * 1.3
+            } else {
+                self.a.busy_tps
+            }
+        } else if behind {
+            // Fallen behind: as fast as its capacity lets it.
+            CHAIN_TPS * self.capacity(start) / (1.0 - BEHIND_ZERO_FRACTION)
+        } else {
+            self.a.busy_tps
+        };
+        level * noise
+    }
+
+    /// Transactions processed from 0 to `t`, integrating the stretches exactly.
+    pub fn transactions(&self, t: f64) -> f64 {
+        let whole = (t / self.stretch_s).floor().max(0.0) as u64;
+        let mut sum = 0.0;
+        for i in 0..whole {
+            sum += self.tps(i as f64 * self.stretch_s) * self.stretch_s;
+        }
+        sum + self.tps(t) * (t - whole as f64 * self.stretch_s)
+    }
+
+    /// Slots behind the chain.
+    pub fn slot_lag(&self, t: f64) -> f64 {
+        let tc = self.catch_up_seconds();
+        // Catching up removes two slots a second; the start lag is what that takes.
+        let initial = 2.0 * tc.min(3600.0 * 1.5);
+        let deficit = (1.0 - self.a.capacity).max(0.0) * SLOTS_PER_SECOND;
+        let lag = if tc.is_infinite() {
+            initial + t * deficit
+        } else if t < tc {
+            initial * (1.0 - t / tc)
+        } else {
+            // The integral of (1 - capacity) over the hold and the ramp.
+            let d = t - tc - HOLD_S;
+            if d <= 0.0 {
+                0.0
+            } else if d < RAMP_S {
+                deficit * d * d / (2.0 * RAMP_S)
+            } else {
+                deficit * (RAMP_S / 2.0 + d - RAMP_S)
+            }
+        };
+        let jitter = 40.0 * uniform(self.seed, TPS, (t / self.stretch_s) as u64 + 7);
+        (lag + jitter).max(0.0)
+    }
+
+    /// What getHealth (and so solana-exporter) reports: 0 while within the health
+    /// distance, else the lag.
+    pub fn reported_slots_behind(&self, t: f64) -> f64 {
+        let lag = self.slot_lag(t);
+        if lag <= HEALTH_SLOT_DISTANCE {
+            0.0
+        } else {
+            lag.round()
+        }
+    }
+
+    pub fn slot_height(&self, t: f64) -> f64 {
+        let base = 300_000_000.0 + (self.seed % 10_000_000) as f64;
+        (base + t * SLOTS_PER_SECOND - self.slot_lag(t)).round()
+    }
+
+    fn wobble(&self, stream: u64, t: f64) -> f64 {
+        1.0 + 0.02 * normal(self.seed, stream, (t / self.stretch_s) as u64)
+    }
+
+    /// Resident memory: rising towards the working set the limit allows.
+    pub fn rss_bytes(&self, t: f64) -> f64 {
+        let target = self.a.rss_gib.min(0.97 * self.limit_gib);
+        let warm = 1.0 - 0.85 * (-t / 5400.0).exp();
+        let anon = ANON_BASE_GIB + ANON_GROWTH_GIB * (1.0 - (-t / (ANON_TAU_H * 3600.0)).exp());
+        let gib = (target * warm).max(anon.min(0.97 * self.limit_gib)) * self.wobble(MEMORY, t);
+        gib.min(self.limit_gib) * (1u64 << 30) as f64
+    }
+
+    pub fn vsz_bytes(&self, t: f64) -> f64 {
+        let gib = self.a.vsz_gib * (1.0 - 0.7 * (-t / 3600.0).exp()) * self.wobble(MEMORY + 10, t);
+        gib * (1u64 << 30) as f64
+    }
+
+    /// Page faults per second (major and minor); warm-up faults in the snapshot.
+    pub fn fault_rates(&self, t: f64) -> (f64, f64) {
+        let warmup = if self.caught_up(t) { 1.0 } else { 3.0 };
+        let n = (0.25 * normal(self.seed, FAULTS, (t / self.stretch_s) as u64)).exp();
+        (self.a.major_faults * warmup * n, self.a.minor_faults * n)
+    }
+
+    /// Faults from 0 to `t` (major, minor), integrating the stretches.
+    pub fn faults(&self, t: f64) -> (f64, f64) {
+        let whole = (t / self.stretch_s).floor().max(0.0) as u64;
+        let (mut major, mut minor) = (0.0, 0.0);
+        for i in 0..whole {
+            let (a, b) = self.fault_rates(i as f64 * self.stretch_s);
+            major += a * self.stretch_s;
+            minor += b * self.stretch_s;
+        }
+        let rest = t - whole as f64 * self.stretch_s;
+        let (a, b) = self.fault_rates(t);
+        (major + a * rest, minor + b * rest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GI: u128 = 1 << 30;
+    const HOUR: f64 = 3600.0;
+
+    fn model(gib: u128, name: &str) -> AgaveModel {
+        // Fine stretches, so the statistics below rest on hundreds of samples.
+        AgaveModel::new(seed(name), gib * GI, 120.0)
+    }
+
+    /// Mean TPS over [from, to], sampled per stretch, excluding the paper's outliers.
+    fn average(m: &AgaveModel, from: f64, to: f64) -> (f64, f64, f64) {
+        let samples: Vec<f64> = (0..)
+            .map(|i| from + i as f64 * m.stretch_s)
+            .take_while(|t| *t < to)
+            .map(|t| m.tps(t))
+            .collect();
+        let plain = samples.iter().sum::<f64>() / samples.len() as f64;
+        let kept: Vec<f64> = samples
+            .iter()
+            .copied()
+            .filter(|v| *v <= 3.0 * plain)
+            .collect();
+        let zero = samples.iter().filter(|v| **v == 0.0).count() as f64 / samples.len() as f64;
+        let max = samples.iter().copied().fold(0.0, f64::max);
+        (kept.iter().sum::<f64>() / kept.len() as f64, zero, max)
+    }
+
+    #[test]
+    fn the_paper_shape_holds_across_seeds() {
+        for name in ["a", "b", "c", "d"] {
+            // 128 GiB: never catches up, about 1,200 TPS, OOM-killed within 3 hours.
+            let m = model(128, name);
+            let oom = m.oom_at().expect("128 GiB is OOM-killed");
+            assert!(oom > 1.5 * HOUR && oom < 3.0 * HOUR, "oom at {oom}");
+            assert!(m.reported_slots_behind(oom - 1.0) > 1000.0);
+            let (avg, _, max) = average(&m, 0.0, oom);
+            assert!((800.0..1600.0).contains(&avg), "128 GiB avg {avg}");
+            assert!(max < 4000.0, "128 GiB max {max}");
+
+            // 256 GiB: catches up (and stays so for a while), then falls behind by
+            // about 1,000 TPS.
+            let m = model(256, name);
+            assert_eq!(m.oom_at(), None);
+            let tc = m.catch_up_seconds();
+            assert!(tc < 4.0 * HOUR);
+            assert_eq!(m.reported_slots_behind(tc + 60.0), 0.0);
+            assert_eq!(m.reported_slots_behind(tc + 0.9 * HOUR), 0.0);
+            assert!(m.reported_slots_behind(tc + 12.0 * HOUR) > 10_000.0);
+            let (avg, _, _) = average(&m, tc + 6.0 * HOUR, tc + 12.0 * HOUR);
+            assert!((3300.0..4300.0).contains(&avg), "256 GiB behind avg {avg}");
+
+            // 512 GiB and up: catch up and keep up for the 12-hour window.
+            for gib in [512, 1024, 1536] {
+                let m = model(gib, name);
+                assert_eq!(m.oom_at(), None);
+                let tc = m.catch_up_seconds();
+                assert!(tc <= 2.0 * HOUR);
+                assert_eq!(m.reported_slots_behind(tc + 12.0 * HOUR), 0.0);
+                let (avg, zero, max) = average(&m, tc, tc + 12.0 * HOUR);
+                assert!((3800.0..5800.0).contains(&avg), "{gib} GiB avg {avg}");
+                assert!((0.1..0.45).contains(&zero), "{gib} GiB zero {zero}");
+                assert!(max > 30_000.0, "{gib} GiB max {max}");
+                let rss = m.rss_bytes(tc + 6.0 * HOUR) / GI as f64;
+                assert!(rss > 400.0 && rss < gib as f64, "{gib} GiB rss {rss}");
+            }
+        }
+    }
+
+    #[test]
+    fn more_memory_means_less_time_at_zero_and_fewer_faults() {
+        let (_, z512, _) = average(&model(512, "x"), 2.0 * HOUR, 14.0 * HOUR);
+        let (_, z1536, _) = average(&model(1536, "x"), 2.0 * HOUR, 14.0 * HOUR);
+        assert!(z512 > z1536);
+        let f = |g| model(g, "x").fault_rates(5.0 * HOUR).0;
+        assert!(f(256) > f(512) && f(512) > f(1024));
+    }
+
+    #[test]
+    fn counters_integrate_the_rates_and_never_decrease() {
+        let m = model(512, "counter");
+        let mut last = 0.0;
+        for i in 0..2000 {
+            let t = i as f64 * 37.0;
+            let n = m.transactions(t);
+            assert!(n >= last);
+            last = n;
+        }
+        // Over one stretch the counter grows by exactly rate x time.
+        let s = m.stretch_s;
+        let t = 100.0 * s;
+        let grown = m.transactions(t + s * 0.5) - m.transactions(t);
+        assert!((grown - m.tps(t) * s * 0.5).abs() < 1e-6 * grown.max(1.0));
+    }
+
+    #[test]
+    fn a_run_is_reproducible_from_its_seed() {
+        let a = model(256, "same-pod");
+        let b = model(256, "same-pod");
+        let c = model(256, "other-pod");
+        let ts: Vec<f64> = (0..50).map(|i| i as f64 * 1000.0).collect();
+        assert_eq!(
+            ts.iter().map(|t| a.tps(*t)).collect::<Vec<_>>(),
+            ts.iter().map(|t| b.tps(*t)).collect::<Vec<_>>()
+        );
+        assert_ne!(
+            ts.iter().map(|t| a.tps(*t)).collect::<Vec<_>>(),
+            ts.iter().map(|t| c.tps(*t)).collect::<Vec<_>>()
+        );
+    }
+}

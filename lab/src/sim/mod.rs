@@ -1,0 +1,35 @@
+//! The simulator: the parts of the nodes kwok does not play. It runs beside the control
+//! plane (`valtune-lab sim`, started by `up`) and
+//! - serves, on each running validator pod's own IP, the metrics its exporter sidecars
+//!   would serve, from a model of the client ([`agave`]), and kills the validator
+//!   (OOMKilled) when the model says so ([`workloads`]);
+//! - enforces activeDeadlineSeconds, as the kubelet does ([`workloads`]);
+//! - recycles released local volumes ([`volumes`]);
+//! - plays prometheus-operator's config reloader for the lab's Prometheus ([`reloader`]).
+
+pub mod agave;
+pub mod reloader;
+pub mod volumes;
+pub mod workloads;
+
+use crate::state::LabState;
+
+pub async fn run(state: LabState) -> anyhow::Result<()> {
+    let client = state.client().await?;
+    tokio::select! {
+        r = volumes::recycle_volumes(client.clone(), state.name.clone()) => r,
+        r = reloader::run(client.clone(), state.clone()) => r,
+        r = workloads::run(client.clone(), state.clone()) => r,
+        _ = tokio::signal::ctrl_c() => Ok(()),
+        _ = sigterm() => Ok(()),
+    }
+}
+
+async fn sigterm() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut s) => {
+            s.recv().await;
+        }
+        Err(_) => std::future::pending().await,
+    }
+}

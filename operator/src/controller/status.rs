@@ -1,0 +1,83 @@
+//! Status helpers shared by the reconcilers: conditions that keep their transition time,
+//! and server-side apply of the status subresource (fields dropped are removed).
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, Patch, PatchParams};
+use kube::core::NamespaceResourceScope;
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::{MANAGER, Result};
+
+/// A condition; keeps the previous transition time while the status does not change.
+pub fn condition(
+    previous: &[Condition],
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: impl Into<String>,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Condition {
+    let status = if status { "True" } else { "False" }.to_string();
+    let since = previous
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == status)
+        .map(|c| c.last_transition_time.clone())
+        .unwrap_or(Time(now));
+    Condition {
+        type_: type_.into(),
+        status,
+        reason: reason.into(),
+        message: message.into(),
+        observed_generation: generation,
+        last_transition_time: since,
+    }
+}
+
+/// Writes the whole status with server-side apply.
+pub async fn apply_status<K, S>(api: &Api<K>, obj: &K, status: &S) -> Result<()>
+where
+    K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + std::fmt::Debug,
+    K::DynamicType: Default,
+    S: Serialize,
+{
+    let patch = serde_json::json!({
+        "apiVersion": K::api_version(&Default::default()),
+        "kind": K::kind(&Default::default()),
+        "status": status,
+    });
+    api.patch_status(
+        &obj.name_any(),
+        &PatchParams::apply(MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_condition_keeps_its_transition_time_until_its_status_changes() {
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let t1: Timestamp = "2026-01-01T01:00:00Z".parse().unwrap();
+        let first = condition(&[], "Ready", false, "Running", "m", Some(1), t0);
+        let same = condition(
+            std::slice::from_ref(&first),
+            "Ready",
+            false,
+            "Running",
+            "m2",
+            Some(2),
+            t1,
+        );
+        assert_eq!(same.last_transition_time, Time(t0));
+        let flipped = condition(&[same], "Ready", true, "Succeeded", "m", Some(2), t1);
+        assert_eq!(flipped.last_transition_time, Time(t1));
+    }
+}

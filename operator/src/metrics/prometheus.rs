@@ -1,0 +1,158 @@
+//! A small client for Prometheus's HTTP API: instant queries, evaluated server-side.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use serde::Deserialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PromError {
+    #[error("Prometheus at {url} is unreachable: {source}")]
+    Http {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+    #[error("Prometheus refused the query {query:?}: {error_type}: {error}")]
+    Query {
+        query: String,
+        error_type: String,
+        error: String,
+    },
+    #[error("unexpected answer from Prometheus for {query:?}: {detail}")]
+    Decode { query: String, detail: String },
+}
+
+#[derive(Clone)]
+pub struct Prometheus {
+    http: reqwest::Client,
+    base: String,
+}
+
+/// One sample of an instant vector (or a scalar, with no labels).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub labels: serde_json::Map<String, serde_json::Value>,
+    pub value: f64,
+}
+
+#[derive(Deserialize)]
+struct Response {
+    status: String,
+    #[serde(default)]
+    data: Option<Data>,
+    #[serde(default, rename = "errorType")]
+    error_type: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "resultType", content = "result", rename_all = "lowercase")]
+enum Data {
+    Vector(Vec<VectorSample>),
+    Scalar((f64, String)),
+    Matrix(serde::de::IgnoredAny),
+    String(serde::de::IgnoredAny),
+}
+
+#[derive(Deserialize)]
+struct VectorSample {
+    metric: serde_json::Map<String, serde_json::Value>,
+    value: (f64, String),
+}
+
+/// Prometheus writes values as strings, including "NaN" and "+Inf".
+fn parse_value(s: &str) -> f64 {
+    match s {
+        "NaN" => f64::NAN,
+        "+Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        _ => s.parse().unwrap_or(f64::NAN),
+    }
+}
+
+impl Prometheus {
+    pub fn new(base: &str) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .expect("an HTTP client");
+        Self {
+            http,
+            base: base.trim_end_matches('/').to_string(),
+        }
+    }
+
+    pub fn url(&self) -> &str {
+        &self.base
+    }
+
+    /// Evaluates `query` at `time` (now if None).
+    pub async fn instant(
+        &self,
+        query: &str,
+        time: Option<Timestamp>,
+    ) -> Result<Vec<Sample>, PromError> {
+        let url = format!("{}/api/v1/query", self.base);
+        let mut form = vec![("query", query.to_string())];
+        if let Some(t) = time {
+            form.push(("time", format!("{:.3}", t.as_millisecond() as f64 / 1000.0)));
+        }
+        let resp = self
+            .http
+            .post(&url)
+            .form(&form)
+            .send()
+            .await
+            .map_err(|source| PromError::Http {
+                url: self.base.clone(),
+                source,
+            })?;
+        let body: Response = resp.json().await.map_err(|e| PromError::Decode {
+            query: query.into(),
+            detail: e.to_string(),
+        })?;
+        if body.status != "success" {
+            return Err(PromError::Query {
+                query: query.into(),
+                error_type: body.error_type.unwrap_or_default(),
+                error: body.error.unwrap_or_default(),
+            });
+        }
+        match body.data {
+            Some(Data::Vector(v)) => Ok(v
+                .into_iter()
+                .map(|s| Sample {
+                    labels: s.metric,
+                    value: parse_value(&s.value.1),
+                })
+                .collect()),
+            Some(Data::Scalar((_, v))) => Ok(vec![Sample {
+                labels: Default::default(),
+                value: parse_value(&v),
+            }]),
+            _ => Err(PromError::Decode {
+                query: query.into(),
+                detail: "expected an instant vector or a scalar".into(),
+            }),
+        }
+    }
+
+    /// The single value of a query that aggregates to one series; None when there is no
+    /// data (an empty vector) or the value is NaN.
+    pub async fn value(
+        &self,
+        query: &str,
+        time: Option<Timestamp>,
+    ) -> Result<Option<f64>, PromError> {
+        let samples = self.instant(query, time).await?;
+        if samples.len() > 1 {
+            return Err(PromError::Decode {
+                query: query.into(),
+                detail: format!("expected one series, got {}", samples.len()),
+            });
+        }
+        Ok(samples.first().map(|s| s.value).filter(|v| !v.is_nan()))
+    }
+}

@@ -1,0 +1,162 @@
+//! Experiment results as a table (the paper's Figure 3), CSV or JSON.
+
+use crate::api::ValidatorExperiment;
+use crate::api::quantity::parse_quantity;
+use crate::api::trial::ValidatorTrial;
+
+fn num(v: Option<f64>) -> String {
+    v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
+}
+
+/// Trials in a stable order: by memory, then point, then repetition.
+pub fn sorted(mut trials: Vec<ValidatorTrial>) -> Vec<ValidatorTrial> {
+    trials.sort_by_key(|t| {
+        (
+            t.spec
+                .point
+                .memory
+                .as_deref()
+                .and_then(|m| parse_quantity(m).ok()),
+            t.spec.point.canonical(),
+            t.spec.repetition,
+        )
+    });
+    trials
+}
+
+const HEADER: [&str; 10] = [
+    "TRIAL",
+    "POINT",
+    "REP",
+    "PHASE",
+    "OUTCOME",
+    "AVG TPS",
+    "0 TPS s",
+    "MAX TPS",
+    "MAX RSS GiB",
+    "MAX VSZ GiB",
+];
+
+fn rows(trials: &[ValidatorTrial]) -> Vec<[String; 10]> {
+    trials
+        .iter()
+        .map(|t| {
+            let st = t.status.clone().unwrap_or_default();
+            let r = st.results.clone().unwrap_or_default();
+            [
+                t.metadata.name.clone().unwrap_or_default(),
+                t.spec.point.describe(),
+                t.spec.repetition.to_string(),
+                format!("{:?}", st.phase),
+                st.outcome
+                    .map(|o| o.as_str().to_string())
+                    .unwrap_or_else(|| "-".into()),
+                num(r.avg_tps),
+                num(r.zero_tps_seconds),
+                num(r.max_tps),
+                num(r.max_rss_gib),
+                num(r.max_vsz_gib),
+            ]
+        })
+        .collect()
+}
+
+pub fn table(trials: &[ValidatorTrial]) -> String {
+    let rows = rows(trials);
+    let mut width = HEADER.map(str::len);
+    for row in &rows {
+        for (w, cell) in width.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        cells
+            .iter()
+            .zip(width)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    let mut out = vec![line(HEADER.to_vec())];
+    out.extend(
+        rows.iter()
+            .map(|r| line(r.iter().map(String::as_str).collect())),
+    );
+    out.join("\n") + "\n"
+}
+
+pub fn csv(trials: &[ValidatorTrial]) -> String {
+    let quote = |s: &str| {
+        if s.contains([',', '"']) {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        } else {
+            s.to_string()
+        }
+    };
+    let mut out = vec![
+        HEADER
+            .iter()
+            .map(|h| h.to_lowercase().replace(' ', "_"))
+            .collect::<Vec<_>>()
+            .join(","),
+    ];
+    out.extend(
+        rows(trials)
+            .iter()
+            .map(|r| r.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",")),
+    );
+    out.join("\n") + "\n"
+}
+
+/// The experiment's own summary lines: phase, counts, recommendation.
+pub fn summary(vx: &ValidatorExperiment) -> String {
+    let st = vx.status.clone().unwrap_or_default();
+    let c = &st.trials;
+    let mut out = format!(
+        "experiment {}: {:?}, {} trials ({} finished: {} measured, {} failed; {} running)\n",
+        vx.metadata.name.clone().unwrap_or_default(),
+        st.phase,
+        c.expected,
+        c.finished,
+        c.succeeded,
+        c.failed,
+        c.active
+    );
+    match &st.recommendation {
+        Some(r) => out.push_str(&format!("recommendation: {} ({})\n", r.summary, r.reason)),
+        None => out.push_str("recommendation: none yet (no point kept up)\n"),
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_lines_up_and_sorts_by_memory() {
+        let mk = |mem: &str, outcome: &str, tps: f64| -> ValidatorTrial {
+            serde_norway::from_str(&format!(
+                "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorTrial\nmetadata: {{name: t-{mem}}}\nspec:\n  experiment: e\n  point: {{memory: {mem}}}\n  repetition: 1\n  template: {{agave: {{image: a}}}}\n  settings: {{}}\n  metrics: {{}}\nstatus:\n  phase: Succeeded\n  outcome: {outcome}\n  results: {{avgTps: {tps}, maxTps: 9000.5}}\n"
+            ))
+            .unwrap()
+        };
+        let trials = sorted(vec![
+            mk("1Ti", "KeptUp", 4600.0),
+            mk("128Gi", "OOMKilled", 1200.0),
+        ]);
+        let t = table(&trials);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].starts_with("TRIAL"));
+        assert!(
+            lines[1].contains("memory=128Gi")
+                && lines[1].contains("OOMKilled")
+                && lines[1].contains("1200.00")
+        );
+        assert!(lines[2].contains("memory=1Ti"));
+        assert_eq!(lines[1].find("OOMKilled"), lines[2].find("KeptUp"));
+        assert!(csv(&trials).starts_with("trial,point,rep,phase,outcome,avg_tps"));
+    }
+}

@@ -1,0 +1,251 @@
+//! The walking skeleton end to end: the paper's RAM experiment (the quickstart) through
+//! a real API server, scheduler, prometheus-operator and Prometheus, with only the
+//! kubelet and the validator simulated.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use serde_json::json;
+use valtune::api::trial::{TrialOutcome, TrialPhase};
+use valtune::api::{ValidatorExperiment, ValidatorTrial};
+
+use crate::common::{Lab, lab, quickstart_with, trials, wait_finished, wait_for};
+
+fn experiment(ns: &str, patch: serde_json::Value) -> ValidatorExperiment {
+    quickstart_with(ns, "agave-ram", patch)
+}
+
+/// A Prometheus instant query, written here independently of the operator's code.
+async fn query(prom: &str, q: &str, at: i64) -> Option<f64> {
+    let resp: serde_json::Value = reqwest::Client::new()
+        .post(format!("{prom}/api/v1/query"))
+        .form(&[("query", q.to_string()), ("time", at.to_string())])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(resp["status"], "success", "{q}: {resp}");
+    let result = resp["data"]["result"].as_array().unwrap();
+    result
+        .first()
+        .map(|s| s["value"][1].as_str().unwrap().parse().unwrap())
+}
+
+fn close(field: &str, status: Option<f64>, expected: Option<f64>) -> Result<(), String> {
+    let round = |v: f64| (v * 100.0).round() / 100.0;
+    match (status, expected) {
+        (Some(s), Some(e)) if (s - round(e)).abs() <= 0.011 => Ok(()),
+        (None, None) => Ok(()),
+        (s, e) => Err(format!("{field}: status {s:?}, Prometheus {e:?}")),
+    }
+}
+
+/// The figures in a trial's status equal what Prometheus answers for its window.
+async fn check_against_prometheus(lab: &Lab, ns: &str, t: &ValidatorTrial) -> Result<(), String> {
+    let st = t.status.clone().unwrap();
+    let r = st.results.clone().ok_or("no results")?;
+    let start = st.window_start.clone().unwrap().0.as_second();
+    let end = st.window_end.clone().unwrap().0.as_second();
+    let w = end - start;
+    let pod = format!("{}-{}", t.metadata.name.clone().unwrap(), st.attempts);
+    let sel = format!("namespace=\"{ns}\",pod=\"{pod}\"");
+    let tps = format!("sum(irate(solana_node_transactions_total{{{sel}}}[3s]))");
+    let proc = format!("{sel},groupname=\"agave-validator\"");
+    let rss = format!("sum(namedprocess_namegroup_memory_bytes{{{proc},memtype=\"resident\"}})");
+    let p = &lab.state.prometheus_url;
+    let range = format!("[{w}s:1s]");
+    let plain = query(p, &format!("avg_over_time(({tps}){range})"), end)
+        .await
+        .unwrap_or(0.0);
+    let avg = query(
+        p,
+        &format!("avg_over_time((({tps}) <= {}){range})", 3.0 * plain),
+        end,
+    )
+    .await;
+    let max = query(p, &format!("max_over_time(({tps}){range})"), end).await;
+    let zero = query(p, &format!("count_over_time((({tps}) == 0){range})"), end)
+        .await
+        .or(Some(0.0));
+    let max_rss = query(p, &format!("max_over_time(({rss}){range})"), end)
+        .await
+        .map(|b| b / (1u64 << 30) as f64);
+    let mut errors = Vec::new();
+    for (field, s, e) in [
+        ("avgTps", r.avg_tps, avg),
+        ("maxTps", r.max_tps, max),
+        ("zeroTpsSeconds", r.zero_tps_seconds, zero),
+        ("maxRssGiB", r.max_rss_gib, max_rss),
+    ] {
+        if let Err(e) = close(field, s, e) {
+            errors.push(e);
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn the_ram_sweep_reproduces_the_papers_shape_from_prometheus() {
+    let lab = lab().await;
+    let ns = lab.namespace("e2e").await;
+    let _operator = lab.start_operator(&ns);
+    let api: Api<ValidatorExperiment> = Api::namespaced(lab.client.clone(), &ns);
+    api.create(&PostParams::default(), &experiment(&ns, json!({})))
+        .await
+        .unwrap();
+
+    let vx = wait_finished(&lab, &ns, "agave-ram", Duration::from_secs(420)).await;
+    let st = vx.status.clone().unwrap();
+    assert_eq!(
+        st.phase,
+        valtune::api::experiment::ExperimentPhase::Succeeded,
+        "{st:?}"
+    );
+    assert_eq!(st.trials.expected, 5);
+    assert_eq!(st.trials.finished, 5);
+
+    let by_memory: BTreeMap<String, ValidatorTrial> = trials(&lab, &ns)
+        .await
+        .into_iter()
+        .map(|t| (t.spec.point.memory.clone().unwrap(), t))
+        .collect();
+    let outcome = |m: &str| by_memory[m].status.as_ref().and_then(|s| s.outcome);
+    assert_eq!(outcome("128Gi"), Some(TrialOutcome::OOMKilled));
+    assert_eq!(outcome("256Gi"), Some(TrialOutcome::FellBehind));
+    for m in ["512Gi", "1Ti", "1536Gi"] {
+        assert_eq!(outcome(m), Some(TrialOutcome::KeptUp), "{m}");
+    }
+    // An OOM kill is a result: the trial succeeded, with what ran until the kill.
+    let oom = by_memory["128Gi"].status.clone().unwrap();
+    assert_eq!(oom.phase, TrialPhase::Succeeded);
+    let oom_results = oom.results.clone().unwrap();
+    assert!(oom_results.measured_seconds.unwrap() > 0.0);
+    assert!(oom_results.avg_tps.unwrap() < 2000.0, "{oom_results:?}");
+    // The paper's shape: kept-up runs do about 4,600 TPS with peaks far above it.
+    for m in ["512Gi", "1Ti", "1536Gi"] {
+        let r = by_memory[m].status.clone().unwrap().results.unwrap();
+        assert!((3000.0..7000.0).contains(&r.avg_tps.unwrap()), "{m}: {r:?}");
+        assert!(r.max_tps.unwrap() > 2.0 * r.avg_tps.unwrap(), "{m}: {r:?}");
+        assert!(r.max_rss_gib.unwrap() > 300.0, "{m}: {r:?}");
+    }
+    let behind = by_memory["256Gi"].status.clone().unwrap().results.unwrap();
+    assert!(behind.final_slot_lag.unwrap() > 1000.0, "{behind:?}");
+
+    for (m, t) in &by_memory {
+        if let Err(e) = check_against_prometheus(&lab, &ns, t).await {
+            panic!("{m}: {e}");
+        }
+    }
+    let rec = st.recommendation.unwrap();
+    assert_eq!(rec.summary, "memory=512Gi", "{rec:?}");
+    // Finished trials released their nodes: no pod or volume is left running.
+    let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
+    wait_for(
+        "finished trials' pods to go",
+        Duration::from_secs(60),
+        || {
+            let pods = pods.clone();
+            async move {
+                let n = pods
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .items
+                    .len();
+                if n == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("{n} pods"))
+                }
+            }
+        },
+    )
+    .await;
+    lab.delete_namespace(&ns).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn deleting_an_experiment_removes_its_trials_pods_and_volumes() {
+    let lab = lab().await;
+    let ns = lab.namespace("delete").await;
+    let _operator = lab.start_operator(&ns);
+    let api: Api<ValidatorExperiment> = Api::namespaced(lab.client.clone(), &ns);
+    // Long trials, so they are all running when the experiment is deleted.
+    let vx = experiment(
+        &ns,
+        json!({"spec": {"sweep": {"memory": ["512Gi", "1Ti", "1536Gi"]}, "trial": {"measurement": {"duration": "1h"}}}}),
+    );
+    api.create(&PostParams::default(), &vx).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(lab.client.clone(), &ns);
+    wait_for(
+        "three running pods with bound volumes",
+        Duration::from_secs(120),
+        || {
+            let (pods, pvcs) = (pods.clone(), pvcs.clone());
+            async move {
+                let running = pods
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .items
+                    .iter()
+                    .filter(|p| {
+                        p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                    })
+                    .count();
+                let bound = pvcs
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .items
+                    .iter()
+                    .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
+                    .count();
+                if running == 3 && bound == 6 {
+                    Ok(())
+                } else {
+                    Err(format!("{running} running, {bound} bound"))
+                }
+            }
+        },
+    )
+    .await;
+
+    api.delete("agave-ram", &DeleteParams::default())
+        .await
+        .unwrap();
+    let trials_api: Api<ValidatorTrial> = Api::namespaced(lab.client.clone(), &ns);
+    wait_for(
+        "trials, pods and volumes to be gone",
+        Duration::from_secs(120),
+        || {
+            let (t, p, v) = (trials_api.clone(), pods.clone(), pvcs.clone());
+            async move {
+                let lp = ListParams::default();
+                let n = (
+                    t.list(&lp).await.map_err(|e| e.to_string())?.items.len(),
+                    p.list(&lp).await.map_err(|e| e.to_string())?.items.len(),
+                    v.list(&lp).await.map_err(|e| e.to_string())?.items.len(),
+                );
+                if n == (0, 0, 0) {
+                    Ok(())
+                } else {
+                    Err(format!("(trials, pods, pvcs) = {n:?}"))
+                }
+            }
+        },
+    )
+    .await;
+    lab.delete_namespace(&ns).await;
+}

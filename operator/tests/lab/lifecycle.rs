@@ -1,0 +1,549 @@
+//! Trial lifecycle under the things that go wrong on real clusters: operator restarts,
+//! lost nodes, impossible requests, runaway trials, failure limits, suspension, spec
+//! edits, and an experiment at the size cap.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use valtune::api::experiment::ExperimentPhase;
+use valtune::api::sweep::plan;
+use valtune::api::trial::{TrialOutcome, TrialPhase};
+use valtune::api::{ValidatorExperiment, ValidatorTrial};
+
+use crate::common::{Lab, experiment, lab, quickstart_with, trials, wait_finished, wait_for};
+
+async fn create(lab: &Lab, vx: &ValidatorExperiment) {
+    let ns = vx.metadata.namespace.clone().unwrap();
+    let api: Api<ValidatorExperiment> = Api::namespaced(lab.client.clone(), &ns);
+    api.create(&PostParams::default(), vx).await.unwrap();
+}
+
+async fn set_suspend(lab: &Lab, ns: &str, name: &str, suspend: bool) {
+    let api: Api<ValidatorExperiment> = Api::namespaced(lab.client.clone(), ns);
+    let patch = json!({"spec": {"suspend": suspend}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+}
+
+fn phases(ts: &[ValidatorTrial]) -> Vec<TrialPhase> {
+    ts.iter()
+        .map(|t| t.status.as_ref().map(|s| s.phase).unwrap_or_default())
+        .collect()
+}
+
+/// Waits until some trial of the namespace is in `phase` (or `count` of them are).
+async fn wait_phase(lab: &Lab, ns: &str, phase: TrialPhase, count: usize, timeout: Duration) {
+    wait_for(&format!("{count} trial(s) {phase:?}"), timeout, || async {
+        let ts = trials(lab, ns).await;
+        let n = phases(&ts).iter().filter(|p| **p == phase).count();
+        if n >= count {
+            Ok(())
+        } else {
+            Err(format!("{:?}", phases(&ts)))
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn killing_the_operator_three_times_loses_and_duplicates_nothing() {
+    let lab = lab().await;
+    let ns = lab.namespace("restarts").await;
+    let vx = quickstart_with(
+        &ns,
+        "restarts",
+        json!({"spec": {
+            "sweep": {"memory": ["512Gi", "640Gi", "768Gi", "1Ti", "1280Gi", "1536Gi"]},
+            "trial": {"measurement": {"duration": "20s"}},
+        }}),
+    );
+    create(&lab, &vx).await;
+    let limit = Duration::from_secs(180);
+
+    // SIGKILL at three different points of the trials' lives, each time starting a new
+    // process that must pick up exactly where the killed one was.
+    let op = lab.start_operator(&ns);
+    wait_phase(&lab, &ns, TrialPhase::Scheduling, 1, limit).await;
+    op.kill();
+    let op = lab.start_operator(&ns);
+    wait_phase(&lab, &ns, TrialPhase::Measuring, 1, limit).await;
+    op.kill();
+    let op = lab.start_operator(&ns);
+    wait_phase(&lab, &ns, TrialPhase::Succeeded, 1, limit).await;
+    op.kill();
+    let op = lab.start_operator(&ns);
+    // A fourth, while the second wave warms up.
+    wait_for("a second-wave trial", limit, || async {
+        let n = trials(&lab, &ns).await.len();
+        if n > 3 {
+            Ok(())
+        } else {
+            Err(format!("{n} trials"))
+        }
+    })
+    .await;
+    op.kill();
+    let _op = lab.start_operator(&ns);
+
+    let done = wait_finished(&lab, &ns, "restarts", Duration::from_secs(360)).await;
+    let st = done.status.clone().unwrap();
+    assert_eq!(st.phase, ExperimentPhase::Succeeded, "{st:?}");
+    let expected: BTreeSet<String> = plan(&vx.spec.sweep, 1)
+        .iter()
+        .map(|p| p.name("restarts"))
+        .collect();
+    let got = trials(&lab, &ns).await;
+    let names: BTreeSet<String> = got
+        .iter()
+        .map(|t| t.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(got.len(), 6, "no trial duplicated");
+    assert_eq!(names, expected, "exactly the expected trials");
+    for t in &got {
+        let s = t.status.clone().unwrap();
+        assert_eq!(
+            s.outcome,
+            Some(TrialOutcome::KeptUp),
+            "{}: {s:?}",
+            t.metadata.name.clone().unwrap()
+        );
+        assert!(
+            s.results.as_ref().and_then(|r| r.avg_tps).is_some(),
+            "results lost: {s:?}"
+        );
+        // Restarts are not failures: every trial ran its one and only attempt.
+        assert_eq!(s.attempts, 1, "{s:?}");
+        assert!(s.previous_attempts.is_empty());
+    }
+    assert_eq!(
+        (st.trials.expected, st.trials.finished, st.trials.failed),
+        (6, 6, 0)
+    );
+    lab.delete_namespace(&ns).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn a_lost_node_ends_the_attempt_as_node_lost_and_retries_elsewhere() {
+    let lab = lab().await;
+    let ns = lab.namespace("nodelost").await;
+    let _op = lab.start_operator(&ns);
+    let vx = quickstart_with(
+        &ns,
+        "nodelost",
+        json!({"spec": {"sweep": {"memory": ["1Ti"]}, "trial": {"measurement": {"duration": "10m"}}}}),
+    );
+    create(&lab, &vx).await;
+    wait_phase(
+        &lab,
+        &ns,
+        TrialPhase::Measuring,
+        1,
+        Duration::from_secs(120),
+    )
+    .await;
+    let trial = trials(&lab, &ns).await.remove(0);
+    let lost = trial.status.clone().unwrap().node_name.unwrap();
+
+    let nodes: Api<Node> = Api::all(lab.client.clone());
+    nodes.delete(&lost, &DeleteParams::default()).await.unwrap();
+
+    let tapi: Api<ValidatorTrial> = Api::namespaced(lab.client.clone(), &ns);
+    let name = trial.metadata.name.clone().unwrap();
+    let retried = wait_for(
+        "a second attempt on another node",
+        Duration::from_secs(120),
+        || async {
+            let t = tapi.get(&name).await.map_err(|e| e.to_string())?;
+            let s = t.status.clone().unwrap_or_default();
+            let running = matches!(s.phase, TrialPhase::WarmingUp | TrialPhase::Measuring);
+            if s.attempts == 2 && running && s.node_name.as_deref() != Some(lost.as_str()) {
+                Ok(s)
+            } else {
+                Err(format!(
+                    "{:?} attempt {} on {:?}",
+                    s.phase, s.attempts, s.node_name
+                ))
+            }
+        },
+    )
+    .await;
+    let first = &retried.previous_attempts[0];
+    assert_eq!(first.outcome, TrialOutcome::NodeLost);
+    assert_eq!(first.node.as_deref(), Some(lost.as_str()));
+    assert!(retried.lost_nodes.contains(&lost));
+    // The new pod is kept off the lost node's name, should it come back.
+    let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
+    let pod = pods.get(&format!("{name}-2")).await.unwrap();
+    let affinity = serde_json::to_string(&pod.spec.unwrap().affinity).unwrap();
+    assert!(
+        affinity.contains("NotIn") && affinity.contains(&lost),
+        "{affinity}"
+    );
+    // A user looking at events sees why.
+    let events: Api<Event> = Api::namespaced(lab.client.clone(), &ns);
+    let reasons: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect();
+    assert!(reasons.iter().any(|r| r == "NodeLost"), "{reasons:?}");
+
+    // Put the node back for the other tests.
+    let topology = valtune_lab::topology::Topology::load(&lab.state.topology).unwrap();
+    let node = topology
+        .nodes()
+        .unwrap()
+        .into_iter()
+        .find(|n| n.name == lost)
+        .unwrap();
+    valtune_lab::control_plane::apply(&lab.client, node.node(&lab.state.name))
+        .await
+        .unwrap();
+    lab.delete_namespace(&ns).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn more_hugepages_than_any_node_has_ends_unschedulable_with_the_schedulers_reason() {
+    let lab = lab().await;
+    let ns = lab.namespace("hugepages").await;
+    let _op = lab.start_operator(&ns);
+    let vx = quickstart_with(
+        &ns,
+        "hugepages",
+        json!({"spec": {
+            "sweep": {"memory": ["512Gi"]},
+            "template": {"resources": {"hugepages1Gi": 128}},
+            "trial": {"schedulingTimeout": "5s", "retries": 0},
+        }}),
+    );
+    create(&lab, &vx).await;
+    let done = wait_finished(&lab, &ns, "hugepages", Duration::from_secs(120)).await;
+    let t = trials(&lab, &ns).await.remove(0);
+    let s = t.status.clone().unwrap();
+    assert_eq!(s.phase, TrialPhase::Failed);
+    assert_eq!(s.outcome, Some(TrialOutcome::Unschedulable));
+    let degraded = s.conditions.iter().find(|c| c.type_ == "Degraded").unwrap();
+    assert_eq!(degraded.status, "True");
+    assert_eq!(degraded.reason, "Unschedulable");
+    assert!(
+        degraded.message.contains("Insufficient hugepages-1Gi"),
+        "{}",
+        degraded.message
+    );
+    assert_eq!(done.status.unwrap().trials.failed, 1);
+    lab.delete_namespace(&ns).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn an_abort_rule_ends_the_trial_as_aborted_with_its_figures() {
+    let lab = lab().await;
+    let ns = lab.namespace("abort").await;
+    let _op = lab.start_operator(&ns);
+    // 256 GiB falls behind during the window; abort once it is 1,000 slots behind for
+    // 5 seconds (an hour of simulated time).
+    let vx = quickstart_with(
+        &ns,
+        "abort",
+        json!({"spec": {
+            "sweep": {"memory": ["256Gi"]},
+            "trial": {"abortWhen": [{"metric": "slotLag", "above": 1000, "for": "5s"}]},
+        }}),
+    );
+    create(&lab, &vx).await;
+    wait_finished(&lab, &ns, "abort", Duration::from_secs(180)).await;
+    let s = trials(&lab, &ns).await.remove(0).status.unwrap();
+    assert_eq!(s.outcome, Some(TrialOutcome::Aborted), "{s:?}");
+    assert_eq!(s.phase, TrialPhase::Succeeded, "an abort is a result");
+    assert!(
+        s.message
+            .clone()
+            .unwrap()
+            .contains("slotLag stayed above 1000"),
+        "{s:?}"
+    );
+    let r = s.results.unwrap();
+    assert!(r.measured_seconds.unwrap() < 60.0, "{r:?}");
+    assert!(
+        r.avg_tps.is_some() && r.max_slot_lag.unwrap() > 1000.0,
+        "{r:?}"
+    );
+    lab.delete_namespace(&ns).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn max_failed_trials_stops_the_experiment() {
+    let lab = lab().await;
+    let ns = lab.namespace("maxfailed").await;
+    let _op = lab.start_operator(&ns);
+    let vx = quickstart_with(
+        &ns,
+        "maxfailed",
+        json!({"spec": {
+            "sweep": {"memory": ["512Gi", "768Gi", "1Ti", "1536Gi"]},
+            "template": {"resources": {"hugepages1Gi": 128}},
+            "trial": {"schedulingTimeout": "3s", "retries": 0},
+            "parallelism": 1,
+            "maxFailedTrials": 2,
+        }}),
+    );
+    create(&lab, &vx).await;
+    let done = wait_finished(&lab, &ns, "maxfailed", Duration::from_secs(120)).await;
+    let st = done.status.unwrap();
+    assert_eq!(st.phase, ExperimentPhase::Failed);
+    let ready = st.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.reason, "MaxFailedTrialsReached", "{ready:?}");
+    assert_eq!((st.trials.failed, st.trials.pending), (2, 2));
+    // No third trial was started, then or later.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(trials(&lab, &ns).await.len(), 2);
+    lab.delete_namespace(&ns).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn suspend_starts_nothing_new_and_lets_running_trials_finish() {
+    let lab = lab().await;
+    let ns = lab.namespace("suspend").await;
+    let _op = lab.start_operator(&ns);
+    let vx = quickstart_with(
+        &ns,
+        "suspend",
+        json!({"spec": {
+            "sweep": {"memory": ["512Gi", "1Ti", "1536Gi"]},
+            "trial": {"measurement": {"duration": "10s"}},
+            "parallelism": 1,
+            "suspend": true,
+        }}),
+    );
+    create(&lab, &vx).await;
+    wait_for(
+        "the experiment Suspended",
+        Duration::from_secs(30),
+        || async {
+            let st = experiment(&lab, &ns, "suspend")
+                .await
+                .status
+                .unwrap_or_default();
+            if st.phase == ExperimentPhase::Suspended {
+                Ok(())
+            } else {
+                Err(format!("{:?}", st.phase))
+            }
+        },
+    )
+    .await;
+    assert!(
+        trials(&lab, &ns).await.is_empty(),
+        "a suspended experiment starts no trial"
+    );
+
+    set_suspend(&lab, &ns, "suspend", false).await;
+    wait_phase(&lab, &ns, TrialPhase::WarmingUp, 1, Duration::from_secs(60)).await;
+    set_suspend(&lab, &ns, "suspend", true).await;
+    wait_for(
+        "the running trial to finish, and nothing new",
+        Duration::from_secs(120),
+        || async {
+            let st = experiment(&lab, &ns, "suspend")
+                .await
+                .status
+                .unwrap_or_default();
+            if st.phase == ExperimentPhase::Suspended {
+                Ok(st)
+            } else {
+                Err(format!("{:?} {:?}", st.phase, st.trials))
+            }
+        },
+    )
+    .await;
+    let ts = trials(&lab, &ns).await;
+    assert_eq!(ts.len(), 1);
+    assert_eq!(phases(&ts), vec![TrialPhase::Succeeded]);
+
+    set_suspend(&lab, &ns, "suspend", false).await;
+    let done = wait_finished(&lab, &ns, "suspend", Duration::from_secs(180)).await;
+    assert_eq!(done.status.unwrap().trials.finished, 3);
+    lab.delete_namespace(&ns).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn spec_edits_keep_finished_results_add_new_points_and_drop_unstarted_ones() {
+    let lab = lab().await;
+    let ns = lab.namespace("edits").await;
+    let _op = lab.start_operator(&ns);
+    let vx = quickstart_with(
+        &ns,
+        "edits",
+        json!({"spec": {
+            "sweep": {"memory": ["512Gi", "1Ti", "1536Gi"]},
+            "trial": {"measurement": {"duration": "10s"}},
+            "parallelism": 1,
+        }}),
+    );
+    create(&lab, &vx).await;
+    wait_phase(
+        &lab,
+        &ns,
+        TrialPhase::Succeeded,
+        1,
+        Duration::from_secs(120),
+    )
+    .await;
+    let first = trials(&lab, &ns)
+        .await
+        .into_iter()
+        .find(|t| {
+            t.status
+                .as_ref()
+                .is_some_and(|s| s.phase == TrialPhase::Succeeded)
+        })
+        .unwrap();
+    assert_eq!(first.spec.point.memory.as_deref(), Some("512Gi"));
+
+    // 512Gi stays (written differently), 768Gi is new, 1Ti and 1536Gi leave the sweep.
+    let api: Api<ValidatorExperiment> = Api::namespaced(lab.client.clone(), &ns);
+    let patch = json!({"spec": {"sweep": {"memory": ["0.5Ti", "768Gi"]}}});
+    api.patch("edits", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+
+    let done = wait_finished(&lab, &ns, "edits", Duration::from_secs(180)).await;
+    let st = done.status.unwrap();
+    assert_eq!((st.trials.expected, st.trials.finished), (2, 2), "{st:?}");
+    assert_eq!(st.observed_generation, done.metadata.generation);
+    let ts = trials(&lab, &ns).await;
+    let kept = ts
+        .iter()
+        .find(|t| t.metadata.name == first.metadata.name)
+        .unwrap();
+    assert_eq!(
+        kept.status.as_ref().unwrap().results,
+        first.status.as_ref().unwrap().results
+    );
+    assert!(
+        ts.iter()
+            .any(|t| t.spec.point.memory.as_deref() == Some("768Gi"))
+    );
+    assert!(
+        !ts.iter()
+            .any(|t| t.spec.point.memory.as_deref() == Some("1536Gi")),
+        "never started"
+    );
+    // The operator never wrote the experiment's spec: it is exactly what the user sent.
+    assert_eq!(
+        done.spec.sweep.memory,
+        Some(vec!["0.5Ti".into(), "768Gi".into()])
+    );
+    lab.delete_namespace(&ns).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn an_experiment_at_the_trial_cap_stays_under_64_kib() {
+    let lab = lab().await;
+    let ns = lab.namespace("cap").await;
+    let _op = lab.start_operator(&ns);
+    let memory: Vec<String> = (1..=32).map(|i| format!("{}Gi", 256 + 32 * i)).collect();
+    let cpu: Vec<i32> = (1..=32).map(|i| i * 2).collect();
+    let vx = quickstart_with(
+        &ns,
+        "cap",
+        json!({"spec": {
+            "sweep": {"memory": memory, "cpu": cpu},
+            "maxTrials": 1024,
+            "parallelism": 2,
+            "trial": {"measurement": {"duration": "1h"}},
+        }}),
+    );
+    create(&lab, &vx).await;
+    let vx = wait_for(
+        "the experiment to run at the cap",
+        Duration::from_secs(60),
+        || async {
+            let vx = experiment(&lab, &ns, "cap").await;
+            let t = vx.status.clone().unwrap_or_default().trials;
+            if t.expected == 1024 && t.active == 2 {
+                Ok(vx)
+            } else {
+                Err(format!("{t:?}"))
+            }
+        },
+    )
+    .await;
+    let size = serde_json::to_vec(&vx).unwrap().len();
+    assert!(size < 64 * 1024, "the experiment object is {size} bytes");
+    lab.delete_namespace(&ns).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn the_operator_serves_health_and_metrics_and_shuts_down_cleanly() {
+    let lab = lab().await;
+    let ns = lab.namespace("health").await;
+    let op = lab.start_operator(&ns);
+    let base = format!("http://{}", op.listen);
+    let http = reqwest::Client::new();
+    wait_for("/readyz", Duration::from_secs(30), || async {
+        match http.get(format!("{base}/readyz")).send().await {
+            Ok(r) if r.status().is_success() => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    assert!(
+        http.get(format!("{base}/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .is_success()
+    );
+    create(
+        &lab,
+        &quickstart_with(
+            &ns,
+            "health",
+            json!({"spec": {"sweep": {"memory": ["1Ti"]}}}),
+        ),
+    )
+    .await;
+    wait_phase(&lab, &ns, TrialPhase::WarmingUp, 1, Duration::from_secs(60)).await;
+    let metrics = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for name in [
+        "valtune_reconciles_total{controller=\"trial\"}",
+        "valtune_reconcile_duration_seconds_bucket",
+        "valtune_trial_phase_transitions_total{phase=\"WarmingUp\"}",
+        "valtune_trials{phase=\"WarmingUp\"}",
+    ] {
+        assert!(metrics.contains(name), "missing {name} in:\n{metrics}");
+    }
+    // SIGTERM: a clean exit that hands the lease back at once.
+    let status = op.terminate();
+    assert!(status.success(), "{status:?}");
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(lab.client.clone(), &ns);
+    let lease = leases.get("valtune-operator").await.unwrap();
+    assert_eq!(lease.spec.unwrap().holder_identity, None);
+    lab.delete_namespace(&ns).await;
+}
