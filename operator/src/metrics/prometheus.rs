@@ -74,6 +74,8 @@ fn parse_value(s: &str) -> f64 {
 
 impl Prometheus {
     pub fn new(base: &str) -> Self {
+        // rustls needs a process-wide provider; ring is the one the workspace builds.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
             .build()

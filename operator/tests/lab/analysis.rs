@@ -1,0 +1,199 @@
+//! The analysis queries against a real Prometheus holding known series (backfilled with
+//! promtool), so every figure has an exact expected value worked out by hand.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use valtune::clients::agave;
+use valtune::metrics::analysis::{Series, Window, collect, selector};
+use valtune::metrics::prometheus::Prometheus;
+
+use crate::common::wait_for;
+
+const STEP: i64 = 15;
+
+struct Server {
+    child: std::process::Child,
+    dir: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn tools() -> PathBuf {
+    PathBuf::from(std::env::var("VALTUNE_TOOLS_BIN").expect(
+        "VALTUNE_TOOLS_BIN is not set: run the tests with `make test` (hack/tools/build.sh)",
+    ))
+}
+
+/// Per-interval TPS of the known series: 10 idle intervals, 25 at 4,000, one burst at
+/// 60,000, then 4 at 5,000 (40 intervals of 15 s: a 10-minute window).
+fn tps_pattern() -> Vec<f64> {
+    let mut v = vec![0.0; 10];
+    v.extend(std::iter::repeat_n(4000.0, 25));
+    v.push(60000.0);
+    v.extend(std::iter::repeat_n(5000.0, 4));
+    v
+}
+
+/// Writes the series as OpenMetrics, backfills a TSDB and starts Prometheus on it.
+/// Returns the server and the window's end.
+async fn prometheus_with_known_series() -> (Server, String, i64) {
+    valtune_lab::init_crypto();
+    let dir = std::env::temp_dir().join(format!("valtune-analysis-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Recent enough to be inside retention, aligned to the step.
+    let start = (Timestamp::now().as_second() - 3 * 3600) / STEP * STEP;
+    let sel = "namespace=\"ns\",pod=\"p-1\"";
+    let g = "groupname=\"agave-validator\"";
+    let mut om = String::new();
+    om.push_str("# TYPE solana_node_transactions_total gauge\n");
+    let mut count = 1_000_000.0;
+    let mut times = vec![start];
+    writeln!(
+        om,
+        "solana_node_transactions_total{{{sel}}} {count} {start}"
+    )
+    .unwrap();
+    for (i, tps) in tps_pattern().iter().enumerate() {
+        count += tps * STEP as f64;
+        let t = start + STEP * (i as i64 + 1);
+        times.push(t);
+        writeln!(om, "solana_node_transactions_total{{{sel}}} {count} {t}").unwrap();
+    }
+    om.push_str("# TYPE solana_node_num_slots_behind gauge\n");
+    for (i, t) in times.iter().enumerate() {
+        // Lag falls from 400 to 0 over the first 20 samples, then stays 0.
+        let lag = (400 - 20 * i as i64).max(0);
+        writeln!(om, "solana_node_num_slots_behind{{{sel}}} {lag} {t}").unwrap();
+    }
+    om.push_str("# TYPE namedprocess_namegroup_memory_bytes gauge\n");
+    for (i, t) in times.iter().enumerate() {
+        // RSS: 100 GiB + 10 GiB per sample; VSZ twice that.
+        let rss = (100 + 10 * i as u64) << 30;
+        writeln!(
+            om,
+            "namedprocess_namegroup_memory_bytes{{{sel},{g},memtype=\"resident\"}} {rss} {t}"
+        )
+        .unwrap();
+        writeln!(
+            om,
+            "namedprocess_namegroup_memory_bytes{{{sel},{g},memtype=\"virtual\"}} {} {t}",
+            2 * rss
+        )
+        .unwrap();
+    }
+    for kind in ["major", "minor"] {
+        writeln!(
+            om,
+            "# TYPE namedprocess_namegroup_{kind}_page_faults counter"
+        )
+        .unwrap();
+        for (i, t) in times.iter().enumerate() {
+            // 3 major and 30 minor faults per second, steadily.
+            let per_s = if kind == "major" { 3 } else { 30 };
+            writeln!(
+                om,
+                "namedprocess_namegroup_{kind}_page_faults_total{{{sel},{g}}} {} {t}",
+                per_s * STEP * i as i64
+            )
+            .unwrap();
+        }
+    }
+    om.push_str("# EOF\n");
+    let file = dir.join("series.om");
+    std::fs::write(&file, om).unwrap();
+    let data = dir.join("data");
+    let out = std::process::Command::new(tools().join("promtool"))
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(&file)
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = dir.join("prometheus.yml");
+    std::fs::write(&config, "global: {}\n").unwrap();
+    let child = std::process::Command::new(tools().join("prometheus"))
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", data.display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--log.level=warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let server = Server { child, dir };
+    let http = reqwest::Client::new();
+    wait_for("Prometheus to start", Duration::from_secs(60), || async {
+        match http.get(format!("{url}/-/ready")).send().await {
+            Ok(r) if r.status().is_success() => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    (server, url, start + STEP * tps_pattern().len() as i64)
+}
+
+#[tokio::test]
+#[ignore = "needs the lab's tools: run `make test`"]
+async fn the_papers_definitions_give_the_expected_figures() {
+    let (_server, url, end) = prometheus_with_known_series().await;
+    let prom = Prometheus::new(&url);
+    let step = Duration::from_secs(STEP as u64);
+    let series =
+        Series::from_profile(&agave::profile().queries, &selector("ns", "p-1"), step).unwrap();
+    let window = Window {
+        start: Timestamp::from_second(end - 600).unwrap(),
+        end: Timestamp::from_second(end).unwrap(),
+        step,
+    };
+    let r = wait_for(
+        "the backfilled blocks to be queryable",
+        Duration::from_secs(30),
+        || async {
+            match collect(&prom, &series, &window, 100).await {
+                Ok(Some(r)) => Ok(r),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+
+    // Plain mean (25*4000 + 60000 + 4*5000) / 40 = 4500; the 60,000 sample is above 3x
+    // that, so it leaves the average: (100000 + 20000) / 39 = 3076.92.
+    assert_eq!(r.avg_tps, Some(3076.92));
+    assert_eq!(r.max_tps, Some(60000.0));
+    // Ten idle intervals of 15 s.
+    assert_eq!(r.zero_tps_seconds, Some(150.0));
+    // RSS peaks at the last sample, 100 + 10*40 = 500 GiB; VSZ at 1000 GiB.
+    assert_eq!(r.max_rss_gib, Some(500.0));
+    assert_eq!(r.max_vsz_gib, Some(1000.0));
+    // The window's 40 samples are the 2nd..41st: mean (110 + 500) / 2 = 305 GiB.
+    assert_eq!(r.mean_rss_gib, Some(305.0));
+    assert_eq!(r.major_faults_per_second, Some(3.0));
+    assert_eq!(r.minor_faults_per_second, Some(30.0));
+    // Lag 380 at the window's first sample, 0 from the 20th on.
+    assert_eq!(r.max_slot_lag, Some(380.0));
+    assert_eq!(r.final_slot_lag, Some(0.0));
+    assert_eq!(r.kept_up, Some(true));
+    assert_eq!(r.measured_seconds, Some(600.0));
+}
