@@ -584,12 +584,13 @@ pub async fn install_crds(client: &Client, dir: &Path) -> anyhow::Result<()> {
     files.sort();
     for file in files {
         let text = std::fs::read_to_string(&file)?;
-        for doc in serde_norway::Deserializer::from_str(&text) {
-            let value = serde_norway::Value::deserialize(doc)?;
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text)
+            .with_context(|| format!("parsing {}", file.display()))?;
+        for value in docs {
             if value.is_null() {
                 continue;
             }
-            let crd: CustomResourceDefinition = serde_norway::from_value(value)
+            let crd: CustomResourceDefinition = serde_json::from_value(value)
                 .with_context(|| format!("parsing {}", file.display()))?;
             apply(client, crd.clone()).await?;
             names.push(crd.name_any());
@@ -606,15 +607,14 @@ pub async fn install_crds(client: &Client, dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-use serde::Deserialize as _;
-
 /// Applies every document of a YAML string (any kind the API server serves).
 pub async fn apply_yaml(client: &Client, yaml: &str) -> anyhow::Result<()> {
     use kube::api::DynamicObject;
     use kube::discovery::{ApiCapabilities, Scope};
     let discovery = kube::Discovery::new(client.clone()).run().await?;
-    for doc in serde_norway::Deserializer::from_str(yaml) {
-        let obj: DynamicObject = DynamicObject::deserialize(doc)?;
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(yaml)?;
+    for doc in docs.into_iter().filter(|d| !d.is_null()) {
+        let obj: DynamicObject = serde_json::from_value(doc)?;
         let tm = obj
             .types
             .clone()
@@ -647,7 +647,7 @@ fn write_kubeconfig(state: &LabState, token: &str, ca: &Path) -> anyhow::Result<
         "contexts": [{"name": state.name, "context": {"cluster": state.name, "user": "admin", "namespace": "default"}}],
         "current-context": state.name,
     });
-    std::fs::write(&state.kubeconfig, serde_norway::to_string(&kubeconfig)?)?;
+    std::fs::write(&state.kubeconfig, serde_saphyr::to_string(&kubeconfig)?)?;
     Ok(())
 }
 

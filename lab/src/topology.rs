@@ -77,7 +77,7 @@ impl Topology {
     pub fn load(path: &Path) -> anyhow::Result<Topology> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading topology {}", path.display()))?;
-        let topology: Topology = serde_norway::from_str(&text)
+        let topology: Topology = serde_saphyr::from_str(&text)
             .with_context(|| format!("parsing topology {}", path.display()))?;
         topology.nodes()?;
         Ok(topology)
@@ -295,21 +295,21 @@ mod tests {
 
     #[test]
     fn node_overrides_win_over_defaults() {
-        let t: Topology = serde_norway::from_str(
-            "defaults: {cpu: 64, memory: 1Ti, labels: {a: x}}\nnodes:\n- name: n1\n  cpu: 128\n  labels: {b: y}\n- name: n2\n",
+        let t: Topology = serde_saphyr::from_str(
+            "defaults: {cpu: 64, memory: 1Ti, labels: {a: one}}\nnodes:\n- name: n1\n  cpu: 128\n  labels: {b: two}\n- name: n2\n",
         )
         .unwrap();
         let nodes = t.nodes().unwrap();
         assert_eq!(nodes[0].cpu, 128);
         assert_eq!(nodes[1].cpu, 64);
-        assert_eq!(nodes[0].labels["a"], "x");
-        assert_eq!(nodes[0].labels["b"], "y");
+        assert_eq!(nodes[0].labels["a"], "one");
+        assert_eq!(nodes[0].labels["b"], "two");
     }
 
     #[test]
     fn duplicate_names_are_refused() {
         let t: Topology =
-            serde_norway::from_str("defaults: {}\nnodes:\n- name: n1\n- name: n1\n").unwrap();
+            serde_saphyr::from_str("defaults: {}\nnodes:\n- name: n1\n- name: n1\n").unwrap();
         assert!(t.nodes().is_err());
     }
 }

@@ -26,7 +26,7 @@ pub fn rewrite(rendered: &str, state: &LabState, token_file: &Path) -> anyhow::R
     let text = rendered
         .replace("$(SHARD)", "0")
         .replace("$(POD_NAME)", &format!("prometheus-{NAME}-0"));
-    let mut config: Value = serde_norway::from_str(&text).context("parsing the rendered config")?;
+    let mut config: Value = serde_saphyr::from_str(&text).context("parsing the rendered config")?;
     regexes_as_strings(&mut config);
     let ca = state.dir.join("pki").join("apiserver.crt");
     if let Some(jobs) = config
@@ -60,7 +60,7 @@ pub fn rewrite(rendered: &str, state: &LabState, token_file: &Path) -> anyhow::R
     }
     Ok(format!(
         "# Rendered by prometheus-operator from the cluster's PodMonitors, ServiceMonitors and\n# PrometheusRules; adapted by valtune-lab for a Prometheus outside the cluster.\n{}",
-        serde_norway::to_string(&config)?
+        serde_saphyr::to_string(&config)?
     ))
 }
 
@@ -108,7 +108,7 @@ pub async fn run(client: Client, state: LabState) -> anyhow::Result<()> {
 }
 
 fn kubeconfig_token(path: &Path) -> anyhow::Result<String> {
-    let kc: Value = serde_norway::from_str(&std::fs::read_to_string(path)?)?;
+    let kc: Value = serde_saphyr::from_str(&std::fs::read_to_string(path)?)?;
     kc["users"][0]["user"]["token"]
         .as_str()
         .map(String::from)
@@ -203,7 +203,7 @@ mod tests {
         };
         let rendered = "global:\n  external_labels:\n    prometheus_replica: $(POD_NAME)\nrule_files:\n- /etc/prometheus/rules/prometheus-lab-rulefiles-0/*.yaml\nscrape_configs:\n- job_name: podMonitor/ns/vx/0\n  kubernetes_sd_configs:\n  - role: pod\n    namespaces:\n      names: [ns]\n  relabel_configs:\n  - source_labels: [__tmp_hash]\n    regex: $(SHARD)\n    action: keep\n";
         let out = rewrite(rendered, &state, Path::new("/lab/token")).unwrap();
-        let v: Value = serde_norway::from_str(&out).unwrap();
+        let v: Value = serde_saphyr::from_str(&out).unwrap();
         let sd = &v["scrape_configs"][0]["kubernetes_sd_configs"][0];
         assert_eq!(sd["api_server"], "https://127.0.0.1:6443");
         assert_eq!(sd["authorization"]["credentials_file"], "/lab/token");

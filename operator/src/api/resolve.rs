@@ -60,7 +60,7 @@ mod tests {
     use crate::api::sweep::KnobSweep;
 
     fn template() -> ValidatorTemplate {
-        serde_norway::from_str(
+        serde_saphyr::from_str(
             "agave: {image: agave:v2}\nresources: {cpu: 16, memory: 64Gi, memoryLimit: 128Gi}\nstorage: [{role: ledger, size: 1Ti}]\nenv: [{name: MALLOC_ARENA_MAX, value: '8'}]\n",
         )
         .unwrap()

@@ -579,7 +579,7 @@ mod tests {
         let yaml = format!(
             "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {{name: ram, namespace: ns, uid: u1, generation: 1}}\nspec:\n  template:\n    agave: {{image: agave}}\n    storage: [{{role: ledger, size: 1Ti}}]\n  sweep: {{memory: [128Gi, 256Gi, 512Gi, 1Ti]}}\n  parallelism: 2\n{extra}"
         );
-        serde_norway::from_str(&yaml).unwrap()
+        serde_saphyr::from_str(&yaml).unwrap()
     }
 
     fn trial(

@@ -906,7 +906,7 @@ mod tests {
     use super::*;
 
     fn pod(yaml: &str) -> Pod {
-        serde_norway::from_str(yaml).unwrap()
+        serde_saphyr::from_str(yaml).unwrap()
     }
 
     #[test]

@@ -138,7 +138,7 @@ mod tests {
     #[test]
     fn the_table_lines_up_and_sorts_by_memory() {
         let mk = |mem: &str, outcome: &str, tps: f64| -> ValidatorTrial {
-            serde_norway::from_str(&format!(
+            serde_saphyr::from_str(&format!(
                 "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorTrial\nmetadata: {{name: t-{mem}}}\nspec:\n  experiment: e\n  point: {{memory: {mem}}}\n  repetition: 1\n  template: {{agave: {{image: a}}}}\n  settings: {{}}\n  metrics: {{}}\nstatus:\n  phase: Succeeded\n  outcome: {outcome}\n  results: {{avgTps: {tps}, maxTps: 9000.5}}\n"
             ))
             .unwrap()

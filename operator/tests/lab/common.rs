@@ -54,7 +54,7 @@ impl Lab {
 /// A YAML file of the repository as JSON.
 pub fn yaml_file(path: &str) -> Value {
     let text = std::fs::read_to_string(repo_root().join(path)).unwrap();
-    serde_norway::from_str(&text).unwrap()
+    serde_saphyr::from_str(&text).unwrap()
 }
 
 /// RFC 7386 JSON merge patch: objects merge, null deletes, anything else replaces.

@@ -1,0 +1,85 @@
+//! The lab's own promises, on a second lab started beside the one `make test` runs: free
+//! ports and a separate pod network (no collision), Ready nodes with hugepages, and a
+//! `down` that leaves none of its processes running and no state behind.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
+use valtune_lab::control_plane::{UpOptions, down, up};
+
+#[tokio::test]
+#[ignore = "needs the lab's tools: run `make test`"]
+async fn a_second_lab_comes_up_beside_the_first_and_goes_away_completely() {
+    valtune_lab::init_crypto();
+    let tools = PathBuf::from(std::env::var("VALTUNE_TOOLS_BIN").expect(
+        "VALTUNE_TOOLS_BIN is not set: run the tests with `make test` (hack/tools/build.sh)",
+    ));
+    let dir = std::env::temp_dir().join(format!("valtune-second-lab-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = UpOptions {
+        dir: dir.clone(),
+        tools,
+        topology: Path::new(env!("CARGO_MANIFEST_DIR")).join("topology.yaml"),
+        time_scale: 720.0,
+        scrape_interval: "1s".into(),
+        lab_exe: PathBuf::from(env!("CARGO_BIN_EXE_valtune-lab")),
+    };
+    let state = up(&opts).await.expect("a second lab starts");
+    if let Ok(first) = std::env::var("VALTUNE_LAB_DIR") {
+        let first = valtune_lab::LabState::load(Path::new(&first)).unwrap();
+        assert_ne!(first.apiserver_url, state.apiserver_url);
+        assert_ne!(first.prometheus_url, state.prometheus_url);
+        assert_ne!(first.pod_cidr, state.pod_cidr);
+    }
+    assert!(state.pod_cidr.starts_with("127."));
+
+    let client = state.client().await.unwrap();
+    let nodes: Api<Node> = Api::all(client);
+    let list = nodes.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(list.len(), 4);
+    for n in &list {
+        let st = n.status.clone().unwrap();
+        let ready = st
+            .conditions
+            .unwrap()
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        assert!(ready, "{:?} not Ready", n.metadata.name);
+        assert_eq!(st.allocatable.unwrap()["hugepages-1Gi"].0, "64Gi");
+        let taints = n.spec.clone().unwrap().taints.unwrap();
+        assert!(taints.iter().any(|t| t.effect == "NoSchedule"));
+    }
+
+    // A second `up` on a running lab reports it instead of starting another.
+    let again = up(&opts).await.unwrap();
+    assert_eq!(again.apiserver_url, state.apiserver_url);
+
+    let processes = state.processes.clone();
+    assert!(processes.len() >= 8, "{processes:?}");
+    down(&dir, false).expect("down");
+    for p in &processes {
+        assert!(
+            !p.is_alive(),
+            "{} (pid {}) still runs after down",
+            p.name,
+            p.pid
+        );
+    }
+    assert!(!dir.exists(), "down left {}", dir.display());
+    assert!(
+        !state.pod_network_lock.exists(),
+        "down kept the pod network reserved"
+    );
+    // And its ports are free again.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let api_port: u16 = state
+        .apiserver_url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    std::net::TcpListener::bind(("127.0.0.1", api_port)).expect("the API server's port is free");
+}
