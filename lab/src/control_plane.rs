@@ -317,13 +317,12 @@ async fn start(
         ],
     )?;
 
-    // Prometheus, scraping itself until the simulator renders the pod monitors' jobs.
+    // Prometheus, scraping itself until the simulator hands it the operator's config.
     std::fs::write(
         &state.prometheus_config,
         prometheus::render_config(&prometheus::Config {
             scrape_interval: state.scrape_interval.clone(),
             self_target: format!("127.0.0.1:{prom_port}"),
-            jobs: Vec::new(),
         }),
     )?;
     spawn(

@@ -2,22 +2,21 @@
 //! configuration file of the Prometheus process (a self-scrape job until the operator has
 //! rendered the cluster's PodMonitors, ServiceMonitors and rules).
 
-use serde_json::{Value, json};
+use serde_json::json;
 
+/// The configuration Prometheus starts with: it scrapes itself until the simulator
+/// hands it what prometheus-operator renders.
 pub struct Config {
     pub scrape_interval: String,
     /// host:port of Prometheus itself.
     pub self_target: String,
-    /// Scrape jobs, already in Prometheus's configuration shape.
-    pub jobs: Vec<Value>,
 }
 
 pub fn render_config(c: &Config) -> String {
-    let mut jobs = vec![json!({
+    let jobs = vec![json!({
         "job_name": "prometheus",
         "static_configs": [{"targets": [c.self_target]}],
     })];
-    jobs.extend(c.jobs.iter().cloned());
     let doc = json!({
         "global": {
             "scrape_interval": c.scrape_interval,

@@ -36,30 +36,7 @@ enum ReportFormat {
 #[derive(Subcommand)]
 enum Command {
     /// Run the controllers (in a cluster, or against a kubeconfig).
-    Operator {
-        /// Watch this namespace only (default: all namespaces).
-        #[arg(long, env = "VALTUNE_NAMESPACE")]
-        namespace: Option<String>,
-        /// Prometheus to read results from (experiments may name their own).
-        #[arg(long, env = "VALTUNE_PROMETHEUS_URL")]
-        prometheus_url: Option<String>,
-        /// Address of /healthz, /readyz and /metrics.
-        #[arg(long, env = "VALTUNE_LISTEN", default_value = "0.0.0.0:8080")]
-        listen: SocketAddr,
-        /// Namespace of the leader Lease (default: --namespace, else POD_NAMESPACE, else default).
-        #[arg(long, env = "POD_NAMESPACE")]
-        lease_namespace: Option<String>,
-        #[arg(long, default_value = "valtune-operator")]
-        lease_name: String,
-        /// How long a lease lasts without renewal.
-        #[arg(long, default_value = "15s")]
-        lease_duration: String,
-        /// Reconcile without a lease (only when one replica runs).
-        #[arg(long)]
-        no_leader_election: bool,
-        #[arg(long, value_enum, default_value = "text", env = "VALTUNE_LOG_FORMAT")]
-        log_format: LogFormat,
-    },
+    Operator(OperatorArgs),
     /// Print the CRDs as YAML, or write one file per kind into a directory.
     Crd {
         /// Write `<plural>.yaml` files here instead of printing.
@@ -95,6 +72,32 @@ enum Command {
     },
 }
 
+#[derive(clap::Args)]
+struct OperatorArgs {
+    /// Watch this namespace only (default: all namespaces).
+    #[arg(long, env = "VALTUNE_NAMESPACE")]
+    namespace: Option<String>,
+    /// Prometheus to read results from (experiments may name their own).
+    #[arg(long, env = "VALTUNE_PROMETHEUS_URL")]
+    prometheus_url: Option<String>,
+    /// Address of /healthz, /readyz and /metrics.
+    #[arg(long, env = "VALTUNE_LISTEN", default_value = "0.0.0.0:8080")]
+    listen: SocketAddr,
+    /// Namespace of the leader Lease (default: --namespace, else POD_NAMESPACE, else default).
+    #[arg(long, env = "POD_NAMESPACE")]
+    lease_namespace: Option<String>,
+    #[arg(long, default_value = "valtune-operator")]
+    lease_name: String,
+    /// How long a lease lasts without renewal.
+    #[arg(long, default_value = "15s")]
+    lease_duration: String,
+    /// Reconcile without a lease (only when one replica runs).
+    #[arg(long)]
+    no_leader_election: bool,
+    #[arg(long, value_enum, default_value = "text", env = "VALTUNE_LOG_FORMAT")]
+    log_format: LogFormat,
+}
+
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| "info,kube=warn".into());
@@ -110,33 +113,9 @@ async fn main() -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     match cli.command {
-        Command::Operator {
-            namespace,
-            prometheus_url,
-            listen,
-            lease_namespace,
-            lease_name,
-            lease_duration,
-            no_leader_election,
-            log_format,
-        } => {
-            init_logging(log_format);
-            let lease_duration = valtune::api::settings::parse_duration(&lease_duration)
-                .context("--lease-duration")?;
-            let lease_namespace = namespace
-                .clone()
-                .or(lease_namespace)
-                .unwrap_or_else(|| "default".into());
-            operator(OperatorArgs {
-                namespace,
-                prometheus_url,
-                listen,
-                lease_namespace,
-                lease_name,
-                lease_duration,
-                leader_election: !no_leader_election,
-            })
-            .await
+        Command::Operator(args) => {
+            init_logging(args.log_format);
+            operator(args).await
         }
         Command::Crd { out_dir } => write_crds(out_dir),
         Command::Report {
@@ -167,17 +146,14 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
-struct OperatorArgs {
-    namespace: Option<String>,
-    prometheus_url: Option<String>,
-    listen: SocketAddr,
-    lease_namespace: String,
-    lease_name: String,
-    lease_duration: std::time::Duration,
-    leader_election: bool,
-}
-
 async fn operator(args: OperatorArgs) -> anyhow::Result<()> {
+    let lease_duration =
+        valtune::api::settings::parse_duration(&args.lease_duration).context("--lease-duration")?;
+    let lease_namespace = args
+        .namespace
+        .clone()
+        .or(args.lease_namespace.clone())
+        .unwrap_or_else(|| "default".into());
     let client = Client::try_default()
         .await
         .context("connecting to Kubernetes (KUBECONFIG or in-cluster config)")?;
@@ -196,13 +172,13 @@ async fn operator(args: OperatorArgs) -> anyhow::Result<()> {
         ready.clone(),
     ));
 
-    let election = args.leader_election.then(|| {
+    let election = (!args.no_leader_election).then(|| {
         LeaderElection::new(
             client.clone(),
-            &args.lease_namespace,
+            &lease_namespace,
             &args.lease_name,
             &identity,
-            args.lease_duration,
+            lease_duration,
         )
     });
     let signal = shutdown_signal();

@@ -262,14 +262,18 @@ impl AgaveModel {
         level * noise
     }
 
-    /// Transactions processed from 0 to `t`, integrating the stretches exactly.
-    pub fn transactions(&self, t: f64) -> f64 {
+    /// The integral from 0 to `t` of a rate that is constant over each stretch.
+    fn integrate(&self, t: f64, rate: impl Fn(f64) -> f64) -> f64 {
         let whole = (t / self.stretch_s).floor().max(0.0) as u64;
-        let mut sum = 0.0;
-        for i in 0..whole {
-            sum += self.tps(i as f64 * self.stretch_s) * self.stretch_s;
-        }
-        sum + self.tps(t) * (t - whole as f64 * self.stretch_s)
+        let done: f64 = (0..whole)
+            .map(|i| rate(i as f64 * self.stretch_s) * self.stretch_s)
+            .sum();
+        done + rate(t) * (t - whole as f64 * self.stretch_s)
+    }
+
+    /// Transactions processed from 0 to `t`.
+    pub fn transactions(&self, t: f64) -> f64 {
+        self.integrate(t, |u| self.tps(u))
     }
 
     /// Slots behind the chain.
@@ -338,18 +342,12 @@ impl AgaveModel {
         (self.a.major_faults * warmup * n, self.a.minor_faults * n)
     }
 
-    /// Faults from 0 to `t` (major, minor), integrating the stretches.
+    /// Faults from 0 to `t` (major, minor).
     pub fn faults(&self, t: f64) -> (f64, f64) {
-        let whole = (t / self.stretch_s).floor().max(0.0) as u64;
-        let (mut major, mut minor) = (0.0, 0.0);
-        for i in 0..whole {
-            let (a, b) = self.fault_rates(i as f64 * self.stretch_s);
-            major += a * self.stretch_s;
-            minor += b * self.stretch_s;
-        }
-        let rest = t - whole as f64 * self.stretch_s;
-        let (a, b) = self.fault_rates(t);
-        (major + a * rest, minor + b * rest)
+        (
+            self.integrate(t, |u| self.fault_rates(u).0),
+            self.integrate(t, |u| self.fault_rates(u).1),
+        )
     }
 }
 

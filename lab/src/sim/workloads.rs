@@ -4,6 +4,10 @@
 //! kubelet would when the model's validator runs out of memory (container terminated,
 //! reason OOMKilled) or the pod passes its activeDeadlineSeconds.
 //!
+//! Fault injection: a validator container with the env var `VALTUNE_LAB_CRASH_AFTER`
+//! (a duration of simulated time, e.g. `3h`) exits with an error then, as a crashing
+//! validator would.
+//!
 //! Time is compressed: simulated time runs `time_scale` times faster than the wall
 //! clock, and counters are scaled so that per-second rates read in simulated units
 //! (a validator doing 4,600 TPS shows rate() = 4,600 whatever the scale).
@@ -323,6 +327,9 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
         .model
         .oom_at()
         .map(|t| start + jiff::SignedDuration::from_secs_f64(t / scale));
+    let crash_at = crash_after(&validator)
+        .map(|t| start + jiff::SignedDuration::from_secs_f64(t / scale))
+        .filter(|c| oom_at.is_none_or(|o| *c < o));
     loop {
         let pod = rx.borrow().clone();
         let deadline = pod
@@ -333,8 +340,10 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
                 let begun = pod.status.as_ref()?.start_time.clone()?.0;
                 Some(begun + jiff::SignedDuration::from_secs(d))
             });
+        let alive = !live.dead.load(Ordering::SeqCst);
         let next = [
-            oom_at.filter(|_| !live.dead.load(Ordering::SeqCst)),
+            oom_at.filter(|_| alive),
+            crash_at.filter(|_| alive),
             deadline,
         ]
         .into_iter()
@@ -356,9 +365,16 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
                     }
                     return;
                 }
+                if crash_at.is_some_and(|t| now >= t) && !live.dead.load(Ordering::SeqCst) {
+                    live.dead.store(true, Ordering::SeqCst);
+                    match terminate(&api, &name, &validator.name, "Error", 1).await {
+                        Ok(()) => info!(pod = %name, "validator crashed (VALTUNE_LAB_CRASH_AFTER)"),
+                        Err(e) => warn!(pod = %name, error = %e, "marking the crash"),
+                    }
+                }
                 if oom_at.is_some_and(|t| now >= t) && !live.dead.load(Ordering::SeqCst) {
                     live.dead.store(true, Ordering::SeqCst);
-                    match oom_kill(&api, &name, &validator.name).await {
+                    match terminate(&api, &name, &validator.name, "OOMKilled", 137).await {
                         Ok(()) => info!(pod = %name, "validator OOM-killed (working set above the memory limit)"),
                         Err(e) => warn!(pod = %name, error = %e, "marking the OOM kill"),
                     }
@@ -414,9 +430,26 @@ fn now_time() -> Time {
     Time(Timestamp::from_second(Timestamp::now().as_second()).expect("a valid time"))
 }
 
-/// As the kubelet reports an OOM kill: the container terminated with reason OOMKilled
-/// and exit code 137; the pod keeps running its other containers (restartPolicy Never).
-async fn oom_kill(api: &Api<Pod>, pod: &str, container: &str) -> kube::Result<()> {
+/// Simulated seconds after which the validator crashes, from `VALTUNE_LAB_CRASH_AFTER`.
+fn crash_after(c: &Container) -> Option<f64> {
+    let v = c
+        .env
+        .iter()
+        .flatten()
+        .find(|e| e.name == "VALTUNE_LAB_CRASH_AFTER")?;
+    crate::state::parse_seconds(v.value.as_deref()?)
+}
+
+/// As the kubelet reports a container's exit (an OOM kill: reason OOMKilled, code 137):
+/// the container terminated; the pod keeps running its other containers
+/// (restartPolicy Never).
+async fn terminate(
+    api: &Api<Pod>,
+    pod: &str,
+    container: &str,
+    reason: &str,
+    code: i32,
+) -> kube::Result<()> {
     let current = api.get_status(pod).await?;
     let mut status = current.status.unwrap_or_default();
     for c in status.container_statuses.iter_mut().flatten() {
@@ -428,8 +461,8 @@ async fn oom_kill(api: &Api<Pod>, pod: &str, container: &str) -> kube::Result<()
                 .and_then(|r| r.started_at.clone());
             c.state = Some(ContainerState {
                 terminated: Some(ContainerStateTerminated {
-                    exit_code: 137,
-                    reason: Some("OOMKilled".into()),
+                    exit_code: code,
+                    reason: Some(reason.into()),
                     started_at: started,
                     finished_at: Some(now_time()),
                     ..Default::default()

@@ -87,11 +87,6 @@ impl fmt::Display for Bytes {
     }
 }
 
-/// Bytes as GiB with one decimal, for tables and printer columns.
-pub fn gib(bytes: f64) -> f64 {
-    (bytes / (1u64 << 30) as f64 * 10.0).round() / 10.0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,6 +120,5 @@ mod tests {
         assert_eq!(Bytes(1 << 40).to_string(), "1Ti");
         assert_eq!(Bytes(128 << 30).to_string(), "128Gi");
         assert_eq!(Bytes(1000).to_string(), "1000");
-        assert_eq!(gib((512u64 << 30) as f64), 512.0);
     }
 }

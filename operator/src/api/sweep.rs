@@ -182,54 +182,69 @@ pub struct TrialPoint {
 }
 
 impl TrialPoint {
+    /// The point's values as (name, value) pairs, in a fixed order; memory as exact
+    /// bytes when `exact`, else in the largest exact binary unit.
+    fn parts(&self, exact: bool) -> Vec<(String, String)> {
+        let mut parts = Vec::new();
+        if let Some(m) = &self.memory {
+            let value = parse_quantity(m)
+                .map(|b| {
+                    if exact {
+                        b.to_string()
+                    } else {
+                        Bytes(b).to_string()
+                    }
+                })
+                .unwrap_or_else(|_| m.clone());
+            parts.push(("memory".into(), value));
+        }
+        let ints = [
+            ("cpu", self.cpu),
+            ("hugepages1Gi", self.hugepages1_gi),
+            ("programCacheEntries", self.program_cache_entries),
+        ];
+        for (name, value) in ints {
+            if let Some(v) = value {
+                parts.push((name.into(), v.to_string()));
+            }
+        }
+        for (k, v) in &self.threads {
+            let key = if exact {
+                format!("threads.{k}")
+            } else {
+                k.clone()
+            };
+            parts.push((key, v.to_string()));
+        }
+        for (k, v) in &self.knobs {
+            let key = if exact {
+                format!("knobs.{k}")
+            } else {
+                k.clone()
+            };
+            parts.push((key, if exact { format!("{v:?}") } else { v.clone() }));
+        }
+        parts
+    }
+
     /// A stable identity for the point: memory in bytes, so "1Ti" and "1024Gi" are the same
     /// trial and a cosmetic edit of the sweep keeps its results.
     pub fn canonical(&self) -> String {
-        let mut parts = Vec::new();
-        if let Some(m) = &self.memory {
-            let bytes = parse_quantity(m).map(|b| b.to_string());
-            parts.push(format!("memory={}", bytes.unwrap_or_else(|_| m.clone())));
-        }
-        if let Some(c) = self.cpu {
-            parts.push(format!("cpu={c}"));
-        }
-        if let Some(h) = self.hugepages1_gi {
-            parts.push(format!("hugepages1Gi={h}"));
-        }
-        if let Some(p) = self.program_cache_entries {
-            parts.push(format!("programCacheEntries={p}"));
-        }
-        for (k, v) in &self.threads {
-            parts.push(format!("threads.{k}={v}"));
-        }
-        for (k, v) in &self.knobs {
-            parts.push(format!("knobs.{k}={v:?}"));
-        }
+        let parts: Vec<String> = self
+            .parts(true)
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
         parts.join(",")
     }
 
     /// Human-readable form for tables and events: "memory=512Gi cpu=32".
     pub fn describe(&self) -> String {
-        let mut parts = Vec::new();
-        if let Some(m) = &self.memory {
-            let shown = parse_quantity(m).map(|b| Bytes(b).to_string());
-            parts.push(format!("memory={}", shown.unwrap_or_else(|_| m.clone())));
-        }
-        if let Some(c) = self.cpu {
-            parts.push(format!("cpu={c}"));
-        }
-        if let Some(h) = self.hugepages1_gi {
-            parts.push(format!("hugepages1Gi={h}"));
-        }
-        if let Some(p) = self.program_cache_entries {
-            parts.push(format!("programCacheEntries={p}"));
-        }
-        for (k, v) in &self.threads {
-            parts.push(format!("{k}={v}"));
-        }
-        for (k, v) in &self.knobs {
-            parts.push(format!("{k}={v}"));
-        }
+        let parts: Vec<String> = self
+            .parts(false)
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
         if parts.is_empty() {
             "baseline".into()
         } else {

@@ -233,46 +233,53 @@ pub fn containers(
         volume_mounts: Some(parts.mounts.clone()),
         ..Default::default()
     };
-    let rpc_exporter = Container {
-        name: "rpc-exporter".into(),
-        image: Some(agave.exporters.rpc.clone()),
-        args: Some(vec![
+    let rpc_exporter = sidecar(
+        "rpc-exporter",
+        &agave.exporters.rpc,
+        vec![
             format!("-rpc-url=http://127.0.0.1:{}", agave.rpc_port),
             format!("-listen-address=:{RPC_EXPORTER_PORT}"),
             // Only the node's own figures; vote-account scans cost the RPC node dearly.
             "-light-mode".into(),
-        ]),
-        ports: Some(vec![port(METRICS_PORTS[0], RPC_EXPORTER_PORT)]),
-        resources: Some(sidecar_resources()),
-        ..Default::default()
-    };
-    let process_exporter = Container {
-        name: "process-exporter".into(),
-        image: Some(agave.exporters.process.clone()),
-        args: Some(vec![
+        ],
+        METRICS_PORTS[0],
+        RPC_EXPORTER_PORT,
+    );
+    let process_exporter = sidecar(
+        "process-exporter",
+        &agave.exporters.process,
+        vec![
             format!("-procnames={PROCESS_NAME}"),
             "-threads=false".into(),
             // smaps of a validator with millions of mappings is expensive to read.
             "-gather-smaps=false".into(),
-        ]),
-        ports: Some(vec![port(METRICS_PORTS[1], PROCESS_EXPORTER_PORT)]),
-        resources: Some(sidecar_resources()),
-        ..Default::default()
-    };
-    let influxdb_exporter = Container {
-        name: "influxdb-exporter".into(),
-        image: Some(agave.exporters.influxdb.clone()),
-        args: Some(vec![format!(
-            "--web.listen-address=:{INFLUXDB_EXPORTER_PORT}"
-        )]),
-        ports: Some(vec![port(METRICS_PORTS[2], INFLUXDB_EXPORTER_PORT)]),
-        resources: Some(sidecar_resources()),
-        ..Default::default()
-    };
+        ],
+        METRICS_PORTS[1],
+        PROCESS_EXPORTER_PORT,
+    );
+    let influxdb_exporter = sidecar(
+        "influxdb-exporter",
+        &agave.exporters.influxdb,
+        vec![format!("--web.listen-address=:{INFLUXDB_EXPORTER_PORT}")],
+        METRICS_PORTS[2],
+        INFLUXDB_EXPORTER_PORT,
+    );
     Ok((
         vec![keygen],
         vec![validator, rpc_exporter, process_exporter, influxdb_exporter],
     ))
+}
+
+/// An exporter sidecar serving Prometheus metrics on one named port.
+fn sidecar(name: &str, image: &str, args: Vec<String>, port_name: &str, number: i32) -> Container {
+    Container {
+        name: name.into(),
+        image: Some(image.into()),
+        args: Some(args),
+        ports: Some(vec![port(port_name, number)]),
+        resources: Some(sidecar_resources()),
+        ..Default::default()
+    }
 }
 
 fn port(name: &str, port: i32) -> ContainerPort {

@@ -135,6 +135,16 @@ pub fn classify(pod: Option<&Pod>, validator: &str, node_exists: Option<bool>) -
     PodState::Waiting { unschedulable }
 }
 
+/// How a validator's exit ends its trial: an OOM kill is a measurement, any other exit
+/// (an error, a signal, a deadline) is a crash.
+pub fn exit_outcome(reason: &str) -> TrialOutcome {
+    if reason == "OOMKilled" {
+        TrialOutcome::OOMKilled
+    } else {
+        TrialOutcome::Crashed
+    }
+}
+
 pub fn error_policy(trial: Arc<ValidatorTrial>, err: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.reconcile_error("trial", err.kind());
     warn!(trial = %trial.name_any(), error = %err, "trial reconcile failed; retrying");
@@ -931,6 +941,21 @@ mod tests {
                 assert_eq!(finished_at, "2026-01-01T00:00:09Z".parse().unwrap());
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_an_oom_kill_is_a_measured_exit() {
+        assert_eq!(exit_outcome("OOMKilled"), TrialOutcome::OOMKilled);
+        assert!(exit_outcome("OOMKilled").is_result());
+        for other in [
+            "Error",
+            "ContainerCannotRun",
+            "DeadlineExceeded",
+            "Completed",
+        ] {
+            assert_eq!(exit_outcome(other), TrialOutcome::Crashed);
+            assert!(!exit_outcome(other).is_result());
         }
     }
 

@@ -284,6 +284,32 @@ async fn an_abort_rule_ends_the_trial_as_aborted_with_its_figures() {
 
 #[tokio::test]
 #[ignore = "needs the lab: run `make test`"]
+async fn a_validator_that_exits_with_an_error_ends_crashed() {
+    let lab = lab().await;
+    let ns = lab.namespace("crash").await;
+    let _op = lab.start_operator(&ns);
+    // The lab's fault injection: the validator exits with an error 3 simulated hours in.
+    let vx = quickstart_with(
+        &ns,
+        "crash",
+        json!({"spec": {
+            "sweep": {"memory": ["1Ti"]},
+            "template": {"env": [{"name": "VALTUNE_LAB_CRASH_AFTER", "value": "3h"}]},
+        }}),
+    );
+    create(&lab, &vx).await;
+    wait_finished(&lab, &ns, "crash", Duration::from_secs(120)).await;
+    let s = trials(&lab, &ns).await.remove(0).status.unwrap();
+    assert_eq!(s.outcome, Some(TrialOutcome::Crashed), "{s:?}");
+    assert_eq!(s.phase, TrialPhase::Failed);
+    assert!(s.message.clone().unwrap().contains("exit code 1"), "{s:?}");
+    // What ran before the crash is still measured.
+    assert!(s.results.and_then(|r| r.avg_tps).is_some());
+    lab.delete_namespace(&ns).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
 async fn max_failed_trials_stops_the_experiment() {
     let lab = lab().await;
     let ns = lab.namespace("maxfailed").await;
