@@ -77,17 +77,20 @@ pub fn merge(base: &Value, patch: &Value) -> Value {
 }
 
 /// A `valtune operator` process watching one namespace, killed when dropped. Its log goes
-/// to target/test-logs/<namespace>.log.
+/// to target/test-logs/<namespace>-<n>.log (n counts the processes started).
 pub struct Operator {
     child: std::process::Child,
     pub listen: String,
+    pub log: PathBuf,
 }
 
 impl Lab {
     pub fn start_operator(&self, namespace: &str) -> Operator {
         let logs = repo_root().join("target/test-logs");
         std::fs::create_dir_all(&logs).unwrap();
-        let log = logs.join(format!("{namespace}.log"));
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let log = logs.join(format!("{namespace}-{n}.log"));
         let out = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -118,11 +121,21 @@ impl Lab {
             .stderr(out)
             .spawn()
             .expect("starting valtune operator");
-        Operator { child, listen }
+        Operator { child, listen, log }
     }
 }
 
 impl Operator {
+    /// The identity it competes for the lease with (hostname and pid).
+    pub fn identity(&self) -> String {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        format!("{}-{}", host.trim(), self.child.id())
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
     /// SIGKILL: no chance to release the lease or finish anything.
     pub fn kill(mut self) {
         let _ = self.child.kill();

@@ -130,6 +130,59 @@ async fn killing_the_operator_three_times_loses_and_duplicates_nothing() {
 
 #[tokio::test]
 #[ignore = "needs the lab: run `make test`"]
+async fn of_two_replicas_only_the_lease_holder_reconciles_and_the_other_takes_over() {
+    let lab = lab().await;
+    let ns = lab.namespace("replicas").await;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(lab.client.clone(), &ns);
+    let holder = || async {
+        leases
+            .get_opt("valtune-operator")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|l| l.spec?.holder_identity)
+    };
+    let a = lab.start_operator(&ns);
+    let a_id = a.identity();
+    wait_for("replica A to lead", Duration::from_secs(30), || async {
+        match holder().await {
+            Some(h) if h == a_id => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let b = lab.start_operator(&ns);
+    create(&lab, &quickstart_with(&ns, "replicas", json!({"spec": {"sweep": {"memory": ["512Gi", "1Ti"]}, "parallelism": 1, "trial": {"measurement": {"duration": "10s"}}}}))).await;
+    wait_phase(&lab, &ns, TrialPhase::Measuring, 1, Duration::from_secs(60)).await;
+    assert_eq!(holder().await, Some(a_id.clone()));
+    let b_log = b.log_text();
+    assert!(b_log.contains("waiting for the leader lease"), "{b_log}");
+    assert!(
+        !b_log.contains("controllers started"),
+        "the follower reconciled:\n{b_log}"
+    );
+
+    a.kill();
+    let b_id = b.identity();
+    wait_for(
+        "replica B to take over",
+        Duration::from_secs(30),
+        || async {
+            match holder().await {
+                Some(h) if h == b_id => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    let done = wait_finished(&lab, &ns, "replicas", Duration::from_secs(180)).await;
+    assert_eq!(done.status.unwrap().trials.succeeded, 2);
+    lab.delete_namespace(&ns).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
 async fn a_lost_node_ends_the_attempt_as_node_lost_and_retries_elsewhere() {
     let lab = lab().await;
     let ns = lab.namespace("nodelost").await;
