@@ -166,11 +166,6 @@ async fn operator(args: OperatorArgs) -> anyhow::Result<()> {
 
     let server = serve(args.listen, metrics.clone(), ready.clone()).await?;
     tokio::spawn(server);
-    tokio::spawn(wait_for_crds(
-        client.clone(),
-        args.namespace.clone(),
-        ready.clone(),
-    ));
 
     let election = (!args.no_leader_election).then(|| {
         LeaderElection::new(
@@ -183,6 +178,11 @@ async fn operator(args: OperatorArgs) -> anyhow::Result<()> {
     });
     let signal = shutdown_signal();
     tokio::pin!(signal);
+    // Nothing to reconcile (and watches would fail) until valtune's kinds are served.
+    tokio::select! {
+        _ = wait_for_crds(client.clone(), args.namespace.clone(), ready.clone()) => {}
+        _ = &mut signal => return Ok(()),
+    }
     if let Some(e) = &election {
         tokio::select! {
             r = e.acquire() => r?,
@@ -255,7 +255,7 @@ async fn wait_for_crds(client: Client, namespace: Option<String>, ready: Arc<Ato
                 return;
             }
             Err(e) => {
-                error!(error = %e, "valtune's CRDs are not served yet (install crds/ or the Helm chart)")
+                error!(error = %e, "valtune's CRDs are not served yet: install them with `kubectl apply --server-side -f crds/`; waiting")
             }
         }
         tokio::time::sleep(std::time::Duration::from_secs(5)).await;
