@@ -14,7 +14,18 @@ use valtune::api::sweep::plan;
 use valtune::api::trial::{TrialOutcome, TrialPhase};
 use valtune::api::{ValidatorExperiment, ValidatorTrial};
 
-use crate::common::{Lab, experiment, lab, quickstart_with, trials, wait_finished, wait_for};
+use crate::common::{
+    Lab, Operator, experiment, lab, quickstart_with, trials, wait_finished, wait_for,
+};
+
+/// A fresh namespace with its own operator, and the quickstart experiment in it, named
+/// `name` and patched with `patch`.
+async fn start_experiment(lab: &Lab, name: &str, patch: serde_json::Value) -> (String, Operator) {
+    let ns = lab.namespace(name).await;
+    let op = lab.start_operator(&ns);
+    create(lab, &quickstart_with(&ns, name, patch)).await;
+    (ns, op)
+}
 
 async fn create(lab: &Lab, vx: &ValidatorExperiment) {
     let ns = vx.metadata.namespace.clone().unwrap();
@@ -185,14 +196,7 @@ async fn of_two_replicas_only_the_lease_holder_reconciles_and_the_other_takes_ov
 #[ignore = "needs the lab: run `make test`"]
 async fn a_lost_node_ends_the_attempt_as_node_lost_and_retries_elsewhere() {
     let lab = lab().await;
-    let ns = lab.namespace("nodelost").await;
-    let _op = lab.start_operator(&ns);
-    let vx = quickstart_with(
-        &ns,
-        "nodelost",
-        json!({"spec": {"sweep": {"memory": ["1Ti"]}, "trial": {"measurement": {"duration": "10m"}}}}),
-    );
-    create(&lab, &vx).await;
+    let (ns, _op) = start_experiment(&lab, "nodelost", json!({"spec": {"sweep": {"memory": ["1Ti"]}, "trial": {"measurement": {"duration": "10m"}}}})).await;
     wait_phase(
         &lab,
         &ns,
@@ -269,18 +273,16 @@ async fn a_lost_node_ends_the_attempt_as_node_lost_and_retries_elsewhere() {
 #[ignore = "needs the lab: run `make test`"]
 async fn more_hugepages_than_any_node_has_ends_unschedulable_with_the_schedulers_reason() {
     let lab = lab().await;
-    let ns = lab.namespace("hugepages").await;
-    let _op = lab.start_operator(&ns);
-    let vx = quickstart_with(
-        &ns,
+    let (ns, _op) = start_experiment(
+        &lab,
         "hugepages",
         json!({"spec": {
             "sweep": {"memory": ["512Gi"]},
             "template": {"resources": {"hugepages1Gi": 128}},
             "trial": {"schedulingTimeout": "5s", "retries": 0},
         }}),
-    );
-    create(&lab, &vx).await;
+    )
+    .await;
     let done = wait_finished(&lab, &ns, "hugepages", Duration::from_secs(120)).await;
     let t = trials(&lab, &ns).await.remove(0);
     let s = t.status.clone().unwrap();
@@ -302,19 +304,17 @@ async fn more_hugepages_than_any_node_has_ends_unschedulable_with_the_schedulers
 #[ignore = "needs the lab: run `make test`"]
 async fn an_abort_rule_ends_the_trial_as_aborted_with_its_figures() {
     let lab = lab().await;
-    let ns = lab.namespace("abort").await;
-    let _op = lab.start_operator(&ns);
     // 256 GiB falls behind during the window; abort once it is 1,000 slots behind for
     // 5 seconds (an hour of simulated time).
-    let vx = quickstart_with(
-        &ns,
+    let (ns, _op) = start_experiment(
+        &lab,
         "abort",
         json!({"spec": {
             "sweep": {"memory": ["256Gi"]},
             "trial": {"abortWhen": [{"metric": "slotLag", "above": 1000, "for": "5s"}]},
         }}),
-    );
-    create(&lab, &vx).await;
+    )
+    .await;
     wait_finished(&lab, &ns, "abort", Duration::from_secs(180)).await;
     let s = trials(&lab, &ns).await.remove(0).status.unwrap();
     assert_eq!(s.outcome, Some(TrialOutcome::Aborted), "{s:?}");
@@ -339,18 +339,16 @@ async fn an_abort_rule_ends_the_trial_as_aborted_with_its_figures() {
 #[ignore = "needs the lab: run `make test`"]
 async fn a_validator_that_exits_with_an_error_ends_crashed() {
     let lab = lab().await;
-    let ns = lab.namespace("crash").await;
-    let _op = lab.start_operator(&ns);
     // The lab's fault injection: the validator exits with an error 3 simulated hours in.
-    let vx = quickstart_with(
-        &ns,
+    let (ns, _op) = start_experiment(
+        &lab,
         "crash",
         json!({"spec": {
             "sweep": {"memory": ["1Ti"]},
             "template": {"env": [{"name": "VALTUNE_LAB_CRASH_AFTER", "value": "3h"}]},
         }}),
-    );
-    create(&lab, &vx).await;
+    )
+    .await;
     wait_finished(&lab, &ns, "crash", Duration::from_secs(120)).await;
     let s = trials(&lab, &ns).await.remove(0).status.unwrap();
     assert_eq!(s.outcome, Some(TrialOutcome::Crashed), "{s:?}");
@@ -365,10 +363,8 @@ async fn a_validator_that_exits_with_an_error_ends_crashed() {
 #[ignore = "needs the lab: run `make test`"]
 async fn max_failed_trials_stops_the_experiment() {
     let lab = lab().await;
-    let ns = lab.namespace("maxfailed").await;
-    let _op = lab.start_operator(&ns);
-    let vx = quickstart_with(
-        &ns,
+    let (ns, _op) = start_experiment(
+        &lab,
         "maxfailed",
         json!({"spec": {
             "sweep": {"memory": ["512Gi", "768Gi", "1Ti", "1536Gi"]},
@@ -377,8 +373,8 @@ async fn max_failed_trials_stops_the_experiment() {
             "parallelism": 1,
             "maxFailedTrials": 2,
         }}),
-    );
-    create(&lab, &vx).await;
+    )
+    .await;
     let done = wait_finished(&lab, &ns, "maxfailed", Duration::from_secs(120)).await;
     let st = done.status.unwrap();
     assert_eq!(st.phase, ExperimentPhase::Failed);
@@ -395,10 +391,8 @@ async fn max_failed_trials_stops_the_experiment() {
 #[ignore = "needs the lab: run `make test`"]
 async fn suspend_starts_nothing_new_and_lets_running_trials_finish() {
     let lab = lab().await;
-    let ns = lab.namespace("suspend").await;
-    let _op = lab.start_operator(&ns);
-    let vx = quickstart_with(
-        &ns,
+    let (ns, _op) = start_experiment(
+        &lab,
         "suspend",
         json!({"spec": {
             "sweep": {"memory": ["512Gi", "1Ti", "1536Gi"]},
@@ -406,8 +400,8 @@ async fn suspend_starts_nothing_new_and_lets_running_trials_finish() {
             "parallelism": 1,
             "suspend": true,
         }}),
-    );
-    create(&lab, &vx).await;
+    )
+    .await;
     wait_for(
         "the experiment Suspended",
         Duration::from_secs(30),
@@ -462,18 +456,16 @@ async fn suspend_starts_nothing_new_and_lets_running_trials_finish() {
 #[ignore = "needs the lab: run `make test`"]
 async fn spec_edits_keep_finished_results_add_new_points_and_drop_unstarted_ones() {
     let lab = lab().await;
-    let ns = lab.namespace("edits").await;
-    let _op = lab.start_operator(&ns);
-    let vx = quickstart_with(
-        &ns,
+    let (ns, _op) = start_experiment(
+        &lab,
         "edits",
         json!({"spec": {
             "sweep": {"memory": ["512Gi", "1Ti", "1536Gi"]},
             "trial": {"measurement": {"duration": "10s"}},
             "parallelism": 1,
         }}),
-    );
-    create(&lab, &vx).await;
+    )
+    .await;
     wait_phase(
         &lab,
         &ns,
