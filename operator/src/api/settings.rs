@@ -44,8 +44,9 @@ pub struct TrialSettings {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 8))]
     pub abort_when: Vec<AbortRule>,
-    /// Delete a finished trial's pod (and volumes) this long after it finished; the results
-    /// stay in the trial. Unset keeps the pod until the experiment is deleted.
+    /// Keep a finished trial's stopped pod this long (for its logs), then delete it; its
+    /// volumes stay bound until then. Unset or 0: pod and volumes are deleted at once. The
+    /// results stay in the trial either way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 2_592_000))]
     pub ttl_seconds_after_finished: Option<i32>,

@@ -361,6 +361,108 @@ async fn a_validator_that_exits_with_an_error_ends_crashed() {
 
 #[tokio::test]
 #[ignore = "needs the lab: run `make test`"]
+async fn a_validator_that_never_catches_up_times_out() {
+    let lab = lab().await;
+    // 128 GiB never catches up; a 5-second warm-up limit ends it before its OOM kill.
+    let (ns, _op) = start_experiment(
+        &lab,
+        "timeout",
+        json!({"spec": {"sweep": {"memory": ["128Gi"]}, "trial": {"warmup": {"timeout": "5s"}}}}),
+    )
+    .await;
+    wait_finished(&lab, &ns, "timeout", Duration::from_secs(120)).await;
+    let s = trials(&lab, &ns).await.remove(0).status.unwrap();
+    assert_eq!(s.outcome, Some(TrialOutcome::TimedOut), "{s:?}");
+    assert_eq!(s.phase, TrialPhase::Failed);
+    assert!(s.caught_up_at.is_none());
+    assert!(
+        s.message
+            .clone()
+            .unwrap()
+            .contains("did not catch up within the warm-up limit of 5s"),
+        "{s:?}"
+    );
+    // The warm-up was still measured, for reference.
+    assert!(s.results.and_then(|r| r.max_slot_lag).unwrap() > 1000.0);
+    lab.delete_namespace(&ns).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn a_finished_trial_keeps_its_stopped_pod_for_the_ttl_then_deletes_it() {
+    let lab = lab().await;
+    let (ns, _op) = start_experiment(
+        &lab,
+        "ttl",
+        json!({"spec": {
+            "sweep": {"memory": ["1Ti"]},
+            "trial": {"measurement": {"duration": "10s"}, "ttlSecondsAfterFinished": 15},
+        }}),
+    )
+    .await;
+    wait_finished(&lab, &ns, "ttl", Duration::from_secs(120)).await;
+    let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
+    let pvcs: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+        Api::namespaced(lab.client.clone(), &ns);
+    // At once: the validator stopped (the pod is terminal, so its CPU and memory are
+    // free) but kept for `kubectl logs`; its claims are being deleted, and go with the
+    // pod (Kubernetes' PVC protection holds them while a pod that used them exists).
+    wait_for(
+        "the pod stopped and kept, its claims deleting",
+        Duration::from_secs(30),
+        || async {
+            let pod = pods
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?
+                .items;
+            let claims = pvcs
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?
+                .items;
+            let phase = pod.first().and_then(|p| p.status.as_ref()?.phase.clone());
+            let deleting = claims
+                .iter()
+                .all(|c| c.metadata.deletion_timestamp.is_some());
+            if pod.len() == 1 && phase.as_deref() == Some("Failed") && deleting {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} pods ({phase:?}), claims deleting: {deleting}",
+                    pod.len()
+                ))
+            }
+        },
+    )
+    .await;
+    // After the TTL: the pod is gone, the results stay.
+    wait_for(
+        "the pod deleted after the TTL",
+        Duration::from_secs(60),
+        || async {
+            let n = pods
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+                .len();
+            if n == 0 {
+                Ok(())
+            } else {
+                Err(format!("{n} pods"))
+            }
+        },
+    )
+    .await;
+    let s = trials(&lab, &ns).await.remove(0).status.unwrap();
+    assert_eq!(s.outcome, Some(TrialOutcome::KeptUp));
+    assert!(s.results.and_then(|r| r.avg_tps).is_some());
+    lab.delete_namespace(&ns).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
 async fn max_failed_trials_stops_the_experiment() {
     let lab = lab().await;
     let (ns, _op) = start_experiment(
