@@ -680,12 +680,7 @@ fn path_str(p: &Path) -> anyhow::Result<&str> {
 }
 
 fn random_hex() -> String {
-    use std::hash::{BuildHasher, Hasher};
     (0..4)
-        .map(|i| {
-            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_u32(i);
-            format!("{:016x}", h.finish())
-        })
+        .map(|_| format!("{:016x}", crate::net::random()))
         .collect()
 }

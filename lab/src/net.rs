@@ -15,7 +15,7 @@ pub fn free_port() -> anyhow::Result<u16> {
 }
 
 /// A random number from the std hasher's per-process random keys (no RNG dependency).
-fn random() -> u64 {
+pub fn random() -> u64 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(
         std::time::SystemTime::now()

@@ -84,16 +84,8 @@ pub async fn kube_client(kubeconfig: &Path) -> anyhow::Result<Client> {
     Ok(Client::try_from(config)?)
 }
 
-/// Seconds of a Go-style duration such as "1s", "500ms" or "2m" (the scrape interval).
+/// Seconds of a Go duration such as "1s", "500ms" or "3h" (kube's parser).
 pub fn parse_seconds(d: &str) -> Option<f64> {
-    let split = d.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
-    let (n, unit) = d.split_at(split);
-    let n: f64 = n.parse().ok()?;
-    Some(match unit {
-        "ms" => n / 1000.0,
-        "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return None,
-    })
+    let parsed: kube::core::Duration = d.parse().ok()?;
+    (!parsed.is_negative()).then(|| std::time::Duration::from(parsed).as_secs_f64())
 }

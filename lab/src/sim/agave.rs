@@ -422,6 +422,21 @@ mod tests {
         }
     }
 
+    /// Between the anchors: 192 GiB catches up slowly (after 2 to 3 hours) and is not
+    /// OOM-killed, which the lab's TimedOut test relies on.
+    #[test]
+    fn between_128_and_256_gib_catching_up_is_slow_but_possible() {
+        let m = model(192, "x");
+        let tc = m.catch_up_seconds();
+        assert!((2.0 * HOUR..3.0 * HOUR).contains(&tc), "{tc}");
+        assert!(
+            m.oom_at().is_none_or(|t| t > 6.0 * HOUR),
+            "{:?}",
+            m.oom_at()
+        );
+        assert!(m.reported_slots_behind(0.8 * tc) > 1000.0);
+    }
+
     #[test]
     fn more_memory_means_less_time_at_zero_and_fewer_faults() {
         let (_, z512, _) = average(&model(512, "x"), 2.0 * HOUR, 14.0 * HOUR);

@@ -108,10 +108,11 @@ pub async fn run(client: Client, state: LabState) -> anyhow::Result<()> {
 }
 
 fn kubeconfig_token(path: &Path) -> anyhow::Result<String> {
-    let kc: Value = serde_saphyr::from_str(&std::fs::read_to_string(path)?)?;
-    kc["users"][0]["user"]["token"]
-        .as_str()
-        .map(String::from)
+    let kc = kube::config::Kubeconfig::read_from(path)?;
+    kc.auth_infos
+        .iter()
+        .find_map(|a| a.auth_info.as_ref()?.token.as_ref())
+        .map(|t| secrecy::ExposeSecret::expose_secret(t).to_string())
         .context("the lab kubeconfig has no token")
 }
 

@@ -92,15 +92,6 @@ impl ClientSpec {
             _ => None,
         }
     }
-
-    pub fn image(&self) -> Option<&str> {
-        match self.kind()? {
-            ClientKind::Agave => self.agave.as_ref().map(|c| c.image.as_str()),
-            ClientKind::Firedancer => self.firedancer.as_ref().map(|c| c.image.as_str()),
-            ClientKind::Besu => self.besu.as_ref().map(|c| c.image.as_str()),
-            ClientKind::Nodeos => self.nodeos.as_ref().map(|c| c.image.as_str()),
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -671,12 +671,12 @@ async fn collect(
     let profile = clients::profile(trial)?;
     let series = Series::from_profile(&profile.queries, &sel, step).map_err(Error::Invalid)?;
     let max_lag = trial.spec.settings.warmup.max_slot_lag;
-    let results = match analysis::collect(&prom, &series, &window, max_lag).await {
-        Ok(r) => r,
+    // A failed attempt is retried; the message keeps saying why the trial stopped.
+    let (results, error) = match analysis::collect(&prom, &series, &window, max_lag).await {
+        Ok(r) => (r, None),
         Err(e) => {
             warn!(trial = %trial.name_any(), error = %e, "collecting results");
-            st.message = Some(format!("collecting: {e}"));
-            None
+            (None, Some(e.to_string()))
         }
     };
     let Some(mut results) = results else {
@@ -688,17 +688,18 @@ async fn collect(
                 Some(o) if !o.is_result() => o,
                 _ => TrialOutcome::MetricsUnavailable,
             };
-            finish(
+            let found = match error {
+                Some(e) => format!("the last attempt failed: {e}"),
+                None => format!("Prometheus at {} had no samples", prom.url()),
+            };
+            let text = with_reason(
                 st,
-                Some(outcome),
                 format!(
-                    "Prometheus at {} had no samples for pod {sel} in [{}, {}] after {MAX_COLLECT_ATTEMPTS} attempts",
-                    prom.url(),
-                    window.start,
-                    window.end
+                    "no results for pod {sel} in [{}, {}] after {MAX_COLLECT_ATTEMPTS} attempts: {found}",
+                    window.start, window.end
                 ),
-                now,
             );
+            finish(st, Some(outcome), text, now);
             return Ok(Action::requeue(Duration::from_secs(1)));
         }
         return Ok(Action::requeue(secs(retry)));
@@ -710,7 +711,7 @@ async fn collect(
         Some(true) => TrialOutcome::KeptUp,
         _ => TrialOutcome::FellBehind,
     });
-    let mut summary = format!(
+    let summary = format!(
         "{}: avg {} TPS, max {} TPS, {}s at zero TPS, max RSS {} GiB",
         outcome.as_str(),
         fmt(results.avg_tps),
@@ -718,17 +719,19 @@ async fn collect(
         fmt(results.zero_tps_seconds),
         fmt(results.max_rss_gib)
     );
-    // An outcome decided before collection (abort, OOM kill, timeout) keeps its reason.
-    if st.outcome.is_some()
-        && let Some(why) = &st.message
-    {
-        summary.push_str(" (");
-        summary.push_str(why);
-        summary.push(')');
-    }
+    let text = with_reason(st, summary);
     st.results = Some(results);
-    finish(st, Some(outcome), summary, now);
+    finish(st, Some(outcome), text, now);
     Ok(Action::requeue(Duration::from_secs(1)))
+}
+
+/// What collection found, with the reason the trial stopped when it stopped early (abort,
+/// OOM kill, crash, timeout: the message set then).
+fn with_reason(st: &ValidatorTrialStatus, found: String) -> String {
+    match (&st.outcome, &st.message) {
+        (Some(_), Some(why)) => format!("{found} ({why})"),
+        _ => found,
+    }
 }
 
 fn fmt(v: Option<f64>) -> String {
@@ -942,6 +945,25 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn collection_keeps_the_reason_a_trial_stopped_early() {
+        let mut st = ValidatorTrialStatus {
+            outcome: Some(TrialOutcome::TimedOut),
+            message: Some("did not catch up within the warm-up limit of 4h".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            with_reason(&st, "no results after 10 attempts".into()),
+            "no results after 10 attempts (did not catch up within the warm-up limit of 4h)"
+        );
+        // A window that simply ended has no earlier reason to keep.
+        st.outcome = None;
+        assert_eq!(
+            with_reason(&st, "KeptUp: avg 1 TPS".into()),
+            "KeptUp: avg 1 TPS"
+        );
     }
 
     #[test]

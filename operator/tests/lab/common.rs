@@ -224,3 +224,40 @@ pub async fn trials(lab: &Lab, ns: &str) -> Vec<valtune::api::ValidatorTrial> {
         .unwrap()
         .items
 }
+
+/// Waits until the namespace holds no pods and no volume claims, nor trials when
+/// `trials_too`: what a finished or deleted experiment must leave behind.
+pub async fn wait_released(lab: &Lab, ns: &str, trials_too: bool, timeout: std::time::Duration) {
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+    let lp = kube::api::ListParams::default();
+    let pods: Api<Pod> = Api::namespaced(lab.client.clone(), ns);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(lab.client.clone(), ns);
+    let trials: Api<valtune::api::ValidatorTrial> = Api::namespaced(lab.client.clone(), ns);
+    wait_for("pods, claims and trials to be gone", timeout, || async {
+        let n = (
+            pods.list(&lp).await.map_err(|e| e.to_string())?.items.len(),
+            claims
+                .list(&lp)
+                .await
+                .map_err(|e| e.to_string())?
+                .items
+                .len(),
+            if trials_too {
+                trials
+                    .list(&lp)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .items
+                    .len()
+            } else {
+                0
+            },
+        );
+        if n == (0, 0, 0) {
+            Ok(())
+        } else {
+            Err(format!("(pods, claims, trials) = {n:?}"))
+        }
+    })
+    .await;
+}

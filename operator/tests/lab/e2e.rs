@@ -11,7 +11,7 @@ use serde_json::json;
 use valtune::api::trial::{TrialOutcome, TrialPhase};
 use valtune::api::{ValidatorExperiment, ValidatorTrial};
 
-use crate::common::{Lab, lab, quickstart_with, trials, wait_finished, wait_for};
+use crate::common::{Lab, lab, quickstart_with, trials, wait_finished, wait_for, wait_released};
 
 fn experiment(ns: &str, patch: serde_json::Value) -> ValidatorExperiment {
     quickstart_with(ns, "agave-ram", patch)
@@ -147,29 +147,8 @@ async fn the_ram_sweep_reproduces_the_papers_shape_from_prometheus() {
     }
     let rec = st.recommendation.unwrap();
     assert_eq!(rec.summary, "memory=512Gi", "{rec:?}");
-    // Finished trials released their nodes: no pod or volume is left running.
-    let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
-    wait_for(
-        "finished trials' pods to go",
-        Duration::from_secs(60),
-        || {
-            let pods = pods.clone();
-            async move {
-                let n = pods
-                    .list(&ListParams::default())
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .items
-                    .len();
-                if n == 0 {
-                    Ok(())
-                } else {
-                    Err(format!("{n} pods"))
-                }
-            }
-        },
-    )
-    .await;
+    // Finished trials released their nodes: no pod or volume is left.
+    wait_released(&lab, &ns, false, Duration::from_secs(60)).await;
     lab.delete_namespace(&ns).await;
 }
 
@@ -225,27 +204,6 @@ async fn deleting_an_experiment_removes_its_trials_pods_and_volumes() {
     api.delete("agave-ram", &DeleteParams::default())
         .await
         .unwrap();
-    let trials_api: Api<ValidatorTrial> = Api::namespaced(lab.client.clone(), &ns);
-    wait_for(
-        "trials, pods and volumes to be gone",
-        Duration::from_secs(120),
-        || {
-            let (t, p, v) = (trials_api.clone(), pods.clone(), pvcs.clone());
-            async move {
-                let lp = ListParams::default();
-                let n = (
-                    t.list(&lp).await.map_err(|e| e.to_string())?.items.len(),
-                    p.list(&lp).await.map_err(|e| e.to_string())?.items.len(),
-                    v.list(&lp).await.map_err(|e| e.to_string())?.items.len(),
-                );
-                if n == (0, 0, 0) {
-                    Ok(())
-                } else {
-                    Err(format!("(trials, pods, pvcs) = {n:?}"))
-                }
-            }
-        },
-    )
-    .await;
+    wait_released(&lab, &ns, true, Duration::from_secs(120)).await;
     lab.delete_namespace(&ns).await;
 }
