@@ -86,6 +86,11 @@ pub struct Operator {
 
 impl Lab {
     pub fn start_operator(&self, namespace: &str) -> Operator {
+        self.start_operator_with(namespace, Some(&self.state.prometheus_url))
+    }
+
+    /// An operator with a given `--prometheus-url` (None: no default Prometheus).
+    pub fn start_operator_with(&self, namespace: &str, prometheus: Option<&str>) -> Operator {
         let logs = repo_root().join("target/test-logs");
         std::fs::create_dir_all(&logs).unwrap();
         static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -102,13 +107,16 @@ impl Lab {
             .unwrap()
             .port();
         let listen = format!("127.0.0.1:{port}");
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_valtune"))
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_valtune"));
+        match prometheus {
+            Some(url) => command.env("VALTUNE_PROMETHEUS_URL", url),
+            None => command.env_remove("VALTUNE_PROMETHEUS_URL"),
+        };
+        let child = command
             .args([
                 "operator",
                 "--namespace",
                 namespace,
-                "--prometheus-url",
-                &self.state.prometheus_url,
                 "--listen",
                 &listen,
                 // A SIGKILLed leader's lease must expire quickly in tests.

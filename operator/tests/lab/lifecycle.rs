@@ -447,6 +447,56 @@ async fn a_finished_trial_keeps_its_stopped_pod_for_the_ttl_then_deletes_it() {
 
 #[tokio::test]
 #[ignore = "needs the lab: run `make test`"]
+async fn a_client_this_version_cannot_run_fails_the_experiment_with_the_reason() {
+    let lab = lab().await;
+    let (ns, _op) = start_experiment(
+        &lab,
+        "besu",
+        json!({"spec": {"template": {"agave": null, "storage": null, "besu": {"image": "hyperledger/besu:25.1.0"}}}}),
+    )
+    .await;
+    let done = wait_finished(&lab, &ns, "besu", Duration::from_secs(60)).await;
+    let st = done.status.unwrap();
+    assert_eq!(st.phase, ExperimentPhase::Failed);
+    let ready = st.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.reason, "Unsupported");
+    assert!(
+        ready.message.contains("cannot run besu trials yet"),
+        "{}",
+        ready.message
+    );
+    assert!(trials(&lab, &ns).await.is_empty(), "nothing was created");
+    lab.delete_namespace(&ns).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn without_a_prometheus_a_trial_fails_saying_how_to_configure_one() {
+    let lab = lab().await;
+    let ns = lab.namespace("noprom").await;
+    let _op = lab.start_operator_with(&ns, None);
+    create(
+        &lab,
+        &quickstart_with(
+            &ns,
+            "noprom",
+            json!({"spec": {"sweep": {"memory": ["1Ti"]}}}),
+        ),
+    )
+    .await;
+    wait_finished(&lab, &ns, "noprom", Duration::from_secs(60)).await;
+    let s = trials(&lab, &ns).await.remove(0).status.unwrap();
+    assert_eq!(s.outcome, Some(TrialOutcome::MetricsUnavailable));
+    let message = s.message.unwrap();
+    assert!(
+        message.contains("--prometheus-url") && message.contains("spec.metrics.prometheusUrl"),
+        "{message}"
+    );
+    lab.delete_namespace(&ns).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
 async fn max_failed_trials_stops_the_experiment() {
     let lab = lab().await;
     let (ns, _op) = start_experiment(
