@@ -17,7 +17,7 @@ TEST_LAB_DIR ?= target/test-lab
 # Simulated seconds per real second in the lab (manifests/examples are written for 720).
 TIME_SCALE ?= 720
 
-.PHONY: help tools build crds check-crds lint unit test lab-up lab-down demo demo-down
+.PHONY: help tools build crds check-crds golden lint unit test lab-up lab-down demo demo-down
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -35,6 +35,9 @@ check-crds: build ## fail if crds/ is not what the code generates
 	@tmp=$$(mktemp -d); $(VALTUNE) crd --out-dir $$tmp; \
 	if ! diff -ru crds $$tmp; then rm -rf $$tmp; \
 	  echo "crds/ is stale: run 'make crds' and commit the result" >&2; exit 1; fi; rm -rf $$tmp
+
+golden: ## rewrite the golden files of rendered pods (clients/*/testdata) after an intended change
+	UPDATE_GOLDEN=1 $(CARGO) test -p valtune --lib golden
 
 lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check

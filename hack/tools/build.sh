@@ -34,7 +34,9 @@ kwok_key=$(key kwok "$here/kwok/go.mod" "$here/kwok/go.sum")
 helm_key=$(key helm "$here/helm/go.mod" "$here/helm/go.sum")
 po_key=$(key prometheus-operator "$here/prometheus-operator/go.mod" "$here/prometheus-operator/go.sum")
 prom_key=$(key prometheus "$here/prometheus/go.mod" "$here/prometheus/go.sum")
-bin_dir="$cache/bin/$(printf '%s\n' "$k8s_key" "$etcd_key" "$kwok_key" "$helm_key" "$po_key" "$prom_key" | sha256sum | cut -c1-12)"
+pe_key=$(key process-exporter "$here/process-exporter/go.mod" "$here/process-exporter/go.sum")
+vma_key=$(key vmagent "$here/vmagent/go.mod" "$here/vmagent/go.sum")
+bin_dir="$cache/bin/$(printf '%s\n' "$k8s_key" "$etcd_key" "$kwok_key" "$helm_key" "$po_key" "$prom_key" "$pe_key" "$vma_key" | sha256sum | cut -c1-12)"
 
 # tool key -> binaries it provides
 declare -A provides=(
@@ -44,6 +46,8 @@ declare -A provides=(
   [$helm_key]="helm"
   [$po_key]="prometheus-operator"
   [$prom_key]="prometheus promtool"
+  [$pe_key]="process-exporter"
+  [$vma_key]="vmagent"
 )
 
 built() { # built KEY: every binary of KEY is present
@@ -106,6 +110,12 @@ go_build "$k8s_key" kubernetes "$k8s_ldflags" \
 # Upstream, not Debian's package: that one is built without Kubernetes service discovery.
 go_build "$prom_key" prometheus "-X github.com/prometheus/common/version.Version=3.2.1" \
   github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool
+
+# The exporters the lab runs for trial pods' sidecars, as the images would.
+go_build "$pe_key" process-exporter "-X github.com/prometheus/common/version.Version=0.8.7" \
+  github.com/ncabatoff/process-exporter/cmd/process-exporter
+go_build "$vma_key" vmagent "-X github.com/VictoriaMetrics/VictoriaMetrics/lib/buildinfo.Version=vmagent-v1.110.0" \
+  github.com/VictoriaMetrics/VictoriaMetrics/app/vmagent
 
 # One directory of links so callers need a single path.
 if [ ! -d "$bin_dir" ]; then

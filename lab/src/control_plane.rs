@@ -92,6 +92,7 @@ pub async fn up(opts: &UpOptions) -> anyhow::Result<LabState> {
         time_scale: opts.time_scale,
         scrape_interval: opts.scrape_interval.clone(),
         topology: std::fs::canonicalize(&opts.topology)?,
+        tools: std::fs::canonicalize(&opts.tools)?,
         processes: Vec::new(),
         ready: false,
     };
@@ -103,6 +104,7 @@ pub async fn up(opts: &UpOptions) -> anyhow::Result<LabState> {
         &topology,
         &network.kwok_cidr(),
         &network.node_ip(),
+        network.node_ips().collect(),
     )
     .await
     {
@@ -131,6 +133,7 @@ async fn start(
     topology: &Topology,
     kwok_cidr: &str,
     node_ip: &str,
+    node_ips: Vec<String>,
 ) -> anyhow::Result<()> {
     let dir = state.dir.clone();
     let tool = |t: &str| opts.tools.join(t);
@@ -335,6 +338,8 @@ async fn start(
             format!("--web.listen-address=127.0.0.1:{prom_port}"),
             "--web.enable-lifecycle".into(),
             "--web.enable-admin-api".into(),
+            // vmagent sidecars remote-write trial pods' datapoints here.
+            "--web.enable-remote-write-receiver".into(),
             "--log.level=warn".into(),
         ],
     )?;
@@ -348,7 +353,18 @@ async fn start(
 
     // The cluster's contents: storage class, nodes, local PVs, prometheus-operator CRDs.
     apply(&client, storage_class(&state.name)).await?;
-    let nodes = topology.nodes()?;
+    let mut nodes = topology.nodes()?;
+    anyhow::ensure!(
+        nodes.len() <= 127,
+        "the topology has {} nodes; a lab has addresses for 127",
+        nodes.len()
+    );
+    for (n, ip) in nodes.iter_mut().zip(node_ips) {
+        n.ip = Some(ip);
+        // What the machine's kernel gives a validator, where the lab's kubelet reads it.
+        n.prepared
+            .write_sysctls(&dir.join("nodes").join(&n.name).join("sys"))?;
+    }
     for n in &nodes {
         apply(&client, n.node(&state.name)).await?;
         for pv in n.volumes(&state.name) {

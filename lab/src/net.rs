@@ -38,14 +38,19 @@ impl PodNetwork {
     pub fn cidr(&self) -> String {
         format!("127.{}.{}.0/24", self.a, self.b)
     }
-    /// The range kwok hands pod IPs out from: from .2 up, clear of the network address
-    /// and of the nodes' address.
+    /// The range kwok hands pod IPs out from: .2 to .126, clear of the network address
+    /// and of the nodes' addresses.
     pub fn kwok_cidr(&self) -> String {
-        format!("127.{}.{}.2/24", self.a, self.b)
+        format!("127.{}.{}.2/25", self.a, self.b)
     }
-    /// kwok reports this as every node's InternalIP.
+    /// kwok's fallback node address (every node has its own: [`PodNetwork::node_ips`]).
     pub fn node_ip(&self) -> String {
         format!("127.{}.{}.1", self.a, self.b)
+    }
+    /// Each node's own InternalIP, from .128 up, so host-network pods on different nodes
+    /// get different addresses, as on a real cluster.
+    pub fn node_ips(&self) -> impl Iterator<Item = String> + '_ {
+        (128..=254).map(|d| format!("127.{}.{}.{d}", self.a, self.b))
     }
 }
 

@@ -22,6 +22,7 @@ pub fn render_config(c: &Config) -> String {
             "scrape_interval": c.scrape_interval,
             "evaluation_interval": c.scrape_interval,
         },
+        "storage": {"tsdb": {"out_of_order_time_window": OUT_OF_ORDER_WINDOW}},
         "scrape_configs": jobs,
     });
     format!(
@@ -29,6 +30,10 @@ pub fn render_config(c: &Config) -> String {
         serde_saphyr::to_string(&doc).expect("config serializes")
     )
 }
+
+/// Remote-written datapoints may arrive a little out of order (vmagent retries blocks);
+/// Prometheus refuses a whole request for one such sample without a window.
+pub const OUT_OF_ORDER_WINDOW: &str = "10m";
 
 pub const NAMESPACE: &str = "monitoring";
 pub const NAME: &str = "lab";
@@ -53,6 +58,9 @@ spec:
   replicas: 0
   scrapeInterval: {scrape_interval}
   evaluationInterval: {scrape_interval}
+  enableRemoteWriteReceiver: true
+  tsdb:
+    outOfOrderTimeWindow: {OUT_OF_ORDER_WINDOW}
   podMonitorSelector: {{}}
   podMonitorNamespaceSelector: {{}}
   serviceMonitorSelector: {{}}

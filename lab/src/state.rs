@@ -28,6 +28,9 @@ pub struct LabState {
     /// How often the lab's Prometheus scrapes pods.
     pub scrape_interval: String,
     pub topology: PathBuf,
+    /// The lab's tools (the exporters it runs for trial pods' sidecars among them).
+    #[serde(default)]
+    pub tools: PathBuf,
     pub processes: Vec<ProcessRecord>,
     /// Set once start-up completed; a lab without it is a failed or partial start.
     #[serde(default)]

@@ -6,8 +6,9 @@ use std::path::Path;
 
 use anyhow::Context;
 use k8s_openapi::api::core::v1::{
-    LocalVolumeSource, Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, NodeSpec,
-    NodeStatus, NodeSystemInfo, PersistentVolume, PersistentVolumeSpec, Taint, VolumeNodeAffinity,
+    LocalVolumeSource, Node, NodeAddress, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
+    NodeSpec, NodeStatus, NodeSystemInfo, PersistentVolume, PersistentVolumeSpec, Taint,
+    VolumeNodeAffinity,
 };
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -40,6 +41,62 @@ pub struct NodeClass {
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
     pub taints: Option<Vec<TaintEntry>>,
+    /// What the machine's kernel and container runtime give a validator (what a preflight
+    /// check reads): sysctls and rlimits. Unset: prepared as validators need.
+    pub prepared: Option<Prepared>,
+}
+
+/// A machine's settings that validators need (Agave: docs/src/operations/setup-a-validator.md).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Prepared {
+    #[serde(default = "million")]
+    pub max_map_count: u64,
+    #[serde(default = "socket_buffers")]
+    pub rmem_max: u64,
+    #[serde(default = "socket_buffers")]
+    pub wmem_max: u64,
+    /// The open files limit containers get (LimitNOFILE of the runtime).
+    #[serde(default = "million")]
+    pub nofile: u64,
+    /// The locked memory limit containers get, in KiB (None: unlimited).
+    #[serde(default)]
+    pub memlock_kib: Option<u64>,
+}
+
+fn million() -> u64 {
+    1_000_000
+}
+fn socket_buffers() -> u64 {
+    134_217_728
+}
+
+impl Default for Prepared {
+    fn default() -> Self {
+        Self {
+            max_map_count: million(),
+            rmem_max: socket_buffers(),
+            wmem_max: socket_buffers(),
+            nofile: million(),
+            memlock_kib: None,
+        }
+    }
+}
+
+impl Prepared {
+    /// Writes the sysctls a process reads under /proc/sys into `dir`.
+    pub fn write_sysctls(&self, dir: &Path) -> std::io::Result<()> {
+        for (path, value) in [
+            ("vm/max_map_count", self.max_map_count),
+            ("net/core/rmem_max", self.rmem_max),
+            ("net/core/wmem_max", self.wmem_max),
+        ] {
+            let file = dir.join(path);
+            std::fs::create_dir_all(file.parent().expect("a parent"))?;
+            std::fs::write(file, format!("{value}\n"))?;
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -71,6 +128,9 @@ pub struct LabNode {
     pub nvme: Vec<String>,
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<TaintEntry>,
+    pub prepared: Prepared,
+    /// The node's own InternalIP (set when the lab assigns addresses).
+    pub ip: Option<String>,
 }
 
 impl Topology {
@@ -109,6 +169,12 @@ impl Topology {
                 nvme: o.nvme.clone().or(d.nvme.clone()).unwrap_or_default(),
                 labels,
                 taints: o.taints.clone().or(d.taints.clone()).unwrap_or_default(),
+                prepared: o
+                    .prepared
+                    .clone()
+                    .or(d.prepared.clone())
+                    .unwrap_or_default(),
+                ip: None,
             };
             anyhow::ensure!(
                 !node.name.is_empty() && node.name.len() <= 40,
@@ -176,6 +242,19 @@ impl LabNode {
                 ..Default::default()
             }),
             status: Some(NodeStatus {
+                // kwok keeps addresses it finds, and gives host-network pods the first.
+                addresses: self.ip.as_ref().map(|ip| {
+                    vec![
+                        NodeAddress {
+                            type_: "InternalIP".into(),
+                            address: ip.clone(),
+                        },
+                        NodeAddress {
+                            type_: "Hostname".into(),
+                            address: self.name.clone(),
+                        },
+                    ]
+                }),
                 allocatable: Some(self.resources()),
                 capacity: Some(self.resources()),
                 node_info: Some(NodeSystemInfo {

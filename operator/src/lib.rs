@@ -4,7 +4,8 @@
 pub mod api;
 pub mod clients;
 pub mod controller;
-pub mod metrics;
-pub mod monitoring;
+pub mod crd;
+pub mod operator_metrics;
 pub mod report;
-pub mod telemetry;
+pub mod results;
+pub mod runtime;

@@ -1,14 +1,20 @@
 //! The simulator: the parts of the nodes kwok does not play. It runs beside the control
 //! plane (`valtune-lab sim`, started by `up`) and
-//! - serves, on each running validator pod's own IP, the metrics its exporter sidecars
-//!   would serve, from a model of the client ([`agave`]), and kills the validator
-//!   (OOMKilled) when the model says so ([`workloads`]);
+//! - plays the validator process of each running trial pod at its own interfaces, from
+//!   one model per client ([`clients`]), runs the pod's exporter sidecars ([`sidecars`]),
+//!   and reports the validator's exit as the kubelet would ([`workloads`]);
 //! - enforces activeDeadlineSeconds, as the kubelet does ([`workloads`]);
 //! - recycles released local volumes ([`volumes`]);
 //! - plays prometheus-operator's config reloader for the lab's Prometheus ([`reloader`]).
 
-pub mod agave;
+pub mod clients;
+pub mod clock;
+pub mod init_steps;
+pub mod kubelet;
+pub mod pod_view;
+pub mod procfs;
 pub mod reloader;
+pub mod sidecars;
 pub mod volumes;
 pub mod workloads;
 

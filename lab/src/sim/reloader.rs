@@ -199,6 +199,7 @@ mod tests {
             time_scale: 720.0,
             scrape_interval: "1s".into(),
             topology: PathBuf::new(),
+            tools: PathBuf::new(),
             processes: vec![],
             ready: true,
         };

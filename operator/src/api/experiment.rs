@@ -17,11 +17,6 @@ pub const MAX_NAME_LEN: usize = 40;
 /// Status rows kept per experiment (one per point, most informative first).
 pub const MAX_SUMMARY_ROWS: usize = 32;
 
-const AGAVE_THREADS: &str = "['bankingThreads', 'replayTransactionsThreads', 'replayForksThreads', 'rayonGlobalThreads', 'rpcThreads', 'unifiedSchedulerHandlerThreads']";
-const FIREDANCER_THREADS: &str = "['netTiles', 'quicTiles', 'verifyTiles', 'bankTiles', 'shredTiles', 'resolvTiles', 'execTiles', 'unifiedSchedulerHandlerThreads']";
-const NODEOS_THREADS: &str =
-    "['chainThreads', 'httpThreads', 'netThreads', 'eosVmOcCompileThreads']";
-
 fn max_trials_rule() -> kube::core::Rule {
     // A messageExpression quoting the count would be clearer, but the API server's cost
     // estimate for string() in it exceeds the budget, so the message explains the sum.
@@ -30,20 +25,6 @@ fn max_trials_rule() -> kube::core::Rule {
             "the sweep asks for more trials than maxTrials (trials = the product of the swept value counts times trial.repetitions): sweep fewer values, lower trial.repetitions, or raise maxTrials (at most {MAX_TRIALS_CAP})"
         ).as_str())
         .field_path(".maxTrials")
-}
-
-fn threads_rule(client: &str, allowed: &str) -> kube::core::Rule {
-    kube::core::Rule::new(format!(
-        "!has(self.sweep.threads) || !has(self.template.{client}) || self.sweep.threads.all(t, t.name in {allowed})"
-    ))
-    .message(
-        format!(
-            "{client} cannot set some of these thread knobs: use only {}",
-            allowed.replace('\'', "")
-        )
-        .as_str(),
-    )
-    .field_path(".sweep.threads")
 }
 
 /// A tuning experiment: one trial per point of the sweep, each a validator pod on its own
@@ -79,30 +60,6 @@ fn threads_rule(client: &str, allowed: &str) -> kube::core::Rule {
     validation = Rule::new("!has(self.sweep.memory) || !has(self.template.resources.memoryLimit)")
         .message("template.resources.memoryLimit conflicts with sweep.memory (each trial's memory is its request and limit): remove memoryLimit")
         .field_path(".template.resources.memoryLimit"),
-    validation = Rule::new("!has(self.sweep.programCacheEntries) || !has(self.template.besu) && !has(self.template.nodeos)")
-        .message("Besu and nodeos have no program cache to size: remove sweep.programCacheEntries, or sweep a client setting with sweep.knobs")
-        .field_path(".sweep.programCacheEntries"),
-    validation = Rule::new("!has(self.sweep.programCacheEntries) || !has(self.template.firedancer)")
-        .message("Firedancer cannot sweep programCacheEntries: full Firedancer sizes its cache in MiB (sweep.knobs with configKey runtime.program_cache.heap_size_mib) and Frankendancer uses Agave's compile-time constant")
-        .field_path(".sweep.programCacheEntries"),
-    validation = Rule::new("!has(self.sweep.programCacheEntries) || !has(self.template.agave) || self.sweep.programCacheEntries.all(n, has(self.template.agave.programCacheImages) && self.template.agave.programCacheImages.exists(i, i.entries == n))")
-        .message("Agave's program cache size is the compile-time constant MAX_LOADED_ENTRY_COUNT, so each swept value needs an image built with it: add {entries: N, image: ...} to template.agave.programCacheImages for every value in sweep.programCacheEntries")
-        .field_path(".sweep.programCacheEntries"),
-    validation = Rule::new("!has(self.sweep.hugepages1Gi) || has(self.template.firedancer) || has(self.template.nodeos)")
-        .message("Agave and Besu do not allocate hugepages, so sweeping them measures nothing: remove sweep.hugepages1Gi (hugepages serve Firedancer, and nodeos with databaseMapMode heap or locked)")
-        .field_path(".sweep.hugepages1Gi"),
-    validation = Rule::new("!has(self.template.firedancer) || has(self.template.resources.hugepages1Gi) || has(self.sweep.hugepages1Gi)")
-        .message("Firedancer places its workspaces in hugepages: set template.resources.hugepages1Gi (fdctl mem prints how many the layout needs) or sweep.hugepages1Gi")
-        .field_path(".template.resources.hugepages1Gi"),
-    validation = threads_rule("agave", AGAVE_THREADS),
-    validation = threads_rule("firedancer", FIREDANCER_THREADS),
-    validation = threads_rule("nodeos", NODEOS_THREADS),
-    validation = Rule::new("!has(self.sweep.threads) || !has(self.template.besu)")
-        .message("Besu has no thread-count flags valtune maps: remove sweep.threads and sweep the setting with sweep.knobs (arg or env BESU_OPTS)")
-        .field_path(".sweep.threads"),
-    validation = Rule::new("!has(self.sweep.knobs) || !has(self.template.agave) || self.sweep.knobs.all(k, !has(k.configKey))")
-        .message("Agave has no config file: set the knob with arg (a CLI flag) or env instead of configKey")
-        .field_path(".sweep.knobs"),
     validation = Rule::new("!has(self.maxFailedTrials) || self.maxFailedTrials <= self.maxTrials")
         .message("maxFailedTrials is larger than maxTrials, so it can never be reached: lower it or remove it")
         .field_path(".maxFailedTrials"),

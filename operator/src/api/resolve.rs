@@ -38,15 +38,8 @@ pub fn resolve_template(
         } else if let Some(arg) = &knob.arg {
             t.extra_args.push(format!("{arg}={value}"));
         } else if let Some(key) = &knob.config_key {
-            let c = &mut t.client;
-            let config = c
-                .firedancer
-                .as_mut()
-                .map(|f| &mut f.config)
-                .or(c.besu.as_mut().map(|b| &mut b.config))
-                .or(c.nodeos.as_mut().map(|n| &mut n.config));
-            // Agave has no config file; the schema refuses configKey knobs for it.
-            if let Some(config) = config {
+            // A client without a config file refuses configKey knobs at admission.
+            if let Some(config) = t.client.config_mut() {
                 config.insert(key.clone(), value.clone());
             }
         }

@@ -99,24 +99,24 @@ pub struct WarmupSettings {
     #[schemars(length(max = 32))]
     #[x_kube(validation = duration_rule())]
     pub timeout: String,
-    /// The validator has caught up once its slot lag is at most this many slots.
-    #[serde(default = "default_max_slot_lag")]
+    /// The validator has caught up (and, at the window's end, kept up) while it is at
+    /// most this far behind the chain, in the client's unit: slots for Agave and
+    /// Firedancer, blocks for Besu and nodeos. Unset: the client's default
+    /// (docs/clients.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 1_000_000))]
-    pub max_slot_lag: i64,
+    pub max_lag: Option<i64>,
 }
 
 fn default_warmup_timeout() -> String {
     "4h".into()
-}
-fn default_max_slot_lag() -> i64 {
-    100
 }
 
 impl Default for WarmupSettings {
     fn default() -> Self {
         Self {
             timeout: default_warmup_timeout(),
-            max_slot_lag: default_max_slot_lag(),
+            max_lag: None,
         }
     }
 }
@@ -150,7 +150,7 @@ impl Default for MeasurementSettings {
 #[x_kube(validation = Rule::new("has(self.above) != has(self.below)")
     .message("set exactly one of above or below"))]
 pub struct AbortRule {
-    pub metric: AbortMetric,
+    pub metric: QueryKey,
     /// Abort when the metric stays above this value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub above: Option<f64>,
@@ -164,15 +164,59 @@ pub struct AbortRule {
     pub for_: String,
 }
 
-/// Metrics an abort rule can watch, read through the client's metric profile.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+/// A series a client's metric profile defines (docs/metrics.md). Abort rules watch one,
+/// and `metrics.queries` may replace any the client's profile has.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
-pub enum AbortMetric {
-    SlotLag,
+pub enum QueryKey {
+    /// Transactions per second.
     Tps,
+    /// Slots behind the cluster (Solana clients).
+    SlotLag,
+    /// Blocks behind the chain's head (Besu, nodeos).
+    BlockLag,
     RssBytes,
+    VszBytes,
     MajorFaultsPerSecond,
+    MinorFaultsPerSecond,
 }
+
+impl QueryKey {
+    pub const ALL: [QueryKey; 7] = [
+        QueryKey::Tps,
+        QueryKey::SlotLag,
+        QueryKey::BlockLag,
+        QueryKey::RssBytes,
+        QueryKey::VszBytes,
+        QueryKey::MajorFaultsPerSecond,
+        QueryKey::MinorFaultsPerSecond,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueryKey::Tps => "tps",
+            QueryKey::SlotLag => "slotLag",
+            QueryKey::BlockLag => "blockLag",
+            QueryKey::RssBytes => "rssBytes",
+            QueryKey::VszBytes => "vszBytes",
+            QueryKey::MajorFaultsPerSecond => "majorFaultsPerSecond",
+            QueryKey::MinorFaultsPerSecond => "minorFaultsPerSecond",
+        }
+    }
+}
+
+impl std::fmt::Display for QueryKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+static QUERY_KEYS_RULE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let keys: Vec<String> = QueryKey::ALL.iter().map(|k| format!("'{k}'")).collect();
+    format!("self.all(k, k in [{}])", keys.join(", "))
+});
 
 /// Where results come from.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
@@ -184,6 +228,15 @@ pub struct MetricsSettings {
     #[x_kube(validation = Rule::new("isURL(self) && (url(self).getScheme() == 'http' || url(self).getScheme() == 'https')")
         .message("must be an http(s) URL such as http://prometheus-operated.monitoring:9090"))]
     pub prometheus_url: Option<String>,
+    /// Where clients that push their datapoints (Agave, through its vmagent sidecar)
+    /// remote-write them; defaults to `<prometheusUrl>/api/v1/write`. Prometheus must run
+    /// with its remote-write receiver on (`--web.enable-remote-write-receiver`;
+    /// kube-prometheus-stack: `prometheus.prometheusSpec.enableRemoteWriteReceiver`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
+    #[x_kube(validation = Rule::new("isURL(self) && (url(self).getScheme() == 'http' || url(self).getScheme() == 'https')")
+        .message("must be an http(s) URL such as http://prometheus-operated.monitoring:9090/api/v1/write"))]
+    pub remote_write_url: Option<String>,
     /// The interval Prometheus scrapes trial pods at; rates use windows of a few intervals,
     /// and results are read once Prometheus has scraped past the window's end.
     #[serde(default = "default_scrape_interval")]
@@ -193,11 +246,24 @@ pub struct MetricsSettings {
     /// Create a PodMonitor (prometheus-operator) that selects the experiment's pods.
     #[serde(default = "yes")]
     pub pod_monitor: bool,
-    /// PromQL per result name, replacing the client profile's query. `$selector` stands
-    /// for the trial pod's label matchers and `$rate` for the rate window.
+    /// Labels of the PodMonitor, so the cluster's Prometheus selects it: a
+    /// kube-prometheus-stack Prometheus selects only PodMonitors labelled
+    /// `release: <its release name>` by default.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 16))]
-    pub queries: BTreeMap<String, String>,
+    pub pod_monitor_labels: BTreeMap<String, String>,
+    /// PromQL per series of the client's profile, replacing the profile's query.
+    /// `$selector` stands for the trial pod's label matchers and `$rate` for the rate
+    /// window; keys are the profile's (tps, slotLag, rssBytes, ...).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 16))]
+    #[x_kube(
+        validation = Rule::new(QUERY_KEYS_RULE.as_str())
+            .message("unknown query name: use one of tps, slotLag, blockLag, rssBytes, vszBytes, majorFaultsPerSecond, minorFaultsPerSecond (the client's profile says which it has)"),
+        validation = Rule::new("self.all(k, self[k].contains('$selector'))")
+            .message("every query must select the trial's pod with $selector, e.g. sum(my_metric{$selector})"),
+    )]
+    pub queries: BTreeMap<QueryKey, String>,
 }
 
 fn default_scrape_interval() -> String {
@@ -211,8 +277,10 @@ impl Default for MetricsSettings {
     fn default() -> Self {
         Self {
             prometheus_url: None,
+            remote_write_url: None,
             scrape_interval: default_scrape_interval(),
             pod_monitor: true,
+            pod_monitor_labels: BTreeMap::new(),
             queries: BTreeMap::new(),
         }
     }

@@ -114,7 +114,13 @@ pub enum TrialOutcome {
     Unschedulable,
     TimedOut,
     NodeLost,
+    /// The node lacks what the client needs (open files, kernel settings): the client's
+    /// preflight check says what.
+    NodeNotPrepared,
     MetricsUnavailable,
+    /// The trial cannot run as written: its pod cannot be rendered, or the API server
+    /// refused one of its objects (the message quotes why).
+    Invalid,
 }
 
 impl TrialOutcome {
@@ -139,7 +145,9 @@ impl TrialOutcome {
             TrialOutcome::Unschedulable => "Unschedulable",
             TrialOutcome::TimedOut => "TimedOut",
             TrialOutcome::NodeLost => "NodeLost",
+            TrialOutcome::NodeNotPrepared => "NodeNotPrepared",
             TrialOutcome::MetricsUnavailable => "MetricsUnavailable",
+            TrialOutcome::Invalid => "Invalid",
         }
     }
 }
@@ -188,11 +196,25 @@ pub struct ValidatorTrialStatus {
     pub window_end: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finished_at: Option<Time>,
+    /// How far behind the chain the validator was when last looked at while warming up
+    /// (refreshed every few minutes, not every scrape).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag: Option<LagReading>,
     /// Collection attempts that found no data yet.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub collect_attempts: i32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub results: Option<TrialResults>,
+}
+
+/// A reading of how far behind the chain the validator is.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LagReading {
+    pub value: f64,
+    /// slots or blocks.
+    pub unit: String,
+    pub at: Time,
 }
 
 /// An attempt that ended without finishing the trial (it was retried).
@@ -239,12 +261,13 @@ pub struct TrialResults {
     pub major_faults_per_second: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub minor_faults_per_second: Option<f64>,
-    /// Largest slot lag seen in the window.
+    /// The most the validator was behind the chain in the window (slots or blocks: the
+    /// client's unit, docs/clients.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_slot_lag: Option<f64>,
-    /// Slot lag at the window's end.
+    pub max_lag: Option<f64>,
+    /// How far behind it was at the window's end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub final_slot_lag: Option<f64>,
+    pub final_lag: Option<f64>,
     /// Seconds from start to caught up (warm-up).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catch_up_seconds: Option<f64>,

@@ -1,99 +1,216 @@
-//! One module per validator client: how a trial becomes a pod, and the PromQL that reads
-//! the client's metrics.
+//! Validator clients. Each is one module behind [`ValidatorClient`]: its knob table, how
+//! a trial becomes its pod (on the shared skeleton of [`pod`]), its metric profile and its
+//! admission rules. [`client_for`] is the one place that lists them.
+//!
+//! Adding a client: a module under `clients/` implementing the trait, one line in
+//! [`CLIENTS`], a model under `lab/src/sim/clients/`, one line in the simulator's
+//! registry (docs/clients.md, "Adding a client").
 
 pub mod agave;
+pub mod besu;
+pub mod firedancer;
+#[cfg(test)]
+pub mod golden;
+pub mod knobs;
+pub mod nodeos;
 pub mod pod;
+pub mod profile;
 
-use std::collections::BTreeMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Volume};
+use kube::core::Rule;
 
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use crate::api::ValidatorTrial;
+use crate::api::template::{ClientSpec, ValidatorTemplate, VolumeRole};
+use crate::api::version::Version;
+use knobs::{KnobError, KnobTable};
+use profile::MetricProfile;
 
-use crate::api::template::ClientKind;
-use crate::api::trial::ValidatorTrial;
+/// Every client valtune knows, in the order docs list them.
+pub static CLIENTS: [&dyn ValidatorClient; 4] = [
+    &agave::Agave,
+    &firedancer::Firedancer,
+    &besu::Besu,
+    &nodeos::Nodeos,
+];
+
+/// The client a template runs. The schema ensures exactly one is set; an object that
+/// slipped past it (written before the CRD) gets an error naming the choices.
+pub fn client_for(
+    template: &ValidatorTemplate,
+) -> Result<&'static dyn ValidatorClient, RenderError> {
+    let mut set = CLIENTS.iter().filter(|c| c.runs(&template.client));
+    match (set.next(), set.next()) {
+        (Some(c), None) => Ok(*c),
+        _ => Err(RenderError::Invalid(format!(
+            "the template must set exactly one client: {}",
+            CLIENTS
+                .iter()
+                .map(|c| c.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+/// Every client's admission rules, on the experiment spec.
+pub fn admission_rules() -> Vec<Rule> {
+    CLIENTS
+        .iter()
+        .flat_map(|c| {
+            let mut rules = c.knobs().rules();
+            rules.extend(c.rules());
+            rules.extend(profile_rule(*c));
+            rules
+        })
+        .collect()
+}
+
+/// `metrics.queries` and abort rules may only name series of the client's profile.
+fn profile_rule(c: &dyn ValidatorClient) -> Vec<Rule> {
+    let Some(keys) = c.profile_keys() else {
+        return Vec::new();
+    };
+    let list = format!(
+        "[{}]",
+        keys.iter()
+            .map(|k| format!("'{k}'"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let names = keys
+        .iter()
+        .map(|k| k.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let spec = format!("self.template.{}", c.name());
+    vec![
+        Rule::new(format!(
+            "!has({spec}) || !has(self.metrics.queries) || self.metrics.queries.all(k, k in {list})"
+        ))
+        .message(format!("{} has no such series: name one of {names}", c.display()).as_str())
+        .field_path(".metrics.queries"),
+        Rule::new(format!(
+            "!has({spec}) || !has(self.trial.abortWhen) || self.trial.abortWhen.all(r, r.metric in {list})"
+        ))
+        .message(
+            format!(
+                "{} has no such series to watch: use one of {names}",
+                c.display()
+            )
+            .as_str(),
+        )
+        .field_path(".trial.abortWhen"),
+    ]
+}
+
+/// A validator client.
+pub trait ValidatorClient: Send + Sync {
+    /// The template key and label value: `agave`.
+    fn name(&self) -> &'static str;
+    /// Its name in messages: `Agave`.
+    fn display(&self) -> &'static str {
+        self.knobs().display
+    }
+    /// Whether a template's client spec is this client's.
+    fn runs(&self, spec: &ClientSpec) -> bool;
+    /// The image and explicit version of the spec (for [`ValidatorClient::version`]).
+    fn image_and_version<'a>(&self, t: &'a ValidatorTemplate) -> (&'a str, Option<&'a str>);
+    /// The client version a template runs, when known (its `version`, else its image tag).
+    fn version(&self, t: &ValidatorTemplate) -> Option<Version> {
+        let (image, explicit) = self.image_and_version(t);
+        Version::of(explicit, image)
+    }
+    /// What it honours and how each value reaches the process.
+    fn knobs(&self) -> &'static KnobTable;
+    /// Admission rules of its own beyond the knob table, on the experiment spec.
+    fn rules(&self) -> Vec<Rule> {
+        Vec::new()
+    }
+    /// Whether this version of valtune renders its trials (an experiment for a client
+    /// that cannot run fails before anything is created).
+    fn runs_trials(&self) -> bool {
+        true
+    }
+    /// Where a volume of `role` is mounted in the validator container.
+    fn mount_path(&self, role: VolumeRole) -> String {
+        format!("/mnt/{}", role.as_str())
+    }
+    /// Where hugepages are mounted as hugetlbfs (`.gigantic` and `.huge` below it).
+    fn hugetlbfs_path(&self) -> &'static str {
+        "/mnt/hugepages"
+    }
+    /// The client's part of an attempt's pod, on the shared skeleton. Pure.
+    fn render(
+        &self,
+        trial: &ValidatorTrial,
+        skeleton: &pod::Skeleton,
+    ) -> Result<ClientPod, RenderError>;
+    /// How results are read, before the experiment's overrides.
+    fn profile(&self, t: &ValidatorTemplate) -> MetricProfile;
+    /// The series its profile has (for the admission rule on `metrics.queries`); None
+    /// accepts any.
+    fn profile_keys(&self) -> Option<Vec<crate::api::settings::QueryKey>>;
+}
+
+/// What a client adds to the pod skeleton.
+#[derive(Debug, Clone, Default)]
+pub struct ClientPod {
+    pub init_containers: Vec<Container>,
+    /// The validator container first, then its sidecars.
+    pub containers: Vec<Container>,
+    /// Volumes beyond the skeleton's (config files, scratch space).
+    pub volumes: Vec<Volume>,
+    /// ConfigMaps the pod mounts, created with it.
+    pub config_maps: Vec<ConfigMap>,
+    pub tweaks: pod::Tweaks,
+}
+
+/// What the operator applies for one attempt of a trial.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    pub pod: Pod,
+    pub config_maps: Vec<ConfigMap>,
+}
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum RenderError {
-    #[error(
-        "valtune cannot run {0} trials yet: only Agave pods are rendered in this version (see docs/clients.md)"
-    )]
+    #[error("valtune cannot run {0} trials yet (see docs/clients.md)")]
     Unsupported(&'static str),
-    #[error("{0}")]
-    Knob(String),
+    #[error(transparent)]
+    Knob(#[from] KnobError),
     #[error("{0}")]
     Invalid(String),
 }
 
-/// What the operator applies for one attempt of a trial.
-pub struct Rendered {
-    pub pod: Pod,
-    pub pvcs: Vec<PersistentVolumeClaim>,
-}
-
-/// How results are read for a client.
-#[derive(Debug, Clone)]
-pub struct MetricProfile {
-    /// Instant-vector PromQL per metric: tps, slotLag, rssBytes, vszBytes,
-    /// majorFaultsPerSecond, minorFaultsPerSecond.
-    pub queries: BTreeMap<String, String>,
-    /// Container port names Prometheus scrapes.
-    pub ports: Vec<String>,
-    /// The container whose termination ends the trial.
-    pub validator_container: &'static str,
-}
-
-fn kind(trial: &ValidatorTrial) -> Result<ClientKind, RenderError> {
-    trial
-        .spec
-        .template
-        .client
-        .kind()
-        .ok_or_else(|| RenderError::Invalid("the template must set exactly one client".into()))
-}
-
-pub fn profile(trial: &ValidatorTrial) -> Result<MetricProfile, RenderError> {
-    let mut profile = match kind(trial)? {
-        ClientKind::Agave => agave::profile(),
-        other => return Err(RenderError::Unsupported(other.as_str())),
-    };
-    // The experiment may replace any query.
-    for (name, query) in &trial.spec.metrics.queries {
-        profile.queries.insert(name.clone(), query.clone());
-    }
-    Ok(profile)
-}
-
-/// The pod and claims of one attempt of a trial. Pure: the same trial and attempt always
-/// render the same objects, so re-applying them is a no-op.
+/// The pod and ConfigMaps of one attempt of a trial. Pure: the same trial and attempt
+/// always render the same objects, so re-applying them is a no-op.
+/// `prometheus_url` is the operator's default Prometheus (the trial may name its own).
 pub fn render(
     trial: &ValidatorTrial,
     attempt: i32,
     avoid_nodes: &[String],
+    prometheus_url: Option<&str>,
 ) -> Result<Rendered, RenderError> {
-    let kind = kind(trial)?;
-    let labels = pod::labels(trial, kind.as_str());
-    let parts = pod::parts(trial, attempt)?;
-    let (init, containers) = match kind {
-        ClientKind::Agave => {
-            let agave = trial
-                .spec
-                .template
-                .client
-                .agave
-                .as_ref()
-                .expect("kind is agave");
-            agave::containers(trial, agave, &parts)?
-        }
-        other => return Err(RenderError::Unsupported(other.as_str())),
-    };
-    let pvcs = pod::pvcs(trial, attempt, &labels);
-    let pod = pod::pod(
+    let client = client_for(&trial.spec.template)?;
+    if !client.runs_trials() {
+        return Err(RenderError::Unsupported(client.display()));
+    }
+    let skeleton = pod::skeleton(trial, attempt, client, prometheus_url)?;
+    let part = client.render(trial, &skeleton)?;
+    Ok(pod::assemble(
         trial,
         attempt,
-        labels,
-        init,
-        containers,
-        parts.volumes,
+        client,
+        skeleton,
+        part,
         avoid_nodes,
-    );
-    Ok(Rendered { pod, pvcs })
+    ))
+}
+
+/// How a trial's results are read: its client's profile with the experiment's queries.
+pub fn profile(trial: &ValidatorTrial) -> Result<MetricProfile, RenderError> {
+    let client = client_for(&trial.spec.template)?;
+    Ok(client
+        .profile(&trial.spec.template)
+        .with_overrides(&trial.spec.metrics.queries))
 }

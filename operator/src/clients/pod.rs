@@ -1,13 +1,15 @@
 //! The parts of a trial's pod every client shares: labels and ownership, Guaranteed QoS
-//! with whole cores, hugepages as hugetlbfs, one local NVMe claim per volume role, and
-//! placement (selector, tolerations, one valtune pod per node).
+//! with whole cores, hugepages as hugetlbfs, one local NVMe volume per role (a generic
+//! ephemeral volume, so it lives and goes with the attempt's pod), and placement
+//! (selector, tolerations, one valtune pod per node); plus the pod-level [`Tweaks`] a
+//! client may ask for.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, EmptyDirVolumeSource, NodeAffinity, NodeSelector, NodeSelectorRequirement,
-    NodeSelectorTerm, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm, PodAntiAffinity, PodSpec,
+    Affinity, ConfigMap, EmptyDirVolumeSource, EphemeralVolumeSource, NodeAffinity, NodeSelector,
+    NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimTemplate, Pod, PodAffinityTerm, PodAntiAffinity, PodSpec,
     ResourceRequirements, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -15,25 +17,20 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::Resource;
 use kube::api::ObjectMeta;
 
-use super::RenderError;
+use super::{ClientPod, RenderError, Rendered, ValidatorClient};
 use crate::api::labels;
-use crate::api::template::VolumeRole;
 use crate::api::trial::ValidatorTrial;
 
 /// On every exclusive pod; the anti-affinity keeps two of them off one node.
 pub const EXCLUSIVE_LABEL: &str = "valtune.dev/exclusive";
 
-pub fn volume_path(role: VolumeRole) -> String {
-    format!("/mnt/{}", role.as_str())
-}
+/// The init container a client may add to check the node's prerequisites: when it fails,
+/// the trial ends NodeNotPrepared with what it printed.
+pub const PREFLIGHT_CONTAINER: &str = "preflight";
 
 /// The pod of an attempt: a retry after a lost node needs new volumes on another node.
 pub fn pod_name(trial: &str, attempt: i32) -> String {
     format!("{trial}-{attempt}")
-}
-
-pub fn pvc_name(trial: &str, attempt: i32, role: VolumeRole) -> String {
-    format!("{}-{}", pod_name(trial, attempt), role.as_str())
 }
 
 /// Sidecars get small fixed requests equal to their limits, so the pod stays Guaranteed.
@@ -49,14 +46,46 @@ pub fn sidecar_resources() -> ResourceRequirements {
     }
 }
 
-/// What the client modules need from the shared skeleton.
-pub struct PodParts {
-    pub validator_resources: ResourceRequirements,
-    pub mounts: Vec<VolumeMount>,
-    pub volumes: Vec<Volume>,
+/// Pod-level settings a client may ask of the skeleton.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tweaks {
+    /// Run in the node's network namespace (the client's ports must be reachable from
+    /// the cluster it joins), with cluster DNS still resolving.
+    pub host_network: bool,
+    /// Let sidecars see the validator's processes (a process exporter reads /proc).
+    pub share_process_namespace: bool,
+    /// e.g. `nvidia` for GPU pods.
+    pub runtime_class_name: Option<String>,
 }
 
-pub fn labels(trial: &ValidatorTrial, client: &str) -> BTreeMap<String, String> {
+/// What the skeleton gives a client to render on.
+#[derive(Debug, Clone)]
+pub struct Skeleton {
+    pub pod_name: String,
+    pub labels: BTreeMap<String, String>,
+    /// CPU, memory and hugepages of the validator container (requests = limits).
+    pub validator_resources: ResourceRequirements,
+    /// The trial's volumes and hugetlbfs mounts, at the client's paths.
+    pub mounts: Vec<VolumeMount>,
+    pub volumes: Vec<Volume>,
+    /// Where pushed datapoints are remote-written (Prometheus' receiver), if known.
+    pub remote_write: Option<String>,
+}
+
+impl Skeleton {
+    /// Metadata for an object of the attempt (a ConfigMap), owned by the trial.
+    pub fn meta(&self, trial: &ValidatorTrial, name: String) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name),
+            namespace: trial.metadata.namespace.clone(),
+            labels: Some(self.labels.clone()),
+            owner_references: trial.controller_owner_ref(&()).map(|o| vec![o]),
+            ..Default::default()
+        }
+    }
+}
+
+fn trial_labels(trial: &ValidatorTrial, client: &str) -> BTreeMap<String, String> {
     let name = trial.metadata.name.clone().unwrap_or_default();
     BTreeMap::from([
         (labels::MANAGED_BY.into(), labels::MANAGER.into()),
@@ -67,7 +96,13 @@ pub fn labels(trial: &ValidatorTrial, client: &str) -> BTreeMap<String, String> 
     ])
 }
 
-pub fn parts(trial: &ValidatorTrial, attempt: i32) -> Result<PodParts, RenderError> {
+/// The skeleton of an attempt's pod. Pure.
+pub fn skeleton(
+    trial: &ValidatorTrial,
+    attempt: i32,
+    client: &dyn ValidatorClient,
+    prometheus_url: Option<&str>,
+) -> Result<Skeleton, RenderError> {
     let t = &trial.spec.template;
     let name = trial.metadata.name.clone().unwrap_or_default();
     let memory = t.resources.memory.clone().ok_or_else(|| {
@@ -83,20 +118,22 @@ pub fn parts(trial: &ValidatorTrial, attempt: i32) -> Result<PodParts, RenderErr
         ("cpu".to_string(), cpu),
         ("memory".to_string(), Quantity(limit)),
     ]);
+    let labels = trial_labels(trial, client.name());
     let mut mounts = Vec::new();
     let mut volumes = Vec::new();
-    for (resource, pages, medium, path) in [
+    let huge = client.hugetlbfs_path();
+    for (resource, pages, medium, dir) in [
         (
             "hugepages-1Gi",
             t.resources.hugepages1_gi.map(|n| format!("{n}Gi")),
             "HugePages-1Gi",
-            "/mnt/hugepages/.gigantic",
+            ".gigantic",
         ),
         (
             "hugepages-2Mi",
             t.resources.hugepages2_mi.map(|n| format!("{}Mi", n * 2)),
             "HugePages-2Mi",
-            "/mnt/hugepages/.huge",
+            ".huge",
         ),
     ] {
         let Some(q) = pages.filter(|q| !q.starts_with('0')) else {
@@ -115,27 +152,50 @@ pub fn parts(trial: &ValidatorTrial, attempt: i32) -> Result<PodParts, RenderErr
         });
         mounts.push(VolumeMount {
             name: vol,
-            mount_path: path.into(),
+            mount_path: format!("{huge}/{dir}"),
             ..Default::default()
         });
     }
     for v in &t.storage {
         let vol = v.role.as_str().to_string();
+        let mut claim_labels = labels.clone();
+        claim_labels.insert(labels::VOLUME_ROLE.into(), vol.clone());
+        // The claim is `<pod>-<volume>`, created by the ephemeral volume controller with
+        // the pod, bound where the scheduler puts the pod (WaitForFirstConsumer), and
+        // deleted with the pod: the attempt's local disks come and go with it.
         volumes.push(Volume {
             name: vol.clone(),
-            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
-                claim_name: pvc_name(&name, attempt, v.role),
-                read_only: None,
+            ephemeral: Some(EphemeralVolumeSource {
+                volume_claim_template: Some(PersistentVolumeClaimTemplate {
+                    metadata: Some(ObjectMeta {
+                        labels: Some(claim_labels),
+                        ..Default::default()
+                    }),
+                    spec: PersistentVolumeClaimSpec {
+                        access_modes: Some(vec!["ReadWriteOnce".into()]),
+                        storage_class_name: Some(v.storage_class_name.clone()),
+                        resources: Some(VolumeResourceRequirements {
+                            requests: Some(BTreeMap::from([(
+                                "storage".to_string(),
+                                Quantity(v.size.clone()),
+                            )])),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    },
+                }),
             }),
             ..Default::default()
         });
         mounts.push(VolumeMount {
             name: vol,
-            mount_path: volume_path(v.role),
+            mount_path: client.mount_path(v.role),
             ..Default::default()
         });
     }
-    Ok(PodParts {
+    Ok(Skeleton {
+        pod_name: pod_name(&name, attempt),
+        labels,
         validator_resources: ResourceRequirements {
             requests: Some(requests),
             limits: Some(limits),
@@ -143,61 +203,29 @@ pub fn parts(trial: &ValidatorTrial, attempt: i32) -> Result<PodParts, RenderErr
         },
         mounts,
         volumes,
+        remote_write: trial.spec.metrics.remote_write_url.clone().or_else(|| {
+            trial
+                .spec
+                .metrics
+                .prometheus_url
+                .as_deref()
+                .or(prometheus_url)
+                .map(|u| format!("{}/api/v1/write", u.trim_end_matches('/')))
+        }),
     })
 }
 
-pub fn pvcs(
+/// The pod around the client's part. Pure.
+pub fn assemble(
     trial: &ValidatorTrial,
-    attempt: i32,
-    labels: &BTreeMap<String, String>,
-) -> Vec<PersistentVolumeClaim> {
-    let name = trial.metadata.name.clone().unwrap_or_default();
-    trial
-        .spec
-        .template
-        .storage
-        .iter()
-        .map(|v| {
-            let mut l = labels.clone();
-            l.insert(labels::VOLUME_ROLE.into(), v.role.as_str().into());
-            PersistentVolumeClaim {
-                metadata: ObjectMeta {
-                    name: Some(pvc_name(&name, attempt, v.role)),
-                    namespace: trial.metadata.namespace.clone(),
-                    labels: Some(l),
-                    owner_references: trial.controller_owner_ref(&()).map(|o| vec![o]),
-                    ..Default::default()
-                },
-                spec: Some(PersistentVolumeClaimSpec {
-                    access_modes: Some(vec!["ReadWriteOnce".into()]),
-                    storage_class_name: Some(v.storage_class_name.clone()),
-                    resources: Some(VolumeResourceRequirements {
-                        requests: Some(BTreeMap::from([(
-                            "storage".to_string(),
-                            Quantity(v.size.clone()),
-                        )])),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }),
-                status: None,
-            }
-        })
-        .collect()
-}
-
-/// Assembles the pod around the client's containers.
-pub fn pod(
-    trial: &ValidatorTrial,
-    attempt: i32,
-    mut labels: BTreeMap<String, String>,
-    init_containers: Vec<Container>,
-    containers: Vec<Container>,
-    volumes: Vec<Volume>,
+    _attempt: i32,
+    _client: &dyn ValidatorClient,
+    skeleton: Skeleton,
+    part: ClientPod,
     avoid_nodes: &[String],
-) -> Pod {
-    let name = trial.metadata.name.clone().unwrap_or_default();
+) -> Rendered {
     let placement = &trial.spec.template.placement;
+    let mut labels = skeleton.labels.clone();
     let mut affinity = Affinity::default();
     if placement.exclusive {
         labels.insert(EXCLUSIVE_LABEL.into(), "true".into());
@@ -230,9 +258,12 @@ pub fn pod(
             ..Default::default()
         });
     }
-    Pod {
+    let tweaks = part.tweaks;
+    let mut volumes = skeleton.volumes;
+    volumes.extend(part.volumes);
+    let pod = Pod {
         metadata: ObjectMeta {
-            name: Some(pod_name(&name, attempt)),
+            name: Some(skeleton.pod_name.clone()),
             namespace: trial.metadata.namespace.clone(),
             labels: Some(labels),
             owner_references: trial.controller_owner_ref(&()).map(|o| vec![o]),
@@ -242,8 +273,13 @@ pub fn pod(
             // A trial is one run: a crash or an OOM kill is its result, not a reason to
             // restart and measure something else.
             restart_policy: Some("Never".into()),
-            // The process exporter reads the validator's /proc entries.
-            share_process_namespace: Some(true),
+            share_process_namespace: tweaks.share_process_namespace.then_some(true),
+            host_network: tweaks.host_network.then_some(true),
+            // With the node's network, cluster names still resolve through cluster DNS.
+            dns_policy: tweaks
+                .host_network
+                .then(|| "ClusterFirstWithHostNet".to_string()),
+            runtime_class_name: tweaks.runtime_class_name,
             enable_service_links: Some(false),
             // Time for a clean shutdown that flushes the ledger.
             termination_grace_period_seconds: Some(120),
@@ -251,11 +287,29 @@ pub fn pod(
                 .then(|| placement.node_selector.clone()),
             tolerations: (!placement.tolerations.is_empty()).then(|| placement.tolerations.clone()),
             affinity: (affinity != Affinity::default()).then_some(affinity),
-            init_containers: (!init_containers.is_empty()).then_some(init_containers),
-            containers,
+            init_containers: (!part.init_containers.is_empty()).then_some(part.init_containers),
+            containers: part.containers,
             volumes: (!volumes.is_empty()).then_some(volumes),
             ..Default::default()
         }),
         status: None,
+    };
+    Rendered {
+        pod,
+        config_maps: part.config_maps,
+    }
+}
+
+/// A ConfigMap of an attempt holding files, named after the pod.
+pub fn config_map(
+    trial: &ValidatorTrial,
+    skeleton: &Skeleton,
+    suffix: &str,
+    files: BTreeMap<String, String>,
+) -> ConfigMap {
+    ConfigMap {
+        metadata: skeleton.meta(trial, format!("{}-{suffix}", skeleton.pod_name)),
+        data: Some(files),
+        ..Default::default()
     }
 }

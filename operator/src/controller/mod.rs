@@ -1,55 +1,75 @@
-//! The reconcilers. Each follows the same pipeline: fetch what exists, decide (pure),
-//! apply children with server-side apply, write status. Every deadline lives in status
-//! as a timestamp, so a restarted operator resumes exactly where the last one stopped.
+//! The reconcilers. Each follows the same pipeline: observe what exists, decide (pure),
+//! act (server-side apply of children, deletes, events), write status. Every deadline
+//! lives in status as a timestamp, so a restarted operator resumes exactly where the
+//! last one stopped.
 
 pub mod experiment;
 pub mod leader;
+pub mod pod_monitor;
 pub mod status;
 pub mod trial;
 
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
-use kube::runtime::controller::Controller;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
-use kube::{Client, Resource};
+use kube::{Client, Resource, ResourceExt};
 use tracing::{info, warn};
 
 use crate::api::{ValidatorExperiment, ValidatorTrial, labels};
-use crate::clients::RenderError;
-use crate::metrics::prometheus::PromError;
-use crate::telemetry::OperatorMetrics;
+use crate::operator_metrics::OperatorMetrics;
+use crate::results::prometheus::Prometheus;
 
-/// The field manager of everything valtune applies.
-pub const MANAGER: &str = "valtune";
-
+/// A reconcile that could not finish; each names the step and the object.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error(transparent)]
-    Kube(#[from] kube::Error),
-    #[error(transparent)]
-    Prometheus(#[from] PromError),
-    #[error(transparent)]
-    Render(#[from] RenderError),
+    #[error("{step}: {source}")]
+    Kube {
+        step: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("{0}")]
     Invalid(String),
 }
 
 impl Error {
+    pub fn kube(step: impl Into<String>, source: kube::Error) -> Self {
+        Error::Kube {
+            step: step.into(),
+            source,
+        }
+    }
+
     /// A short label for the errors-by-kind metric.
     pub fn kind(&self) -> &'static str {
         match self {
-            Error::Kube(kube::Error::Api(_)) => "api",
-            Error::Kube(_) => "kube",
-            Error::Prometheus(_) => "prometheus",
-            Error::Render(_) => "render",
+            Error::Kube {
+                source: kube::Error::Api(e),
+                ..
+            } if e.code == 403 => "forbidden",
+            Error::Kube {
+                source: kube::Error::Api(_),
+                ..
+            } => "api",
+            Error::Kube { .. } => "kube",
             Error::Invalid(_) => "invalid",
         }
+    }
+}
+
+/// An API error that retrying cannot fix: the object itself is refused.
+pub fn is_permanent(e: &kube::Error) -> Option<&str> {
+    match e {
+        kube::Error::Api(s) if matches!(s.code, 400 | 413 | 422) => Some(&s.message),
+        _ => None,
     }
 }
 
@@ -59,10 +79,73 @@ pub struct Context {
     pub client: Client,
     /// Prometheus to read results from, unless an experiment names its own.
     pub prometheus_url: Option<String>,
+    /// One HTTP client (and its connection pool) for every Prometheus query.
+    pub http: reqwest::Client,
     pub recorder: Recorder,
     /// Whether prometheus-operator's PodMonitor kind is served (checked at start).
     pub pod_monitors: bool,
+    /// What was last applied of each PodMonitor (namespace/name -> hash), so it is
+    /// applied when it would change, not on every experiment reconcile.
+    pub applied_monitors: Mutex<HashMap<String, u64>>,
+    /// Warnings already published (deduplicated notes), so a condition that persists
+    /// is reported once, not on every pass.
+    pub reported: Mutex<HashSet<String>>,
+    /// Consecutive failed reconciles per object, for backoff.
+    pub failures: Mutex<HashMap<String, u32>>,
     pub metrics: Arc<OperatorMetrics>,
+}
+
+impl Context {
+    /// The Prometheus a trial reads from, if any.
+    pub fn prometheus(&self, url: Option<&str>) -> Option<Prometheus> {
+        url.or(self.prometheus_url.as_deref()).map(|u| {
+            Prometheus::with_client(self.http.clone(), u, self.metrics.prometheus_queries())
+        })
+    }
+
+    /// Publishes an event on `obj`; with `once`, only the first time this process sees
+    /// that (object, reason, text).
+    pub async fn publish<K>(&self, obj: &K, warning: bool, reason: &str, text: &str, once: bool)
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        if once {
+            let key = format!(
+                "{}/{reason}/{text}",
+                obj.meta().uid.clone().unwrap_or_default()
+            );
+            if !self.reported.lock().expect("lock").insert(key) {
+                return;
+            }
+        }
+        let event = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.into(),
+            note: Some(text.chars().take(1000).collect()),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &obj.object_ref(&())).await {
+            warn!(error = %e, "publishing an event");
+        }
+    }
+
+    /// The requeue after a failed reconcile: doubling from 5 s to 5 min per object, so a
+    /// persistent failure neither spins nor goes quiet (each is logged and counted).
+    pub fn backoff(&self, key: &str) -> Duration {
+        let mut f = self.failures.lock().expect("lock");
+        let n = f.entry(key.to_string()).or_insert(0);
+        *n = (*n + 1).min(7);
+        Duration::from_secs(5 << (*n - 1)).min(Duration::from_secs(300))
+    }
+
+    pub fn succeeded(&self, key: &str) {
+        self.failures.lock().expect("lock").remove(key);
+    }
 }
 
 /// Now, in whole seconds: the precision Kubernetes keeps in timestamps, so that what is
@@ -90,6 +173,20 @@ where
     }
 }
 
+/// The common error policy: log, count, back off.
+fn on_error<K: Resource<DynamicType = ()>>(
+    controller: &'static str,
+    obj: &K,
+    err: &Error,
+    ctx: &Context,
+) -> Action {
+    ctx.metrics.reconcile_error(controller, err.kind());
+    let key = obj.meta().uid.clone().unwrap_or_default();
+    let wait = ctx.backoff(&key);
+    warn!(%controller, name = %obj.meta().name.clone().unwrap_or_default(), error = %err, retry_in = ?wait, "reconcile failed");
+    Action::requeue(wait)
+}
+
 /// Runs both controllers until `shutdown` resolves; in-flight reconciles finish first.
 pub async fn run(
     client: Client,
@@ -97,7 +194,7 @@ pub async fn run(
     metrics: Arc<OperatorMetrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> anyhow::Result<()> {
-    let pod_monitors = crate::monitoring::pod_monitor_served(&client).await;
+    let pod_monitors = pod_monitor::served(&client).await;
     if !pod_monitors {
         warn!(
             "the PodMonitor kind (prometheus-operator) is not served: trials will not be scraped unless Prometheus finds them otherwise"
@@ -106,6 +203,7 @@ pub async fn run(
     let ctx = Arc::new(Context {
         client: client.clone(),
         prometheus_url: opts.prometheus_url.clone(),
+        http: crate::results::prometheus::http_client(),
         recorder: Recorder::new(
             client.clone(),
             Reporter {
@@ -114,6 +212,9 @@ pub async fn run(
             },
         ),
         pod_monitors,
+        applied_monitors: Mutex::default(),
+        reported: Mutex::default(),
+        failures: Mutex::default(),
         metrics,
     });
     let managed =
@@ -132,7 +233,11 @@ pub async fn run(
         watcher::Config::default(),
     )
     .graceful_shutdown_on(stop(rx.clone()))
-    .run(experiment::reconcile, experiment::error_policy, ctx.clone())
+    .run(
+        experiment::reconcile,
+        |vx, err, ctx| on_error("experiment", vx.as_ref(), err, &ctx),
+        ctx.clone(),
+    )
     .for_each(|r| async move {
         if let Err(e) = r {
             tracing::debug!(error = %e, "experiment reconcile");
@@ -145,13 +250,13 @@ pub async fn run(
     );
     ctx.metrics.watch_trials(trial_controller.store());
     let trials = trial_controller
-        .owns(api::<Pod>(&client, &opts.namespace), managed.clone())
-        .owns(
-            api::<PersistentVolumeClaim>(&client, &opts.namespace),
-            managed,
-        )
+        .owns(api::<Pod>(&client, &opts.namespace), managed)
         .graceful_shutdown_on(stop(rx.clone()))
-        .run(trial::reconcile, trial::error_policy, ctx.clone())
+        .run(
+            trial::reconcile,
+            |t, err, ctx| on_error("trial", t.as_ref(), err, &ctx),
+            ctx.clone(),
+        )
         .for_each(|r| async move {
             if let Err(e) = r {
                 tracing::debug!(error = %e, "trial reconcile");
@@ -170,4 +275,9 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// The name of an object for messages: namespace/name.
+pub fn name_of<K: ResourceExt>(obj: &K) -> String {
+    format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
 }

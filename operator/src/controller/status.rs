@@ -9,7 +9,7 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{MANAGER, Result};
+use crate::api::FIELD_MANAGER;
 
 /// A condition; keeps the previous transition time while the status does not change.
 pub fn condition(
@@ -38,7 +38,7 @@ pub fn condition(
 }
 
 /// Writes the whole status with server-side apply.
-pub async fn apply_status<K, S>(api: &Api<K>, obj: &K, status: &S) -> Result<()>
+pub async fn apply_status<K, S>(api: &Api<K>, obj: &K, status: &S) -> kube::Result<()>
 where
     K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + std::fmt::Debug,
     K::DynamicType: Default,
@@ -51,7 +51,7 @@ where
     });
     api.patch_status(
         &obj.name_any(),
-        &PatchParams::apply(MANAGER).force(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
         &Patch::Apply(&patch),
     )
     .await?;

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use valtune::clients::agave;
-use valtune::metrics::analysis::{Series, Window, collect, selector};
-use valtune::metrics::prometheus::Prometheus;
+use valtune::results::analysis::{Window, collect, selector};
+use valtune::results::prometheus::Prometheus;
 
 use crate::common::wait_for;
 
@@ -33,8 +33,9 @@ fn tools() -> PathBuf {
     ))
 }
 
-/// Per-interval TPS of the known series: 10 idle intervals, 25 at 4,000, one burst at
-/// 60,000, then 4 at 5,000 (40 intervals of 15 s: a 10-minute window).
+/// Per-interval TPS of the known series: 10 idle intervals (5 with datapoints of no
+/// transactions, 5 without datapoints), 25 at 4,000, one burst at 60,000, then 4 at 5,000
+/// (40 intervals of 15 s: a 10-minute window).
 fn tps_pattern() -> Vec<f64> {
     let mut v = vec![0.0; 10];
     v.extend(std::iter::repeat_n(4000.0, 25));
@@ -55,25 +56,47 @@ async fn prometheus_with_known_series() -> (Server, String, i64) {
     let sel = "namespace=\"ns\",pod=\"p-1\"";
     let g = "groupname=\"agave-validator\"";
     let mut om = String::new();
-    om.push_str("# TYPE solana_node_transactions_total gauge\n");
-    let mut count = 1_000_000.0;
-    let mut times = vec![start];
-    writeln!(
-        om,
-        "solana_node_transactions_total{{{sel}}} {count} {start}"
-    )
-    .unwrap();
+    let times: Vec<i64> = (0..=tps_pattern().len() as i64)
+        .map(|i| start + STEP * i)
+        .collect();
+    // Agave's replayed-slot datapoints, as vmagent remote-writes them: five per interval,
+    // each with its own timestamp, summing to the interval's transactions.
+    om.push_str("# TYPE replay_slot_stats_total_transactions gauge\n");
     for (i, tps) in tps_pattern().iter().enumerate() {
-        count += tps * STEP as f64;
-        let t = start + STEP * (i as i64 + 1);
-        times.push(t);
-        writeln!(om, "solana_node_transactions_total{{{sel}}} {count} {t}").unwrap();
+        if (5..10).contains(&i) {
+            continue; // no slot replayed at all
+        }
+        let end = start + STEP * (i as i64 + 1);
+        for k in 0..5 {
+            let t = end - 14 + 3 * k;
+            let txs = tps * STEP as f64 / 5.0;
+            writeln!(
+                om,
+                "replay_slot_stats_total_transactions{{{sel},db=\"agave\",host_id=\"x\"}} {txs} {t}"
+            )
+            .unwrap();
+        }
+    }
+    // Prometheus scraped the pod every interval.
+    om.push_str("# TYPE up gauge\n");
+    for t in &times {
+        writeln!(om, "up{{{sel},job=\"ns/agave\"}} 1 {t}").unwrap();
     }
     om.push_str("# TYPE solana_node_num_slots_behind gauge\n");
     for (i, t) in times.iter().enumerate() {
-        // Lag falls from 400 to 0 over the first 20 samples, then stays 0.
-        let lag = (400 - 20 * i as i64).max(0);
+        // Lag falls from 400 to 0 over the first 20 samples, then stays 0; at the first
+        // sample the node is still starting (unhealthy, no distance: unknown).
+        let lag = if i == 0 {
+            0
+        } else {
+            (400 - 20 * i as i64).max(0)
+        };
         writeln!(om, "solana_node_num_slots_behind{{{sel}}} {lag} {t}").unwrap();
+    }
+    om.push_str("# TYPE solana_node_is_healthy gauge\n");
+    for (i, t) in times.iter().enumerate() {
+        let healthy = i > 0 && 400 - 20 * i as i64 <= 0;
+        writeln!(om, "solana_node_is_healthy{{{sel}}} {} {t}", healthy as i32).unwrap();
     }
     om.push_str("# TYPE namedprocess_namegroup_memory_bytes gauge\n");
     for (i, t) in times.iter().enumerate() {
@@ -159,8 +182,7 @@ async fn the_papers_definitions_give_the_expected_figures() {
     let (_server, url, end) = prometheus_with_known_series().await;
     let prom = Prometheus::new(&url);
     let step = Duration::from_secs(STEP as u64);
-    let series =
-        Series::from_profile(&agave::profile().queries, &selector("ns", "p-1"), step).unwrap();
+    let profile = agave::profile();
     let window = Window {
         start: Timestamp::from_second(end - 600).unwrap(),
         end: Timestamp::from_second(end).unwrap(),
@@ -170,7 +192,7 @@ async fn the_papers_definitions_give_the_expected_figures() {
         "the backfilled blocks to be queryable",
         Duration::from_secs(30),
         || async {
-            match collect(&prom, &series, &window, 100).await {
+            match collect(&prom, &profile, &selector("ns", "p-1"), &window, 100.0).await {
                 Ok(Some(r)) => Ok(r),
                 other => Err(format!("{other:?}")),
             }
@@ -182,7 +204,7 @@ async fn the_papers_definitions_give_the_expected_figures() {
     // that, so it leaves the average: (100000 + 20000) / 39 = 3076.92.
     assert_eq!(r.avg_tps, Some(3076.92));
     assert_eq!(r.max_tps, Some(60000.0));
-    // Ten idle intervals of 15 s.
+    // Ten idle intervals of 15 s: with datapoints of no transactions, or none at all.
     assert_eq!(r.zero_tps_seconds, Some(150.0));
     // RSS peaks at the last sample, 100 + 10*40 = 500 GiB; VSZ at 1000 GiB.
     assert_eq!(r.max_rss_gib, Some(500.0));
@@ -192,8 +214,8 @@ async fn the_papers_definitions_give_the_expected_figures() {
     assert_eq!(r.major_faults_per_second, Some(3.0));
     assert_eq!(r.minor_faults_per_second, Some(30.0));
     // Lag 380 at the window's first sample, 0 from the 20th on.
-    assert_eq!(r.max_slot_lag, Some(380.0));
-    assert_eq!(r.final_slot_lag, Some(0.0));
+    assert_eq!(r.max_lag, Some(380.0));
+    assert_eq!(r.final_lag, Some(0.0));
     assert_eq!(r.kept_up, Some(true));
     assert_eq!(r.measured_seconds, Some(600.0));
 }

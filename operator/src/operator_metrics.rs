@@ -38,6 +38,7 @@ pub struct OperatorMetrics {
     durations: Family<ControllerLabel, Histogram>,
     transitions: Family<PhaseLabel, Counter>,
     trials: Family<PhaseLabel, Gauge>,
+    prometheus_queries: Counter,
     trial_store: RwLock<Option<Store<ValidatorTrial>>>,
 }
 
@@ -92,6 +93,12 @@ impl OperatorMetrics {
             transitions.clone(),
         );
         registry.register("trials", "Trials by phase", trials.clone());
+        let prometheus_queries = Counter::default();
+        registry.register(
+            "prometheus_queries",
+            "Queries sent to Prometheus (results, warm-up, abort rules)",
+            prometheus_queries.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             reconciles,
@@ -99,6 +106,7 @@ impl OperatorMetrics {
             durations,
             transitions,
             trials,
+            prometheus_queries,
             trial_store: RwLock::new(None),
         }
     }
@@ -123,6 +131,11 @@ impl OperatorMetrics {
                 kind: kind.into(),
             })
             .inc();
+    }
+
+    /// The counter every Prometheus client of the operator increments.
+    pub fn prometheus_queries(&self) -> Counter {
+        self.prometheus_queries.clone()
     }
 
     pub fn trial_transition(&self, phase: &str) {

@@ -13,6 +13,8 @@
 //! Everything is deterministic for a seed (the pod's name): the noise of each stretch of
 //! time comes from a hash of the seed and the stretch's index.
 
+use super::super::{normal, uniform};
+
 /// One anchor of the calibration table.
 #[derive(Debug, Clone, Copy)]
 struct Anchor {
@@ -135,34 +137,6 @@ fn interpolate(gib: f64) -> Anchor {
     }
 }
 
-/// splitmix64: a small, good, deterministic mixer.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// A uniform number in [0, 1) for (seed, stream, index).
-fn uniform(seed: u64, stream: u64, index: u64) -> f64 {
-    let v = mix(seed ^ mix(stream.wrapping_mul(0x1000_0000_01b3) ^ index));
-    (v >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// A standard normal number for (seed, stream, index) (Box-Muller).
-fn normal(seed: u64, stream: u64, index: u64) -> f64 {
-    let u1 = uniform(seed, stream, 2 * index).max(1e-12);
-    let u2 = uniform(seed, stream, 2 * index + 1);
-    (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-}
-
-/// A seed from a name (FNV-1a), so a pod's run is reproducible.
-pub fn seed(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-    })
-}
-
 #[derive(Debug, Clone)]
 pub struct AgaveModel {
     seed: u64,
@@ -194,6 +168,12 @@ impl AgaveModel {
 
     pub fn catch_up_seconds(&self) -> f64 {
         self.a.catch_up_h * 3600.0
+    }
+
+    /// When the RPC service starts: after the snapshot is downloaded and loaded, a
+    /// quarter of the catch-up, at most half an hour.
+    pub fn rpc_start_seconds(&self) -> f64 {
+        (0.25 * self.catch_up_seconds()).min(1800.0)
     }
 
     /// When the anonymous working set outgrows the limit: the OOM kill, if any.
@@ -353,6 +333,7 @@ impl AgaveModel {
 
 #[cfg(test)]
 mod tests {
+    use super::super::super::seed;
     use super::*;
 
     const GI: u128 = 1 << 30;

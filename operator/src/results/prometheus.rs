@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
+use prometheus_client::metrics::counter::Counter;
 use serde::Deserialize;
 
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +28,18 @@ pub enum PromError {
 pub struct Prometheus {
     http: reqwest::Client,
     base: String,
+    /// Counts the queries sent (the operator's own metrics).
+    queries: Counter,
+}
+
+/// The HTTP client Prometheus queries share (one connection pool per process).
+pub fn http_client() -> reqwest::Client {
+    // rustls needs a process-wide provider; ring is the one the workspace builds.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("an HTTP client")
 }
 
 /// One sample of an instant vector (or a scalar, with no labels).
@@ -73,16 +86,16 @@ fn parse_value(s: &str) -> f64 {
 }
 
 impl Prometheus {
+    /// A client of its own (for one-off use: `valtune analyze`, tests).
     pub fn new(base: &str) -> Self {
-        // rustls needs a process-wide provider; ring is the one the workspace builds.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .build()
-            .expect("an HTTP client");
+        Self::with_client(http_client(), base, Counter::default())
+    }
+
+    pub fn with_client(http: reqwest::Client, base: &str, queries: Counter) -> Self {
         Self {
             http,
             base: base.trim_end_matches('/').to_string(),
+            queries,
         }
     }
 
@@ -96,6 +109,7 @@ impl Prometheus {
         query: &str,
         time: Option<Timestamp>,
     ) -> Result<Vec<Sample>, PromError> {
+        self.queries.inc();
         let url = format!("{}/api/v1/query", self.base);
         let mut form = vec![("query", query.to_string())];
         if let Some(t) = time {

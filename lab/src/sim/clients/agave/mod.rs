@@ -1,0 +1,405 @@
+//! agave-validator as the lab plays it: recognised by its command, started with the args
+//! and env of its container, exiting as the real one does on a flag its version lacks or
+//! a bad setting, and then serving JSON-RPC on its RPC port, pushing InfluxDB datapoints
+//! to `SOLANA_METRICS_CONFIG`, and showing its /proc entries, from the [`model`] of its
+//! memory behaviour. Facts are from anza-xyz/agave at the versions cited (the notes of
+//! docs/lab.md list them).
+
+pub mod model;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use serde_json::{Value, json};
+
+use super::{
+    Datapoint, Env, Exit, MetricsSink, ProcFigures, Process, Rpc, SimClient, Started, flag_values,
+    seed,
+};
+use crate::sim::clock::Clock;
+use crate::sim::pod_view::PodView;
+use model::{AgaveModel, HEALTH_SLOT_DISTANCE};
+
+pub struct AgaveSim;
+
+const PROCESS: &str = "agave-validator";
+
+/// (major, minor, patch) of a version, comparable.
+type V = (u32, u32, u32);
+
+/// Flags whose presence depends on the version: (flag, since, before).
+/// validator/src/cli/thread_args.rs, validator/src/commands/run/args.rs, CHANGELOG.md.
+const VERSIONED_FLAGS: &[(&str, Option<V>, Option<V>)] = &[
+    // First in 3.0.0 (BlockProductionNumWorkersArg).
+    ("--block-production-num-workers", Some((3, 0, 0)), None),
+    // First in 2.2.0 (RayonGlobalThreadsArg).
+    ("--rayon-global-threads", Some((2, 2, 0)), None),
+    // First in 2.1.9.
+    ("--rpc-blocking-threads", Some((2, 1, 9)), None),
+    // Removed in 4.0.0 (agave PR #10753).
+    ("--cuda", None, Some((4, 0, 0))),
+];
+
+/// `MINIMUM_VALIDATOR_PORT_RANGE_WIDTH` of net-utils: 14 in 2.0, 16 in 2.1, 17 in 2.2
+/// and 2.3, 25 from 3.0.
+fn min_port_range_width(v: V) -> u16 {
+    match v {
+        (0..=1, _, _) | (2, 0, _) => 14,
+        (2, 1, _) => 16,
+        (2, _, _) => 17,
+        _ => 25,
+    }
+}
+
+/// Methods JSON-RPC serves without `--full-rpc-api` (rpc/src/rpc.rs `rpc_minimal`).
+const MINIMAL_RPC: &[&str] = &[
+    "getBalance",
+    "getEpochInfo",
+    "getGenesisHash",
+    "getHealth",
+    "getIdentity",
+    "getSlot",
+    "getBlockHeight",
+    "getHighestSnapshotSlot",
+    "getTransactionCount",
+    "getVersion",
+    "getVoteAccounts",
+    "getLeaderSchedule",
+];
+
+/// Some methods of the full API (`rpc_full`, `rpc_bank`, ...) the lab answers.
+const FULL_RPC: &[&str] = &[
+    "minimumLedgerSlot",
+    "getFirstAvailableBlock",
+    "getBlockProduction",
+];
+
+fn version_of(image: &str) -> V {
+    // The image tag's X.Y.Z; an untagged image is taken to be the newest release.
+    image
+        .match_indices(':')
+        .find_map(|(i, _)| {
+            let tag = image[i + 1..].trim_start_matches('v');
+            let mut it = tag.splitn(3, '.');
+            let major = it.next()?.parse().ok()?;
+            let minor = it.next()?.parse().ok()?;
+            let rest = it.next()?;
+            let end = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            Some((major, minor, rest[..end].parse().ok()?))
+        })
+        .unwrap_or((4, 0, 3))
+}
+
+fn clap_unknown(flag: &str) -> String {
+    // clap 2.33 (every version), exit code 1.
+    format!(
+        "error: Found argument '{flag}' which wasn't expected, or isn't valid in this context\n\nUSAGE:\n    agave-validator [FLAGS] [OPTIONS] --ledger <DIR>\n\nFor more information try --help"
+    )
+}
+
+fn exit_now(message: String) -> Started {
+    Started::Exited(Exit {
+        at: 0.0,
+        reason: "Error",
+        code: 1,
+        message,
+    })
+}
+
+/// Reads `SOLANA_METRICS_CONFIG` as metrics/src/metrics.rs does: `host=..,db=..,u=..,p=..`,
+/// all four non-empty, or the validator does not start.
+fn metrics_sink(value: &str) -> Result<Option<MetricsSink>, String> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let (mut host, mut db, mut user, mut password) = (None, None, None, None);
+    for pair in value.split(',') {
+        let Some((k, v)) = pair.split_once('=') else {
+            return Err(format!("SOLANA_METRICS_CONFIG is invalid: '{pair}'"));
+        };
+        match k {
+            "host" => host = Some(v.to_string()),
+            "db" => db = Some(v.to_string()),
+            "u" => user = Some(v.to_string()),
+            "p" => password = Some(v.to_string()),
+            _ => return Err(format!("SOLANA_METRICS_CONFIG is invalid: '{pair}'")),
+        }
+    }
+    match (host, db, user, password) {
+        (Some(host), Some(db), Some(user), Some(password))
+            if !host.is_empty() && !db.is_empty() && !user.is_empty() && !password.is_empty() =>
+        {
+            Ok(Some(MetricsSink {
+                host,
+                db,
+                user,
+                password,
+            }))
+        }
+        _ => Err("SOLANA_METRICS_CONFIG is incomplete".into()),
+    }
+}
+
+impl SimClient for AgaveSim {
+    fn name(&self) -> &'static str {
+        "agave"
+    }
+
+    fn recognise<'a>(&self, pod: &'a Pod) -> Option<&'a Container> {
+        pod.spec.as_ref()?.containers.iter().find(|c| {
+            c.command
+                .iter()
+                .flatten()
+                .chain(c.args.iter().flatten())
+                .next()
+                .is_some_and(|a| a.rsplit('/').next() == Some(PROCESS))
+        })
+    }
+
+    fn start(&self, pod: &PodView, container: &Container, env: &Env, clock: &Clock) -> Started {
+        let line = pod.command_line(container);
+        let args = &line[1..];
+        let version = version_of(container.image.as_deref().unwrap_or(""));
+        for (flag, since, before) in VERSIONED_FLAGS {
+            let present = args
+                .iter()
+                .any(|a| a == flag || a.starts_with(&format!("{flag}=")));
+            let exists = since.is_none_or(|s| version >= s) && before.is_none_or(|b| version < b);
+            if present && !exists {
+                return exit_now(clap_unknown(flag));
+            }
+        }
+        if let Some(range) = flag_values(args, "--dynamic-port-range").first() {
+            let parsed = range
+                .split_once('-')
+                .and_then(|(a, b)| Some((a.parse::<u16>().ok()?, b.parse::<u16>().ok()?)))
+                .filter(|(a, b)| a < b);
+            let Some((lo, hi)) = parsed else {
+                return exit_now("error: Invalid value for '--dynamic-port-range <MIN_PORT-MAX_PORT>': Invalid port range".into());
+            };
+            let min = min_port_range_width(version);
+            if hi - lo < min {
+                return exit_now(format!(
+                    "Port range is too small.  Try --dynamic-port-range {lo}-{}",
+                    lo + min
+                ));
+            }
+        }
+        let sink = match metrics_sink(
+            env.get("SOLANA_METRICS_CONFIG")
+                .map(String::as_str)
+                .unwrap_or(""),
+        ) {
+            Ok(s) => s,
+            Err(e) => return exit_now(e),
+        };
+        let rpc_port = flag_values(args, "--rpc-port")
+            .first()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(8899);
+        let limit = PodView::memory_limit(container).unwrap_or(1 << 40);
+        let model = AgaveModel::new(seed(&pod.name), limit, clock.stretch_s());
+        let crash_after = env
+            .get("VALTUNE_LAB_CRASH_AFTER")
+            .and_then(|v| crate::state::parse_seconds(v));
+        Started::Running(Arc::new(Agave {
+            model,
+            rpc_port,
+            full_rpc: args.iter().any(|a| a == "--full-rpc-api"),
+            sink,
+            crash_after,
+            clock: clock.clone(),
+            version,
+        }))
+    }
+}
+
+/// A running agave-validator.
+pub struct Agave {
+    model: AgaveModel,
+    rpc_port: u16,
+    full_rpc: bool,
+    sink: Option<MetricsSink>,
+    crash_after: Option<f64>,
+    clock: Clock,
+    version: V,
+}
+
+impl Agave {
+    /// Counters a client reads through RPC or /proc grow `scale` times slower than the
+    /// simulated ones, so per-second rates read in simulated units (docs/lab.md).
+    fn lab_count(&self, simulated: f64) -> u64 {
+        (simulated / self.clock.scale).max(0.0) as u64
+    }
+}
+
+impl Process for Agave {
+    fn exit(&self) -> Option<Exit> {
+        let oom = self.model.oom_at().map(|at| Exit {
+            at,
+            reason: "OOMKilled",
+            code: 137,
+            message: String::new(),
+        });
+        let crash = self.crash_after.map(|at| Exit {
+            at,
+            reason: "Error",
+            code: 1,
+            message: "validator crashed (VALTUNE_LAB_CRASH_AFTER)".into(),
+        });
+        [oom, crash]
+            .into_iter()
+            .flatten()
+            .min_by(|a, b| a.at.total_cmp(&b.at))
+    }
+
+    fn rpc_port(&self) -> Option<u16> {
+        Some(self.rpc_port)
+    }
+
+    fn json_rpc(&self, t: f64, method: &str, _params: &Value) -> Option<Rpc> {
+        // The RPC service starts once the snapshot is downloaded and loaded.
+        if t < self.model.rpc_start_seconds() {
+            return None;
+        }
+        let slot = self.model.slot_height(t) as u64;
+        let served = MINIMAL_RPC.contains(&method) || (self.full_rpc && FULL_RPC.contains(&method));
+        if !served {
+            return Some(Rpc::Error {
+                code: -32601,
+                message: "Method not found".into(),
+                data: None,
+            });
+        }
+        Some(match method {
+            "getHealth" => {
+                let behind = self.model.slot_lag(t).round();
+                if behind <= HEALTH_SLOT_DISTANCE {
+                    Rpc::Result(json!("ok"))
+                } else {
+                    Rpc::Error {
+                        code: -32005,
+                        message: format!("Node is behind by {behind} slots"),
+                        data: Some(json!({"numSlotsBehind": behind as u64})),
+                    }
+                }
+            }
+            "getSlot" => Rpc::Result(json!(slot)),
+            "getBlockHeight" => Rpc::Result(json!((slot as f64 * 0.95) as u64)),
+            "getTransactionCount" => Rpc::Result(json!(self.lab_count(self.model.transactions(t)))),
+            "getEpochInfo" => Rpc::Result(json!({
+                "absoluteSlot": slot,
+                "blockHeight": (slot as f64 * 0.95) as u64,
+                "epoch": slot / 432_000,
+                "slotIndex": slot % 432_000,
+                "slotsInEpoch": 432_000,
+                "transactionCount": self.lab_count(self.model.transactions(t)),
+            })),
+            "getVersion" => Rpc::Result(json!({
+                "solana-core": format!("{}.{}.{}", self.version.0, self.version.1, self.version.2),
+                "feature-set": 3_294_202_862u64,
+            })),
+            "getIdentity" => {
+                Rpc::Result(json!({"identity": "Va1tune1ab1dentity11111111111111111111111111"}))
+            }
+            "getGenesisHash" => Rpc::Result(json!("5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d")),
+            "getVoteAccounts" => Rpc::Result(json!({"current": [], "delinquent": []})),
+            "getLeaderSchedule" => Rpc::Result(json!({})),
+            "getBalance" => Rpc::Result(json!({"context": {"slot": slot}, "value": 0})),
+            "getHighestSnapshotSlot" => Rpc::Result(json!({"full": slot.saturating_sub(25_000)})),
+            "minimumLedgerSlot" | "getFirstAvailableBlock" => {
+                Rpc::Result(json!(slot.saturating_sub(200_000)))
+            }
+            "getBlockProduction" => Rpc::Result(json!({
+                "context": {"slot": slot},
+                "value": {"byIdentity": {}, "range": {"firstSlot": slot, "lastSlot": slot}},
+            })),
+            _ => Rpc::Error {
+                code: -32601,
+                message: "Method not found".into(),
+                data: None,
+            },
+        })
+    }
+
+    fn metrics_sink(&self) -> Option<MetricsSink> {
+        self.sink.clone()
+    }
+
+    fn datapoints(&self, t0: f64, t1: f64) -> Vec<Datapoint> {
+        // Replay starts after the snapshot is loaded; before that nothing is replayed.
+        let step = self.clock.datapoint_s();
+        let first = (t0 / step).floor() as u64 + 1;
+        let last = (t1 / step).floor() as u64;
+        (first..=last)
+            .map(|i| i as f64 * step)
+            .filter(|at| *at >= self.model.rpc_start_seconds())
+            .map(|at| {
+                // Transactions replayed in (at - step, at], in lab units (see lab_count);
+                // rounded by differences of the running total so sums stay exact.
+                let txs = self.lab_count(self.model.transactions(at))
+                    - self.lab_count(self.model.transactions(at - step));
+                Datapoint {
+                    measurement: "replay-slot-stats",
+                    fields: vec![
+                        ("slot", self.model.slot_height(at) as i64),
+                        ("total_transactions", txs as i64),
+                    ],
+                    at,
+                }
+            })
+            .collect()
+    }
+
+    fn proc(&self, t: f64) -> ProcFigures {
+        let (major, minor) = self.model.faults(t);
+        ProcFigures {
+            comm: PROCESS.into(),
+            rss_bytes: self.model.rss_bytes(t) as u64,
+            vsz_bytes: self.model.vsz_bytes(t) as u64,
+            swap_bytes: 0,
+            minor_faults: self.lab_count(minor),
+            major_faults: self.lab_count(major),
+            read_bytes: 0,
+            write_bytes: 0,
+            threads: 600,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_metrics_config_needs_all_four_keys() {
+        assert_eq!(
+            metrics_sink("host=http://127.0.0.1:8429,db=agave,u=valtune,p=valtune")
+                .unwrap()
+                .unwrap()
+                .host,
+            "http://127.0.0.1:8429"
+        );
+        assert_eq!(metrics_sink(""), Ok(None));
+        assert_eq!(
+            metrics_sink("host=http://x,db=agave"),
+            Err("SOLANA_METRICS_CONFIG is incomplete".into())
+        );
+        assert!(
+            metrics_sink("host")
+                .unwrap_err()
+                .contains("is invalid: 'host'")
+        );
+    }
+
+    #[test]
+    fn versions_come_from_the_image_tag() {
+        assert_eq!(version_of("anzaxyz/agave:v2.0.5"), (2, 0, 5));
+        assert_eq!(version_of("registry:5000/agave:3.1.2"), (3, 1, 2));
+        assert_eq!(min_port_range_width((2, 0, 5)), 14);
+        assert_eq!(min_port_range_width((2, 3, 13)), 17);
+        assert_eq!(min_port_range_width((3, 1, 0)), 25);
+    }
+}

@@ -1,0 +1,122 @@
+//! The init steps of a played pod, run as the node would run them where the lab can: a
+//! `sh -c` script runs here, reading the node's simulated kernel settings (its /proc/sys
+//! is the lab's per-node directory, given as `SYSCTL_DIR`) and resource limits (`ulimit`
+//! answers the node's). A script that needs a program of its image the lab lacks (exit
+//! 127) counts as done; any other failure fails the step, with the end of its output as
+//! the termination message (`FallbackToLogsOnError`).
+
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::Container;
+
+use super::pod_view::PodView;
+use crate::topology::Prepared;
+
+/// A failed step: (container, exit code, message).
+pub type Failure = (String, i32, String);
+
+/// The shell script a container runs, if it runs one.
+fn script(line: &[String]) -> Option<&str> {
+    match line {
+        [sh, c, script, ..] if (sh == "sh" || sh.ends_with("/sh")) && c == "-c" => Some(script),
+        _ => None,
+    }
+}
+
+/// Runs the pod's init steps in order (native sidecars are not steps).
+pub async fn run(view: &PodView, sys: &Path, node: &Prepared) -> Result<(), Failure> {
+    let steps: Vec<&Container> = view
+        .pod
+        .spec
+        .iter()
+        .flat_map(|s| s.init_containers.iter().flatten())
+        .filter(|c| c.restart_policy.as_deref() != Some("Always"))
+        .collect();
+    for c in steps {
+        let line = view.command_line(c);
+        let Some(body) = script(&line) else {
+            continue;
+        };
+        let memlock = node
+            .memlock_kib
+            .map(|k| k.to_string())
+            .unwrap_or_else(|| "unlimited".into());
+        let shim = format!(
+            "ulimit() {{ case \"$*\" in *n*) echo {nofile};; *l*) echo {memlock};; *) echo unlimited;; esac; }}\n",
+            nofile = node.nofile
+        );
+        let mut cmd = tokio::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!("{shim}{body}"))
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .envs(view.env(c))
+            .env("SYSCTL_DIR", sys)
+            .current_dir(std::env::temp_dir())
+            .stdin(std::process::Stdio::null());
+        let out = match cmd.output().await {
+            Ok(o) => o,
+            Err(e) => return Err((c.name.clone(), 1, format!("running the step: {e}"))),
+        };
+        match out.status.code() {
+            Some(0) | Some(127) => {}
+            code => {
+                let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+                text.push_str(&String::from_utf8_lossy(&out.stderr));
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = lines[lines.len().saturating_sub(80)..].join("\n");
+                return Err((c.name.clone(), code.unwrap_or(1), tail));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn view(script: &str) -> PodView {
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"nodeName": "n1", "initContainers": [
+                {"name": "preflight", "image": "x", "command": ["sh", "-c"], "args": [script]},
+                {"name": "exporter", "image": "y", "restartPolicy": "Always"},
+            ], "containers": []},
+        }))
+        .unwrap();
+        PodView::new(
+            pod,
+            "127.0.0.1".parse().unwrap(),
+            BTreeMap::new(),
+            BTreeMap::new(),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_step_reads_the_nodes_settings_and_fails_with_its_words() {
+        let dir = std::env::temp_dir().join(format!("valtune-init-{}", std::process::id()));
+        let prepared = Prepared::default();
+        prepared.write_sysctls(&dir).unwrap();
+        let check = "m=$(cat $SYSCTL_DIR/vm/max_map_count); n=$(ulimit -Hn); [ $m -ge 1000000 ] && [ $n -ge 1000000 ] || { echo \"missing: max_map_count $m nofile $n\" >&2; exit 1; }";
+        assert_eq!(run(&view(check), &dir, &prepared).await, Ok(()));
+        let bare = Prepared {
+            max_map_count: 65530,
+            nofile: 1024,
+            ..Default::default()
+        };
+        bare.write_sysctls(&dir).unwrap();
+        assert_eq!(
+            run(&view(check), &dir, &bare).await,
+            Err((
+                "preflight".into(),
+                1,
+                "missing: max_map_count 65530 nofile 1024".into()
+            ))
+        );
+        // A program the image has and the lab does not: the step counts as done.
+        assert_eq!(run(&view("solana-keygen new"), &dir, &bare).await, Ok(()));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,375 @@
+//! A running pod as a kubelet sees it: its spec, its address, the env of each container
+//! (literal values, ConfigMap and Secret references, the downward API), the files of the
+//! ConfigMaps and Secrets mounted into it, and the `$(VAR)` references in its args. The
+//! lab's models read pods only through this: never valtune's own resources.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use anyhow::Context;
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret};
+use kube::api::Api;
+use kube::{Client, ResourceExt};
+
+#[derive(Debug, Clone)]
+pub struct PodView {
+    pub pod: Pod,
+    pub name: String,
+    pub namespace: String,
+    pub ip: IpAddr,
+    pub node: String,
+    /// The ports the pod's containers declare: what `localhost:PORT` reaches in the pod.
+    pub ports: BTreeSet<u16>,
+    config_maps: BTreeMap<String, BTreeMap<String, String>>,
+    secrets: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+fn containers(pod: &Pod) -> impl Iterator<Item = &Container> {
+    let spec = pod.spec.as_ref();
+    spec.into_iter().flat_map(|s| {
+        s.init_containers
+            .iter()
+            .flatten()
+            .chain(s.containers.iter())
+    })
+}
+
+impl PodView {
+    /// Reads what the pod references (its ConfigMaps and Secrets), as a kubelet would.
+    pub async fn load(client: &Client, pod: &Pod) -> anyhow::Result<PodView> {
+        let namespace = pod.namespace().unwrap_or_default();
+        let ip: IpAddr = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.as_ref())
+            .context("the pod has no IP yet")?
+            .parse()
+            .context("the pod's IP")?;
+        let mut cm_names = BTreeSet::new();
+        let mut secret_names = BTreeSet::new();
+        for c in containers(pod) {
+            for e in c.env.iter().flatten() {
+                if let Some(r) = e.value_from.as_ref() {
+                    if let Some(k) = &r.config_map_key_ref {
+                        cm_names.insert(k.name.clone());
+                    }
+                    if let Some(k) = &r.secret_key_ref {
+                        secret_names.insert(k.name.clone());
+                    }
+                }
+            }
+            for f in c.env_from.iter().flatten() {
+                if let Some(r) = &f.config_map_ref {
+                    cm_names.insert(r.name.clone());
+                }
+                if let Some(r) = &f.secret_ref {
+                    secret_names.insert(r.name.clone());
+                }
+            }
+        }
+        for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+            if let Some(cm) = &v.config_map {
+                cm_names.insert(cm.name.clone());
+            }
+            if let Some(s) = v.secret.as_ref().and_then(|s| s.secret_name.clone()) {
+                secret_names.insert(s);
+            }
+        }
+        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+        let mut config_maps = BTreeMap::new();
+        for name in cm_names {
+            if let Some(cm) = cms.get_opt(&name).await? {
+                config_maps.insert(name, cm.data.unwrap_or_default());
+            }
+        }
+        let secrets_api: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+        let mut secrets = BTreeMap::new();
+        for name in secret_names {
+            if let Some(s) = secrets_api.get_opt(&name).await? {
+                let mut data: BTreeMap<String, String> = s
+                    .data
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
+                    .collect();
+                data.extend(s.string_data.unwrap_or_default());
+                secrets.insert(name, data);
+            }
+        }
+        Ok(PodView::new(pod.clone(), ip, config_maps, secrets))
+    }
+
+    pub fn new(
+        pod: Pod,
+        ip: IpAddr,
+        config_maps: BTreeMap<String, BTreeMap<String, String>>,
+        secrets: BTreeMap<String, BTreeMap<String, String>>,
+    ) -> PodView {
+        let ports = containers(&pod)
+            .flat_map(|c| c.ports.iter().flatten())
+            .map(|p| p.container_port as u16)
+            .collect();
+        PodView {
+            name: pod.name_any(),
+            namespace: pod.namespace().unwrap_or_default(),
+            node: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default(),
+            pod,
+            ip,
+            ports,
+            config_maps,
+            secrets,
+        }
+    }
+
+    /// A container's environment, resolved.
+    pub fn env(&self, c: &Container) -> BTreeMap<String, String> {
+        let mut env = BTreeMap::new();
+        for f in c.env_from.iter().flatten() {
+            let prefix = f.prefix.clone().unwrap_or_default();
+            let data = f
+                .config_map_ref
+                .as_ref()
+                .and_then(|r| self.config_maps.get(&r.name))
+                .or_else(|| {
+                    f.secret_ref
+                        .as_ref()
+                        .and_then(|r| self.secrets.get(&r.name))
+                });
+            for (k, v) in data.into_iter().flatten() {
+                env.insert(format!("{prefix}{k}"), v.clone());
+            }
+        }
+        for e in c.env.iter().flatten() {
+            let value = match (&e.value, &e.value_from) {
+                (Some(v), _) => Some(expand(v, &env)),
+                (None, Some(from)) => {
+                    if let Some(k) = &from.config_map_key_ref {
+                        self.config_maps
+                            .get(&k.name)
+                            .and_then(|d| d.get(&k.key))
+                            .cloned()
+                    } else if let Some(k) = &from.secret_key_ref {
+                        self.secrets
+                            .get(&k.name)
+                            .and_then(|d| d.get(&k.key))
+                            .cloned()
+                    } else if let Some(f) = &from.field_ref {
+                        self.field(&f.field_path)
+                    } else {
+                        None
+                    }
+                }
+                (None, None) => Some(String::new()),
+            };
+            if let Some(v) = value {
+                env.insert(e.name.clone(), v);
+            }
+        }
+        env
+    }
+
+    /// The downward API fields a kubelet fills in.
+    fn field(&self, path: &str) -> Option<String> {
+        match path {
+            "metadata.name" => Some(self.name.clone()),
+            "metadata.namespace" => Some(self.namespace.clone()),
+            "status.podIP" | "status.hostIP" => Some(self.ip.to_string()),
+            "spec.nodeName" => Some(self.node.clone()),
+            _ => None,
+        }
+    }
+
+    /// The command line a container runs: command then args, `$(VAR)` expanded.
+    pub fn command_line(&self, c: &Container) -> Vec<String> {
+        let env = self.env(c);
+        c.command
+            .iter()
+            .flatten()
+            .chain(c.args.iter().flatten())
+            .map(|a| expand(a, &env))
+            .collect()
+    }
+
+    /// The content of a file mounted into the container from a ConfigMap or Secret.
+    pub fn file(&self, c: &Container, path: &str) -> Option<String> {
+        let volumes = self.pod.spec.as_ref()?.volumes.as_ref()?;
+        for m in c.volume_mounts.iter().flatten() {
+            let rest = match &m.sub_path {
+                Some(sub) if path == m.mount_path => sub.as_str(),
+                Some(_) => continue,
+                None => match path.strip_prefix(&m.mount_path) {
+                    Some(r) => r.trim_start_matches('/'),
+                    None => continue,
+                },
+            };
+            let v = volumes.iter().find(|v| v.name == m.name)?;
+            let data = if let Some(cm) = &v.config_map {
+                self.config_maps.get(&cm.name)
+            } else if let Some(s) = v.secret.as_ref().and_then(|s| s.secret_name.as_ref()) {
+                self.secrets.get(s)
+            } else {
+                None
+            };
+            if let Some(content) = data.and_then(|d| d.get(rest)) {
+                return Some(content.clone());
+            }
+        }
+        None
+    }
+
+    /// A container's memory limit in bytes.
+    pub fn memory_limit(c: &Container) -> Option<u128> {
+        let q = c.resources.as_ref()?.limits.as_ref()?.get("memory")?;
+        parse_bytes(&q.0)
+    }
+
+    /// An address a program of the pod uses, as it is on this machine: the pod's own
+    /// listeners (`localhost:P`, `127.0.0.1:P`, `:P`, `0.0.0.0:P` for a port P of the pod)
+    /// are on the pod's IP; anything else is left as it is.
+    pub fn local_addr(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for port in &self.ports {
+            let to = format!("{}:{port}", self.ip);
+            for from in [
+                format!("localhost:{port}"),
+                format!("127.0.0.1:{port}"),
+                format!("0.0.0.0:{port}"),
+            ] {
+                out = out.replace(&from, &to);
+            }
+            // A listen address of just ":PORT" (every interface of the pod).
+            if out == format!(":{port}") || out.ends_with(&format!("=:{port}")) {
+                out = format!("{}{to}", &out[..out.len() - format!(":{port}").len()]);
+            }
+        }
+        out
+    }
+}
+
+/// `$(VAR)` references, as the kubelet expands them (`$$` escapes).
+fn expand(s: &str, env: &BTreeMap<String, String>) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(r) = after.strip_prefix('$') {
+            out.push('$');
+            rest = r;
+        } else if let Some(close) = after.strip_prefix('(').and_then(|r| r.find(')')) {
+            let name = &after[1..1 + close];
+            match env.get(name) {
+                Some(v) => out.push_str(v),
+                None => out.push_str(&rest[i..i + 3 + close]),
+            }
+            rest = &after[close + 2..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Bytes of a Kubernetes quantity (the forms memory limits are written in).
+pub fn parse_bytes(q: &str) -> Option<u128> {
+    let split = q
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(q.len());
+    let (num, suffix) = q.split_at(split);
+    let value: f64 = num.parse().ok()?;
+    let mult: f64 = match suffix {
+        "" => 1.0,
+        "Ki" => 1024f64,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        _ => return None,
+    };
+    Some((value * mult).round() as u128)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view() -> PodView {
+        let pod: Pod = serde_saphyr::from_str(
+            "metadata: {name: t-1, namespace: ns}\nspec:\n  nodeName: bm-01\n  volumes:\n  - {name: cfg, configMap: {name: t-1-config}}\n  containers:\n  - name: validator\n    image: x\n    args: ['--config', '/etc/fd/config.toml', '--rpc=$(RPC)', '$$(LITERAL)']\n    env:\n    - {name: RPC, value: '8899'}\n    - {name: POD, valueFrom: {fieldRef: {fieldPath: metadata.name}}}\n    - {name: KEY, valueFrom: {secretKeyRef: {name: jwt, key: secret}}}\n    ports: [{containerPort: 8899}]\n    volumeMounts: [{name: cfg, mountPath: /etc/fd}]\n  - name: exporter\n    image: y\n    ports: [{containerPort: 9256}]\n",
+        )
+        .unwrap();
+        PodView::new(
+            pod,
+            "127.9.9.200".parse().unwrap(),
+            BTreeMap::from([(
+                "t-1-config".to_string(),
+                BTreeMap::from([("config.toml".to_string(), "[layout]\n".to_string())]),
+            )]),
+            BTreeMap::from([(
+                "jwt".to_string(),
+                BTreeMap::from([("secret".to_string(), "0xabc".to_string())]),
+            )]),
+        )
+    }
+
+    #[test]
+    fn env_and_args_resolve_as_the_kubelet_resolves_them() {
+        let v = view();
+        let c = &v.pod.spec.as_ref().unwrap().containers[0];
+        let env = v.env(c);
+        assert_eq!(env["POD"], "t-1");
+        assert_eq!(env["KEY"], "0xabc");
+        assert_eq!(
+            v.command_line(c),
+            vec![
+                "--config",
+                "/etc/fd/config.toml",
+                "--rpc=8899",
+                "$(LITERAL)"
+            ]
+        );
+        assert_eq!(
+            v.file(c, "/etc/fd/config.toml").as_deref(),
+            Some("[layout]\n")
+        );
+        assert_eq!(v.file(c, "/etc/fd/other.toml"), None);
+    }
+
+    #[test]
+    fn the_pods_own_listeners_are_on_its_ip() {
+        let v = view();
+        assert_eq!(
+            v.local_addr("-rpc-url=http://127.0.0.1:8899"),
+            "-rpc-url=http://127.9.9.200:8899"
+        );
+        assert_eq!(
+            v.local_addr("-web.listen-address=:9256"),
+            "-web.listen-address=127.9.9.200:9256"
+        );
+        assert_eq!(v.local_addr(":9256"), "127.9.9.200:9256");
+        // Not a port of the pod: somewhere else, left alone.
+        assert_eq!(
+            v.local_addr("http://127.0.0.1:9090/api/v1/write"),
+            "http://127.0.0.1:9090/api/v1/write"
+        );
+    }
+
+    #[test]
+    fn memory_limits_parse() {
+        assert_eq!(parse_bytes("128Gi"), Some(128 << 30));
+        assert_eq!(parse_bytes("1.5Ti"), Some(1536 << 30));
+        assert_eq!(parse_bytes("512G"), Some(512_000_000_000));
+        assert_eq!(parse_bytes("lots"), None);
+    }
+}

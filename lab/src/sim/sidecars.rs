@@ -1,0 +1,300 @@
+//! The sidecar containers of a pod the lab plays, run as a kubelet runs them: the image
+//! names the program (the lab's image store maps it to a local binary), the container's
+//! command and args are its argv, its pod-local addresses are on the pod's IP, and its
+//! /proc is the pod's process-namespace directory. Programs that build here run for real
+//! (process-exporter, vmagent); solana-exporter, which does not, is played from its
+//! source at v3.0.2 ([`solana_exporter`]).
+//!
+//! A native sidecar (an init container with `restartPolicy: Always`) that exits is
+//! restarted with the kubelet's back-off; any other container that exits stays down, as
+//! under the pod's `restartPolicy: Never`.
+
+pub mod solana_exporter;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Container;
+use tracing::{info, warn};
+
+use super::pod_view::PodView;
+
+/// What runs in a sidecar container.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Program {
+    /// A local build of the image's program.
+    Real(Real),
+    /// asymmetric-research/solana-exporter, played (it does not build here).
+    SolanaExporter { tag: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Real {
+    ProcessExporter,
+    Vmagent,
+}
+
+impl Real {
+    fn binary(self) -> &'static str {
+        match self {
+            Real::ProcessExporter => "process-exporter",
+            Real::Vmagent => "vmagent",
+        }
+    }
+}
+
+/// The image's repository (no registry, no tag) and tag.
+fn repository(image: &str) -> (&str, &str) {
+    let (name, tag) = match image.rsplit_once(':') {
+        Some((n, t)) if !t.contains('/') => (n, t),
+        _ => (image, "latest"),
+    };
+    let name = name.split('@').next().unwrap_or(name);
+    // A registry host has a dot or a port: drop it.
+    let repo = match name.split_once('/') {
+        Some((host, rest)) if host.contains('.') || host.contains(':') => rest,
+        _ => name,
+    };
+    (repo, tag)
+}
+
+/// The program an image runs, if the lab has it.
+pub fn program_of(image: &str) -> Option<Program> {
+    let (repo, tag) = repository(image);
+    match repo {
+        "ncabatoff/process-exporter" => Some(Program::Real(Real::ProcessExporter)),
+        "victoriametrics/vmagent" => Some(Program::Real(Real::Vmagent)),
+        "asymmetric-research/solana-exporter" => Some(Program::SolanaExporter {
+            tag: tag.to_string(),
+        }),
+        _ => None,
+    }
+}
+
+/// The metric names process-exporter 0.8.7 serves for a group
+/// (collector/process_collector.go L13-148).
+pub const PROCESS_EXPORTER_NAMES: &[&str] = &[
+    "namedprocess_namegroup_num_procs",
+    "namedprocess_namegroup_cpu_seconds_total",
+    "namedprocess_namegroup_read_bytes_total",
+    "namedprocess_namegroup_write_bytes_total",
+    "namedprocess_namegroup_major_page_faults_total",
+    "namedprocess_namegroup_minor_page_faults_total",
+    "namedprocess_namegroup_context_switches_total",
+    "namedprocess_namegroup_memory_bytes",
+    "namedprocess_namegroup_open_filedesc",
+    "namedprocess_namegroup_worst_fd_ratio",
+    "namedprocess_namegroup_oldest_start_time_seconds",
+    "namedprocess_namegroup_num_threads",
+    "namedprocess_namegroup_states",
+];
+
+/// How vmagent names a line-protocol field with `-usePromCompatibleNaming`: measurement,
+/// `_`, field, with every character Prometheus does not allow in a name made `_`
+/// (lib/protoparser/influx, lib/promrelabel SanitizeMetricName at v1.110.0).
+pub fn vmagent_name(measurement: &str, field: &str) -> String {
+    format!("{measurement}_{field}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == ':' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// The metric names a sidecar program makes of a process's output, up to simulated time
+/// `t` (the contract between a client's metric profile and what the lab serves).
+pub fn metric_names(
+    program: &Program,
+    process: &dyn super::clients::Process,
+    t: f64,
+) -> Vec<String> {
+    match program {
+        Program::Real(Real::ProcessExporter) => PROCESS_EXPORTER_NAMES
+            .iter()
+            .map(|n| n.to_string())
+            .collect(),
+        Program::Real(Real::Vmagent) => process
+            .datapoints(0.0, t)
+            .iter()
+            .flat_map(|p| p.fields.iter().map(|(f, _)| vmagent_name(p.measurement, f)))
+            .collect(),
+        Program::SolanaExporter { .. } => solana_exporter::NAMES
+            .iter()
+            .map(|n| n.to_string())
+            .collect(),
+    }
+}
+
+/// Where a pod's programs keep their files.
+#[derive(Debug, Clone)]
+pub struct PodDirs {
+    /// The pod's process namespace, as /proc.
+    pub proc: PathBuf,
+    /// Scratch space per container (its working directory).
+    pub root: PathBuf,
+    pub logs: PathBuf,
+}
+
+/// The argv of a real program, with the pod's addresses and paths as they are here.
+fn argv(real: Real, view: &PodView, c: &Container, dirs: &PodDirs) -> Vec<String> {
+    let mut args: Vec<String> = view
+        .command_line(c)
+        .iter()
+        // The image's entrypoint is the program itself.
+        .skip_while(|a| a.rsplit('/').next() == Some(real.binary()))
+        .map(|a| view.local_addr(a))
+        .collect();
+    let mut set = |flag: &str, value: String| {
+        args.retain(|a| !a.starts_with(&format!("{flag}=")) && a != flag);
+        args.push(format!("{flag}={value}"));
+    };
+    let work = dirs.root.join(&c.name);
+    match real {
+        Real::ProcessExporter => {
+            set("-procfs", dirs.proc.display().to_string());
+        }
+        Real::Vmagent => {
+            set(
+                "-remoteWrite.tmpDataPath",
+                work.join("remotewrite-data").display().to_string(),
+            );
+        }
+    }
+    args
+}
+
+/// Runs a sidecar's program until the task is aborted (the pod stops).
+pub async fn run(
+    program: Program,
+    view: PodView,
+    container: Container,
+    restart_always: bool,
+    dirs: PodDirs,
+    tools: PathBuf,
+    scale: f64,
+) {
+    let name = format!("{}/{}:{}", view.namespace, view.name, container.name);
+    let mut failures = 0u32;
+    loop {
+        let started = std::time::Instant::now();
+        let code = match &program {
+            Program::Real(real) => run_real(*real, &view, &container, &dirs, &tools).await,
+            Program::SolanaExporter { tag } => {
+                solana_exporter::run(
+                    &view,
+                    &container,
+                    tag,
+                    &dirs.logs.join(log_name(&view, &container)),
+                )
+                .await
+            }
+        };
+        warn!(container = %name, ?code, "sidecar exited");
+        if !restart_always {
+            return;
+        }
+        // The kubelet's back-off: 10 s doubling to 5 min, reset after 10 min running, in
+        // the lab's simulated time like everything else about the pod.
+        if started.elapsed().as_secs_f64() * scale > 600.0 {
+            failures = 0;
+        }
+        let wait = Duration::from_secs(10 << failures.min(5))
+            .min(Duration::from_secs(300))
+            .div_f64(scale)
+            .max(Duration::from_millis(10));
+        failures += 1;
+        info!(container = %name, ?wait, "restarting the sidecar (restartPolicy Always)");
+        tokio::time::sleep(wait).await;
+    }
+}
+
+fn log_name(view: &PodView, c: &Container) -> String {
+    format!("{}_{}_{}.log", view.namespace, view.name, c.name)
+}
+
+/// Runs a local build of the program; its exit code.
+async fn run_real(
+    real: Real,
+    view: &PodView,
+    c: &Container,
+    dirs: &PodDirs,
+    tools: &Path,
+) -> Option<i32> {
+    let work = dirs.root.join(&c.name);
+    let _ = std::fs::create_dir_all(&work);
+    let log = match std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dirs.logs.join(log_name(view, c)))
+    {
+        Ok(f) => f,
+        Err(e) => {
+            warn!(error = %e, "opening a sidecar log");
+            return None;
+        }
+    };
+    let args = argv(real, view, c, dirs);
+    let mut cmd = tokio::process::Command::new(tools.join(real.binary()));
+    cmd.args(&args)
+        .current_dir(&work)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone().ok()?)
+        .stderr(log)
+        .kill_on_drop(true);
+    for (k, v) in view.env(c) {
+        cmd.env(k, v);
+    }
+    match cmd.spawn() {
+        Ok(mut child) => child.wait().await.ok().and_then(|s| s.code()),
+        Err(e) => {
+            warn!(binary = %real.binary(), error = %e, "starting a sidecar (is `make tools` done?)");
+            // Do not spin on a missing binary.
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vmagent_names_datapoints_as_prometheus_allows() {
+        assert_eq!(
+            vmagent_name("loaded-programs-cache-stats", "misses"),
+            "loaded_programs_cache_stats_misses"
+        );
+        assert_eq!(
+            vmagent_name("replay-slot-stats", "total_transactions"),
+            "replay_slot_stats_total_transactions"
+        );
+    }
+
+    #[test]
+    fn images_name_their_programs() {
+        assert_eq!(
+            program_of("ncabatoff/process-exporter:0.8.7"),
+            Some(Program::Real(Real::ProcessExporter))
+        );
+        assert_eq!(
+            program_of("docker.io/victoriametrics/vmagent:v1.110.0"),
+            Some(Program::Real(Real::Vmagent))
+        );
+        assert_eq!(
+            program_of("ghcr.io/asymmetric-research/solana-exporter:v3.0.2"),
+            Some(Program::SolanaExporter {
+                tag: "v3.0.2".into()
+            })
+        );
+        assert_eq!(program_of("anzaxyz/agave:v2.0.5"), None);
+        assert_eq!(
+            program_of("registry.local:5000/ncabatoff/process-exporter"),
+            Some(Program::Real(Real::ProcessExporter))
+        );
+    }
+}

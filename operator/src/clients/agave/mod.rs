@@ -1,0 +1,194 @@
+//! Agave (anza-xyz/agave): `agave-validator` on a bare-metal node, as it must run there:
+//! the node's network (its port check and gossip, turbine and repair need reachable
+//! ports), native sidecars that carry its metrics to Prometheus, a preflight check of
+//! the node, and flags by version ([`knobs`]). How results are read is in [`profile`];
+//! why each choice, with the upstream sources, in docs/clients.md.
+
+mod args;
+mod knobs;
+mod profile;
+mod render;
+
+use kube::core::Rule;
+
+pub use profile::profile;
+
+use super::knobs::KnobTable;
+use super::pod::Skeleton;
+use super::profile::MetricProfile;
+use super::{ClientPod, RenderError, ValidatorClient};
+use crate::api::settings::QueryKey;
+use crate::api::template::{AgaveSpec, ClientSpec, ValidatorTemplate};
+use crate::api::trial::ValidatorTrial;
+use crate::api::version::{Version, Versions, cel_known, cel_version};
+
+pub const VALIDATOR_CONTAINER: &str = "validator";
+pub const PROCESS_NAME: &str = "agave-validator";
+const LEDGER_DIR: &str = "/mnt/ledger";
+
+pub struct Agave;
+
+fn spec(t: &ValidatorTemplate) -> Result<&AgaveSpec, RenderError> {
+    t.client
+        .agave
+        .as_ref()
+        .ok_or_else(|| RenderError::Invalid("the template has no agave settings".into()))
+}
+
+/// net-utils `MINIMUM_VALIDATOR_PORT_RANGE_WIDTH` (end - start must be at least this):
+/// 14 in 2.0.25, 16 in 2.1.14, 17 in 2.2.x and 2.3.x, 25 from 3.0.0.
+const MIN_PORT_RANGE: [(Versions, i64); 4] = [
+    (Versions::before(Version::new(2, 1, 0)), 14),
+    (
+        Versions {
+            since: Some(Version::new(2, 1, 0)),
+            before: Some(Version::new(2, 2, 0)),
+        },
+        16,
+    ),
+    (
+        Versions {
+            since: Some(Version::new(2, 2, 0)),
+            before: Some(Version::new(3, 0, 0)),
+        },
+        17,
+    ),
+    (Versions::since(Version::new(3, 0, 0)), 25),
+];
+
+/// The widest of them.
+const WIDEST_MIN_PORT_RANGE: i64 = 25;
+
+/// CEL, on the experiment spec: the admission rules only Agave has.
+fn agave_rules() -> Vec<Rule> {
+    let a = "self.template.agave";
+    let lo = format!("int({a}.dynamicPortRange.split('-')[0])");
+    let hi = format!("int({a}.dynamicPortRange.split('-')[1])");
+    let version = cel_version(a);
+    let known = cel_known(&version);
+    let mut rules = vec![
+        Rule::new(format!("!has({a}) || (has(self.template.storage) && self.template.storage.exists(v, v.role == 'ledger'))"))
+            .message("Agave needs a ledger volume (--ledger): add {role: ledger, size: 2Ti} to template.storage")
+            .field_path(".template.storage"),
+        Rule::new(format!("!has({a}) || !has(self.sweep.programCacheEntries) || self.sweep.programCacheEntries.all(n, has({a}.programCacheImages) && {a}.programCacheImages.exists(i, i.entries == n))"))
+            .message("Agave's program cache size is the compile-time constant MAX_LOADED_ENTRY_COUNT, so each swept value needs an image built with it: add {entries: N, image: ...} to template.agave.programCacheImages for every value in sweep.programCacheEntries (docs/clients.md says how to build one)")
+            .field_path(".sweep.programCacheEntries"),
+        Rule::new(format!("!has({a}) || {lo} < {hi}"))
+            .message("dynamicPortRange is reversed or empty: write LOW-HIGH with LOW below HIGH, e.g. 8000-8030")
+            .field_path(".template.agave.dynamicPortRange"),
+    ];
+    // net-utils MINIMUM_VALIDATOR_PORT_RANGE_WIDTH by version; with the version unknown,
+    // the range must fit every version.
+    rules.push(
+        Rule::new(format!("!has({a}) || {known} || {hi} - {lo} >= {WIDEST_MIN_PORT_RANGE}"))
+            .message(format!("dynamicPortRange has fewer than {WIDEST_MIN_PORT_RANGE} ports, which Agave 3.x refuses ('Port range is too small'), and the version is not known: widen it (e.g. 8000-8030) or set template.agave.version").as_str())
+            .field_path(".template.agave.dynamicPortRange"),
+    );
+    for (versions, width) in MIN_PORT_RANGE {
+        rules.push(
+            Rule::new(format!("!has({a}) || !({known}) || !({}) || {hi} - {lo} >= {width}", versions.cel_contains(&version)))
+                .message(format!("dynamicPortRange is narrower than Agave {} accepts ({width} ports; it exits with 'Port range is too small'): widen it, e.g. 8000-8030", versions.describe()).as_str())
+                .field_path(".template.agave.dynamicPortRange"),
+        );
+    }
+    // The node's network is the pod's: the sidecars' and RPC ports must not collide with
+    // Agave's range (gossip, TPU, TVU, repair) or its RPC and websocket ports.
+    for (field, what) in [
+        ("exporters.rpcPort", "the RPC exporter's port"),
+        ("exporters.processPort", "the process exporter's port"),
+        ("exporters.datapointsPort", "vmagent's port"),
+        ("rpcPort", "rpcPort"),
+    ] {
+        let p = format!("{a}.{field}");
+        rules.push(
+            Rule::new(format!("!has({a}) || {p} < {lo} || {p} > {hi}"))
+                .message(format!("{what} is inside dynamicPortRange, which Agave uses on the node's network: move one of them").as_str())
+                .field_path(format!(".template.agave.{field}")),
+        );
+        if field != "rpcPort" {
+            rules.push(
+                Rule::new(format!("!has({a}) || ({p} != {a}.rpcPort && {p} != {a}.rpcPort + 1)"))
+                    .message(format!("{what} collides with Agave's RPC port or its websocket (rpcPort + 1): choose another").as_str())
+                    .field_path(format!(".template.agave.{field}")),
+            );
+        }
+    }
+    rules
+}
+
+impl ValidatorClient for Agave {
+    fn name(&self) -> &'static str {
+        "agave"
+    }
+
+    fn runs(&self, spec: &ClientSpec) -> bool {
+        spec.agave.is_some()
+    }
+
+    fn image_and_version<'a>(&self, t: &'a ValidatorTemplate) -> (&'a str, Option<&'a str>) {
+        t.client
+            .agave
+            .as_ref()
+            .map(|a| (a.image.as_str(), a.version.as_deref()))
+            .unwrap_or(("", None))
+    }
+
+    fn knobs(&self) -> &'static KnobTable {
+        &knobs::AGAVE
+    }
+
+    fn rules(&self) -> Vec<Rule> {
+        agave_rules()
+    }
+
+    fn render(
+        &self,
+        trial: &ValidatorTrial,
+        skeleton: &Skeleton,
+    ) -> Result<ClientPod, RenderError> {
+        let agave = spec(&trial.spec.template)?;
+        render::pod(self, trial, agave, skeleton)
+    }
+
+    fn profile(&self, _t: &ValidatorTemplate) -> MetricProfile {
+        profile::profile()
+    }
+
+    fn profile_keys(&self) -> Option<Vec<QueryKey>> {
+        Some(profile::profile().queries.keys().copied().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::clients::golden;
+
+    const V3_BANKING: &str = "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {name: banking}\nspec:\n  template:\n    agave: {image: 'anzaxyz/agave:v3.0.14', cluster: testnet}\n    resources: {cpu: 48, memory: 512Gi}\n    storage: [{role: ledger, size: 2Ti}, {role: accounts, size: 1Ti}]\n  sweep:\n    threads: [{name: bankingThreads, values: [4, 32]}]\n";
+
+    #[test]
+    fn golden_quickstart_pod() {
+        let t = golden::trial(&golden::example("quickstart-agave-ram-sweep.yaml"), 0);
+        golden::check("agave", "quickstart-128Gi", &golden::rendered(&t));
+    }
+
+    /// Banking threads reach 3.x as a flag and 2.x as its env var, which counts the two
+    /// vote threads too.
+    #[test]
+    fn golden_banking_threads_by_version() {
+        let t = golden::trial(V3_BANKING, 1);
+        let pod = golden::rendered(&t);
+        assert!(
+            pod.contains("- --block-production-num-workers\n    - \"32\""),
+            "{pod}"
+        );
+        golden::check("agave", "banking-v3", &pod);
+        let t = golden::trial(&V3_BANKING.replace("v3.0.14", "v2.1.14"), 1);
+        let pod = golden::rendered(&t);
+        assert!(!pod.contains("--block-production-num-workers"));
+        assert!(
+            pod.contains("name: SOLANA_BANKING_THREADS\n      value: \"34\""),
+            "{pod}"
+        );
+        golden::check("agave", "banking-v2", &pod);
+    }
+}

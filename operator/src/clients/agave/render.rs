@@ -1,0 +1,257 @@
+//! An Agave trial's pod: a preflight check of the node, the identity key, three native
+//! sidecars (restarted if they exit, unlike containers under `restartPolicy: Never`),
+//! and agave-validator on the node's network.
+
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, ObjectFieldSelector,
+    Volume, VolumeMount,
+};
+
+use super::{Agave, LEDGER_DIR, PROCESS_NAME, VALIDATOR_CONTAINER, args};
+use crate::api::template::AgaveSpec;
+use crate::api::trial::ValidatorTrial;
+use crate::api::version::Version;
+use crate::clients::pod::{PREFLIGHT_CONTAINER, Skeleton, Tweaks, sidecar_resources};
+use crate::clients::{ClientPod, RenderError, ValidatorClient};
+
+/// Port names of the endpoints Prometheus scrapes.
+pub const RPC_EXPORTER_PORT_NAME: &str = "metrics-rpc";
+pub const PROCESS_EXPORTER_PORT_NAME: &str = "metrics-proc";
+
+/// Where vmagent buffers datapoints it could not deliver yet.
+const VMAGENT_DATA: &str = "/var/lib/vmagent";
+
+/// What the node must give Agave, and what Agave does without it (anza-xyz/agave:
+/// `docs/src/operations/setup-a-validator.md`; the validator exits with
+/// `UnableToSetOpenFileDescriptorLimit` below 1,000,000 open files, and on the OS network
+/// limits test): checked before it starts, so the trial names what is missing.
+fn preflight_script(version: Option<Version>) -> String {
+    // 3.1 refuses to start without 2,000,000,000 bytes of lockable memory.
+    let memlock = version.is_some_and(|v| v >= Version::new(3, 1, 0) && v < Version::new(4, 0, 0));
+    let mut s = String::from(
+        r#"set -u
+sys=${SYSCTL_DIR:-/proc/sys}
+missing=""
+need() { # need NAME HAVE WANT
+  if [ "$2" != unlimited ] && [ "$2" -lt "$3" ]; then missing="$missing $1 is $2 (needs $3);"; fi
+}
+need "the open files limit (nofile)" "$(ulimit -Hn)" 1000000
+need vm.max_map_count "$(cat $sys/vm/max_map_count)" 1000000
+need net.core.rmem_max "$(cat $sys/net/core/rmem_max)" 134217728
+need net.core.wmem_max "$(cat $sys/net/core/wmem_max)" 134217728
+"#,
+    );
+    if memlock {
+        s.push_str("need \"the locked memory limit (memlock, KiB)\" \"$(ulimit -Hl)\" 1953125\n");
+    }
+    s.push_str(
+        r#"if [ -n "$missing" ]; then
+  # The kubelet makes the end of the log the termination message (FallbackToLogsOnError).
+  echo "the node is not prepared for Agave:$missing see docs/clients.md (node preparation)" >&2
+  exit 1
+fi
+"#,
+    );
+    s
+}
+
+fn env(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: Some(value.into()),
+        ..Default::default()
+    }
+}
+
+fn field_env(name: &str, path: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn port(name: &str, port: i32) -> ContainerPort {
+    ContainerPort {
+        name: Some(name.into()),
+        container_port: port,
+        protocol: Some("TCP".into()),
+        ..Default::default()
+    }
+}
+
+/// A native sidecar: an init container that runs beside the validator and restarts if it
+/// exits (Kubernetes 1.29+).
+fn sidecar(name: &str, image: &str, args: Vec<String>, ports: Vec<ContainerPort>) -> Container {
+    Container {
+        name: name.into(),
+        image: Some(image.into()),
+        args: Some(args),
+        ports: Some(ports),
+        resources: Some(sidecar_resources()),
+        restart_policy: Some("Always".into()),
+        ..Default::default()
+    }
+}
+
+/// The image of the trial: the one built with its program cache size, if it sweeps one.
+fn image(trial: &ValidatorTrial, agave: &AgaveSpec) -> Result<String, RenderError> {
+    match trial.spec.point.program_cache_entries {
+        None => Ok(agave.image.clone()),
+        Some(n) => agave
+            .program_cache_images
+            .iter()
+            .find(|i| i.entries == n)
+            .map(|i| i.image.clone())
+            .ok_or_else(|| {
+                RenderError::Invalid(format!(
+                    "no image in template.agave.programCacheImages has entries={n}"
+                ))
+            }),
+    }
+}
+
+pub fn pod(
+    client: &Agave,
+    trial: &ValidatorTrial,
+    agave: &AgaveSpec,
+    skeleton: &Skeleton,
+) -> Result<ClientPod, RenderError> {
+    let version = client.version(&trial.spec.template);
+    let (args, knob_env) = args::args(trial, agave, version, |r| client.mount_path(r))?;
+    let image = image(trial, agave)?;
+    let remote_write = skeleton.remote_write.clone().ok_or_else(|| {
+        RenderError::Invalid(
+            "Agave's datapoints are remote-written to Prometheus, and no Prometheus is configured: set spec.metrics.prometheusUrl (or remoteWriteUrl), or start the operator with --prometheus-url".into(),
+        )
+    })?;
+    let x = &agave.exporters;
+
+    let mut validator_env = vec![
+        // All four keys, or Agave refuses to start (metrics/src/metrics.rs); vmagent ignores
+        // the credentials.
+        env(
+            "SOLANA_METRICS_CONFIG",
+            &format!(
+                "host=http://127.0.0.1:{},db=agave,u=valtune,p=valtune",
+                x.datapoints_port
+            ),
+        ),
+        env("RUST_LOG", &agave.log_filter),
+    ];
+    validator_env.extend(knob_env.iter().map(|(k, v)| env(k, v)));
+    validator_env.extend(trial.spec.template.env.iter().cloned());
+
+    let mut init = Vec::new();
+    if agave.preflight {
+        init.push(Container {
+            name: PREFLIGHT_CONTAINER.into(),
+            image: Some(image.clone()),
+            command: Some(vec!["sh".into(), "-c".into()]),
+            args: Some(vec![preflight_script(version)]),
+            resources: Some(sidecar_resources()),
+            termination_message_policy: Some("FallbackToLogsOnError".into()),
+            ..Default::default()
+        });
+    }
+    // An unstaked, non-voting identity, made once per ledger volume.
+    init.push(Container {
+        name: "identity".into(),
+        image: Some(image.clone()),
+        command: Some(vec!["sh".into(), "-c".into()]),
+        args: Some(vec![format!(
+            "test -f {LEDGER_DIR}/identity.json || solana-keygen new --no-bip39-passphrase --silent --outfile {LEDGER_DIR}/identity.json"
+        )]),
+        resources: Some(sidecar_resources()),
+        volume_mounts: Some(skeleton.mounts.clone()),
+        ..Default::default()
+    });
+    // Slot lag from getHealth (solana-exporter, light mode: the node's own figures).
+    init.push(sidecar(
+        "rpc-exporter",
+        &x.rpc,
+        vec![
+            format!("-rpc-url=http://127.0.0.1:{}", agave.rpc_port),
+            format!("-listen-address=:{}", x.rpc_port),
+            "-light-mode".into(),
+        ],
+        vec![port(RPC_EXPORTER_PORT_NAME, x.rpc_port)],
+    ));
+    // RSS, VSZ and page faults of the validator, read from the shared process namespace.
+    init.push(sidecar(
+        "process-exporter",
+        &x.process,
+        vec![
+            format!("-procnames={PROCESS_NAME}"),
+            format!("-web.listen-address=:{}", x.process_port),
+            "-threads=false".into(),
+            // smaps of a validator with millions of mappings is expensive to read.
+            "-gather-smaps=false".into(),
+        ],
+        vec![port(PROCESS_EXPORTER_PORT_NAME, x.process_port)],
+    ));
+    // Every datapoint Agave pushes, with its own timestamp, remote-written to Prometheus
+    // under the pod's namespace and name (vmagent app/vmagent, lib/protoparser/influx).
+    let mut vmagent = sidecar(
+        "vmagent",
+        &x.datapoints,
+        vec![
+            format!("-httpListenAddr=:{}", x.datapoints_port),
+            format!("-remoteWrite.url={remote_write}"),
+            "-remoteWrite.label=namespace=$(POD_NAMESPACE)".into(),
+            "-remoteWrite.label=pod=$(POD_NAME)".into(),
+            // `loaded-programs-cache-stats` becomes loaded_programs_cache_stats_<field>.
+            "-usePromCompatibleNaming".into(),
+            format!("-remoteWrite.tmpDataPath={VMAGENT_DATA}"),
+        ],
+        vec![port("datapoints", x.datapoints_port)],
+    );
+    vmagent.env = Some(vec![
+        field_env("POD_NAMESPACE", "metadata.namespace"),
+        field_env("POD_NAME", "metadata.name"),
+    ]);
+    vmagent.volume_mounts = Some(vec![VolumeMount {
+        name: "vmagent-data".into(),
+        mount_path: VMAGENT_DATA.into(),
+        ..Default::default()
+    }]);
+    init.push(vmagent);
+
+    let validator = Container {
+        name: VALIDATOR_CONTAINER.into(),
+        image: Some(image),
+        command: Some(vec![PROCESS_NAME.into()]),
+        args: Some(args),
+        env: Some(validator_env),
+        ports: Some(vec![port("rpc", agave.rpc_port)]),
+        resources: Some(skeleton.validator_resources.clone()),
+        volume_mounts: Some(skeleton.mounts.clone()),
+        // An exit at start-up (an unknown flag, a refused setting) explains itself.
+        termination_message_policy: Some("FallbackToLogsOnError".into()),
+        ..Default::default()
+    };
+    Ok(ClientPod {
+        init_containers: init,
+        containers: vec![validator],
+        volumes: vec![Volume {
+            name: "vmagent-data".into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Default::default()
+        }],
+        tweaks: Tweaks {
+            // Agave's start-up port check and gossip, turbine and repair need its ports
+            // reachable from the cluster it joins: behind pod SNAT the check exits.
+            host_network: true,
+            // The process exporter reads the validator's /proc entries.
+            share_process_namespace: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+}

@@ -1,0 +1,152 @@
+//! What a transition asks for, done against the API server: the attempt's ConfigMaps and
+//! pod (server-side apply, one field manager), deleting or stopping pods, events.
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+
+use super::transition::{Act, Step, finish};
+use crate::api::trial::{TrialOutcome, ValidatorTrial};
+use crate::api::{FIELD_MANAGER, labels};
+use crate::clients;
+use crate::controller::{Context, Error, Result, is_permanent, name_of, now};
+
+pub async fn act(
+    trial: &ValidatorTrial,
+    ctx: &Context,
+    step: &mut Step,
+    at: Timestamp,
+) -> Result<()> {
+    for a in std::mem::take(&mut step.acts) {
+        match a {
+            Act::StartAttempt {
+                attempt,
+                avoid_nodes,
+            } => {
+                if let Err(refused) = start_attempt(trial, ctx, attempt, &avoid_nodes).await? {
+                    // Retrying cannot fix an object the API server refuses: the trial ends
+                    // with the API server's words.
+                    finish(&mut step.status, Some(TrialOutcome::Invalid), refused, at);
+                    step.requeue = Some(std::time::Duration::from_secs(1));
+                }
+            }
+            Act::DeletePods => delete_pods(trial, ctx).await?,
+            Act::StopPods => stop_pods(trial, ctx).await?,
+            Act::Event(note) => {
+                ctx.publish(trial, note.warning, &note.reason, &note.text, true)
+                    .await
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Applies the attempt's ConfigMaps, then its pod. Ok(Err(why)) when the API server
+/// refuses one of them for good (400, 413, 422).
+async fn start_attempt(
+    trial: &ValidatorTrial,
+    ctx: &Context,
+    attempt: i32,
+    avoid_nodes: &[String],
+) -> Result<Result<(), String>> {
+    let rendered = match clients::render(trial, attempt, avoid_nodes, ctx.prometheus_url.as_deref())
+    {
+        Ok(r) => r,
+        Err(e) => return Ok(Err(format!("cannot render the pod: {e}"))),
+    };
+    let ns = trial.namespace().unwrap_or_default();
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    let cms: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns);
+    for cm in &rendered.config_maps {
+        let name = cm.name_any();
+        if let Err(e) = cms.patch(&name, &pp, &Patch::Apply(cm)).await {
+            return refused_or_retry(e, format!("applying ConfigMap {ns}/{name}"));
+        }
+    }
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let name = rendered.pod.name_any();
+    match pods.patch(&name, &pp, &Patch::Apply(&rendered.pod)).await {
+        Ok(_) => Ok(Ok(())),
+        Err(e) => refused_or_retry(e, format!("applying pod {ns}/{name}")),
+    }
+}
+
+fn refused_or_retry(e: kube::Error, step: String) -> Result<Result<(), String>> {
+    match is_permanent(&e) {
+        Some(msg) => Ok(Err(format!("the API server refused {step}: {msg}"))),
+        None => Err(Error::kube(step, e)),
+    }
+}
+
+fn trial_pods(trial: &ValidatorTrial) -> ListParams {
+    ListParams::default().labels(&format!("{}={}", labels::TRIAL, trial.name_any()))
+}
+
+/// Deletes the trial's pods; their volumes (ephemeral claims) go with them.
+async fn delete_pods(trial: &ValidatorTrial, ctx: &Context) -> Result<()> {
+    let ns = trial.namespace().unwrap_or_default();
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let step = || format!("deleting the pods of trial {}", name_of(trial));
+    for pod in api
+        .list_metadata(&trial_pods(trial))
+        .await
+        .map_err(|e| Error::kube(step(), e))?
+        .items
+    {
+        if pod.metadata.deletion_timestamp.is_none() {
+            ignore_gone(api.delete(&pod.name_any(), &DeleteParams::default()).await)
+                .map_err(|e| Error::kube(step(), e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Stops running pods without deleting them (the kubelet kills a pod past its
+/// activeDeadlineSeconds), so `kubectl logs` still works until the TTL.
+async fn stop_pods(trial: &ValidatorTrial, ctx: &Context) -> Result<()> {
+    let ns = trial.namespace().unwrap_or_default();
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let step = || format!("stopping the pods of trial {}", name_of(trial));
+    for pod in api
+        .list(&trial_pods(trial))
+        .await
+        .map_err(|e| Error::kube(step(), e))?
+        .items
+    {
+        let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+        let has_deadline = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.active_deadline_seconds)
+            .is_some();
+        if running && !has_deadline {
+            let started = pod
+                .status
+                .as_ref()
+                .and_then(|s| s.start_time.clone())
+                .map(|t| t.0)
+                .unwrap_or_else(now);
+            let age = now().duration_since(started).as_secs().max(1);
+            let patch = serde_json::json!({"spec": {"activeDeadlineSeconds": age}});
+            ignore_gone(
+                api.patch(
+                    &pod.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await,
+            )
+            .map_err(|e| Error::kube(step(), e))?;
+        }
+    }
+    Ok(())
+}
+
+fn ignore_gone<T>(r: kube::Result<T>) -> kube::Result<()> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}

@@ -1,0 +1,398 @@
+//! What a pass observes: the attempt's pod (classified, pure), its node, and the
+//! Prometheus readings the phase needs (lag, abort rules, results).
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::ResourceExt;
+use kube::api::Api;
+
+use super::transition::{Needs, Observed, Settings};
+use crate::api::trial::{ValidatorTrial, ValidatorTrialStatus};
+use crate::clients::pod::{PREFLIGHT_CONTAINER, pod_name};
+use crate::clients::{self, profile::MetricProfile};
+use crate::controller::{Context, Error, now};
+use crate::results::abort;
+use crate::results::analysis::{self, Window};
+use crate::results::prometheus::Prometheus;
+
+/// What the validator's pod is doing, as far as the trial cares.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PodState {
+    /// No pod (never created, or deleted).
+    Missing,
+    /// The pod is being deleted, was garbage-collected, or its node is gone.
+    Lost {
+        node: Option<String>,
+        reason: String,
+    },
+    /// Not running yet; `unschedulable` quotes the scheduler when it cannot place it.
+    Waiting {
+        unschedulable: Option<String>,
+    },
+    Running {
+        node: String,
+        started_at: Timestamp,
+    },
+    /// The client's preflight check of the node failed, saying what is missing.
+    NotPrepared {
+        node: Option<String>,
+        message: String,
+    },
+    /// The validator container exited (OOMKilled, Error, ...), with its termination
+    /// message when it left one.
+    Exited {
+        node: Option<String>,
+        reason: String,
+        exit_code: i32,
+        finished_at: Timestamp,
+        message: Option<String>,
+    },
+}
+
+/// Classifies a pod. `node_exists` is whether the pod's node still exists (None if the
+/// pod has no node yet or it was not checked).
+pub fn classify(pod: Option<&Pod>, validator: &str, node_exists: Option<bool>) -> PodState {
+    let Some(pod) = pod else {
+        return PodState::Missing;
+    };
+    let spec_node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+    let status = pod.status.clone().unwrap_or_default();
+    let conditions = status.conditions.clone().unwrap_or_default();
+    if let Some(c) = conditions
+        .iter()
+        .find(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+    {
+        return PodState::Lost {
+            node: spec_node,
+            reason: format!(
+                "{}: {}",
+                c.reason.clone().unwrap_or_default(),
+                c.message.clone().unwrap_or_default()
+            ),
+        };
+    }
+    if node_exists == Some(false) {
+        return PodState::Lost {
+            reason: format!(
+                "node {} no longer exists",
+                spec_node.clone().unwrap_or_default()
+            ),
+            node: spec_node,
+        };
+    }
+    // An init step that failed: the preflight says the node lacks something; any other
+    // stops the pod before the validator runs (restartPolicy Never).
+    for c in status.init_container_statuses.iter().flatten() {
+        let Some(t) = c.state.as_ref().and_then(|s| s.terminated.as_ref()) else {
+            continue;
+        };
+        if t.exit_code == 0 {
+            continue;
+        }
+        let message = t
+            .message
+            .as_deref()
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .map(|m| m.chars().take(400).collect::<String>());
+        if c.name == PREFLIGHT_CONTAINER {
+            return PodState::NotPrepared {
+                node: spec_node,
+                message: message.unwrap_or_else(|| {
+                    format!("the preflight check exited with code {}", t.exit_code)
+                }),
+            };
+        }
+        return PodState::Exited {
+            node: spec_node,
+            reason: format!(
+                "init container {}: {}",
+                c.name,
+                t.reason.clone().unwrap_or_else(|| "Error".into())
+            ),
+            exit_code: t.exit_code,
+            finished_at: t.finished_at.as_ref().map(|t| t.0).unwrap_or_else(now),
+            message,
+        };
+    }
+    let container = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .find(|c| c.name == validator);
+    if let Some(state) = container.and_then(|c| c.state.as_ref()) {
+        if let Some(t) = &state.terminated {
+            return PodState::Exited {
+                node: spec_node,
+                reason: t.reason.clone().unwrap_or_else(|| "Error".into()),
+                exit_code: t.exit_code,
+                finished_at: t.finished_at.as_ref().map(|t| t.0).unwrap_or_else(now),
+                message: t
+                    .message
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|m| !m.is_empty())
+                    .map(|m| m.chars().take(400).collect()),
+            };
+        }
+        if let (Some(r), Some(node)) = (&state.running, &spec_node) {
+            return PodState::Running {
+                node: node.clone(),
+                started_at: r.started_at.as_ref().map(|t| t.0).unwrap_or_else(now),
+            };
+        }
+    }
+    if pod.metadata.deletion_timestamp.is_some() {
+        return PodState::Lost {
+            node: spec_node,
+            reason: "the pod was deleted".into(),
+        };
+    }
+    if matches!(status.phase.as_deref(), Some("Failed") | Some("Succeeded")) {
+        return PodState::Exited {
+            node: spec_node,
+            reason: status.reason.unwrap_or_else(|| "Error".into()),
+            exit_code: -1,
+            finished_at: now(),
+            message: status.message,
+        };
+    }
+    let unschedulable = conditions
+        .iter()
+        .find(|c| {
+            c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+        })
+        .map(|c| c.message.clone().unwrap_or_default());
+    PodState::Waiting { unschedulable }
+}
+
+/// The label matchers of the current attempt's pod.
+pub fn selector(trial: &ValidatorTrial, st: &ValidatorTrialStatus) -> String {
+    analysis::selector(
+        &trial.namespace().unwrap_or_default(),
+        &pod_name(&trial.name_any(), st.attempts.max(1)),
+    )
+}
+
+/// Observes what `needs` asks for.
+pub async fn observe(
+    trial: &ValidatorTrial,
+    ctx: &Context,
+    st: &ValidatorTrialStatus,
+    needs: &Needs,
+    s: &Settings,
+    profile: &MetricProfile,
+    prom: Option<&Prometheus>,
+) -> Result<Observed, Error> {
+    let mut obs = Observed::default();
+    match needs {
+        Needs::Render => {
+            let attempt = st.attempts.max(1);
+            obs.render = Some(
+                clients::render(
+                    trial,
+                    attempt,
+                    &st.lost_nodes,
+                    ctx.prometheus_url.as_deref(),
+                )
+                .map(|r| r.pod.name_any())
+                .map_err(|e| e.to_string()),
+            );
+        }
+        Needs::Follow { lag, aborts } => {
+            obs.pod = Some(pod_state(trial, ctx, st, profile).await?);
+            let sel = selector(trial, st);
+            if let (true, Some(prom)) = (*lag, prom) {
+                let q = analysis::expand(profile.query(profile.lag).unwrap_or(""), &sel, s.step);
+                obs.lag = Some(prom.value(&q, None).await.map_err(|e| e.to_string()));
+            }
+            if let (true, Some(prom), Some(start)) = (*aborts, prom, &st.window_start) {
+                obs.aborts = abort::judge(
+                    prom,
+                    profile,
+                    &sel,
+                    s.step,
+                    start.0,
+                    now(),
+                    &trial.spec.settings.abort_when,
+                )
+                .await;
+            }
+        }
+        Needs::Collect { check_scraped } => {
+            let (Some(prom), Some(start), Some(end)) = (prom, &st.window_start, &st.window_end)
+            else {
+                return Ok(obs);
+            };
+            let sel = selector(trial, st);
+            let window = Window {
+                start: start.0,
+                end: end.0,
+                step: s.step,
+            };
+            if *check_scraped {
+                let scraped = analysis::scraped_since(prom, &sel, window.end)
+                    .await
+                    .map_err(|e| e.to_string());
+                let go_on = matches!(scraped, Ok(true));
+                obs.scraped = Some(scraped);
+                if !go_on {
+                    return Ok(obs);
+                }
+            }
+            obs.results = Some(
+                analysis::collect(prom, profile, &sel, &window, s.max_lag)
+                    .await
+                    .map_err(|e| e.to_string()),
+            );
+        }
+        Needs::Nothing | Needs::Wait(_) | Needs::Finished => {}
+    }
+    Ok(obs)
+}
+
+/// The attempt's pod, read from the API server (not a cache: deciding that a pod is gone
+/// on a stale read would start a needless retry), and whether its node still exists.
+async fn pod_state(
+    trial: &ValidatorTrial,
+    ctx: &Context,
+    st: &ValidatorTrialStatus,
+    profile: &MetricProfile,
+) -> Result<PodState, Error> {
+    let ns = trial.namespace().unwrap_or_default();
+    let name = pod_name(&trial.name_any(), st.attempts.max(1));
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let pod = pods
+        .get_opt(&name)
+        .await
+        .map_err(|e| Error::kube(format!("reading pod {ns}/{name}"), e))?;
+    let node_exists = match pod
+        .as_ref()
+        .and_then(|p| p.spec.as_ref()?.node_name.clone())
+    {
+        Some(node) => Some(
+            Api::<Node>::all(ctx.client.clone())
+                .get_opt(&node)
+                .await
+                .map_err(|e| Error::kube(format!("reading node {node}"), e))?
+                .is_some(),
+        ),
+        None => None,
+    };
+    Ok(classify(
+        pod.as_ref(),
+        profile.validator_container,
+        node_exists,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(yaml: &str) -> Pod {
+        serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn no_pod_is_missing() {
+        assert_eq!(classify(None, "validator", None), PodState::Missing);
+    }
+
+    #[test]
+    fn an_oom_killed_validator_is_exited_with_the_reason() {
+        let p = pod(
+            "metadata: {name: p}\nspec: {nodeName: n1, containers: []}\nstatus:\n  phase: Running\n  containerStatuses:\n  - name: validator\n    image: x\n    imageID: ''\n    ready: false\n    restartCount: 0\n    state: {terminated: {reason: OOMKilled, exitCode: 137, finishedAt: '2026-01-01T00:00:09Z'}}\n  - name: rpc-exporter\n    image: x\n    imageID: ''\n    ready: true\n    restartCount: 0\n    state: {running: {startedAt: '2026-01-01T00:00:00Z'}}\n",
+        );
+        match classify(Some(&p), "validator", Some(true)) {
+            PodState::Exited {
+                reason,
+                exit_code,
+                finished_at,
+                ..
+            } => {
+                assert_eq!(reason, "OOMKilled");
+                assert_eq!(exit_code, 137);
+                assert_eq!(finished_at, "2026-01-01T00:00:09Z".parse().unwrap());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_termination_message_is_kept() {
+        let p = pod(
+            "metadata: {name: p}\nspec: {nodeName: n1, containers: []}\nstatus:\n  phase: Running\n  containerStatuses:\n  - name: validator\n    image: x\n    imageID: ''\n    ready: false\n    restartCount: 0\n    state: {terminated: {reason: Error, exitCode: 2, message: \"error: unexpected argument '--x' found\\n\", finishedAt: '2026-01-01T00:00:09Z'}}\n",
+        );
+        match classify(Some(&p), "validator", Some(true)) {
+            PodState::Exited { message, .. } => {
+                assert_eq!(
+                    message.as_deref(),
+                    Some("error: unexpected argument '--x' found")
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_failed_preflight_says_the_node_is_not_prepared() {
+        let p = pod(
+            "metadata: {name: p}\nspec: {nodeName: n1, containers: []}\nstatus:\n  phase: Failed\n  initContainerStatuses:\n  - name: preflight\n    image: x\n    imageID: ''\n    ready: false\n    restartCount: 0\n    state: {terminated: {reason: Error, exitCode: 1, message: 'the node is not prepared for Agave: vm.max_map_count is 65530 (needs 1000000);'}}\n",
+        );
+        assert_eq!(
+            classify(Some(&p), "validator", Some(true)),
+            PodState::NotPrepared {
+                node: Some("n1".into()),
+                message:
+                    "the node is not prepared for Agave: vm.max_map_count is 65530 (needs 1000000);"
+                        .into()
+            }
+        );
+    }
+
+    #[test]
+    fn the_scheduler_reason_is_quoted() {
+        let p = pod(
+            "metadata: {name: p}\nspec: {containers: []}\nstatus:\n  phase: Pending\n  conditions:\n  - {type: PodScheduled, status: 'False', reason: Unschedulable, message: '0/4 nodes are available: 4 Insufficient hugepages-1Gi.'}\n",
+        );
+        assert_eq!(
+            classify(Some(&p), "validator", None),
+            PodState::Waiting {
+                unschedulable: Some(
+                    "0/4 nodes are available: 4 Insufficient hugepages-1Gi.".into()
+                )
+            }
+        );
+    }
+
+    #[test]
+    fn a_pod_whose_node_is_gone_is_lost() {
+        let p = pod(
+            "metadata: {name: p}\nspec: {nodeName: n1, containers: []}\nstatus:\n  phase: Running\n  containerStatuses:\n  - name: validator\n    image: x\n    imageID: ''\n    ready: true\n    restartCount: 0\n    state: {running: {startedAt: '2026-01-01T00:00:00Z'}}\n",
+        );
+        assert!(
+            matches!(classify(Some(&p), "validator", Some(false)), PodState::Lost { node: Some(n), .. } if n == "n1")
+        );
+        assert_eq!(
+            classify(Some(&p), "validator", Some(true)),
+            PodState::Running {
+                node: "n1".into(),
+                started_at: "2026-01-01T00:00:00Z".parse().unwrap()
+            }
+        );
+    }
+
+    #[test]
+    fn garbage_collected_pods_are_lost() {
+        let p = pod(
+            "metadata: {name: p}\nspec: {nodeName: n1, containers: []}\nstatus:\n  phase: Running\n  conditions:\n  - {type: DisruptionTarget, status: 'True', reason: DeletionByPodGC, message: 'PodGC: node no longer exists'}\n",
+        );
+        assert!(matches!(
+            classify(Some(&p), "validator", None),
+            PodState::Lost { .. }
+        ));
+    }
+}

@@ -1,0 +1,671 @@
+//! Table tests of the trial's state machine: every phase, every outcome, and the
+//! deadlines computed from status timestamps.
+
+use super::*;
+
+fn t(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+const T0: &str = "2026-01-01T00:00:00Z";
+
+fn at(secs: i64) -> Timestamp {
+    t(T0) + SignedDuration::from_secs(secs)
+}
+
+fn settings() -> Settings {
+    Settings {
+        step: Duration::from_secs(15),
+        scheduling_timeout: (SignedDuration::from_mins(10), "10m".into()),
+        warmup_timeout: (SignedDuration::from_hours(4), "4h".into()),
+        measurement: SignedDuration::from_hours(12),
+        retries: 2,
+        max_lag: 100.0,
+        lag_unit: LagUnit::Slots,
+        ttl_seconds: 0,
+        prometheus: true,
+        abort_rules: 0,
+    }
+}
+
+fn status(phase: TrialPhase) -> ValidatorTrialStatus {
+    ValidatorTrialStatus {
+        phase,
+        attempts: if phase == TrialPhase::Pending { 0 } else { 1 },
+        ..Default::default()
+    }
+}
+
+fn running(started: i64) -> PodState {
+    PodState::Running {
+        node: "bm-01".into(),
+        started_at: at(started),
+    }
+}
+
+fn exited(reason: &str, code: i32, secs: i64) -> PodState {
+    PodState::Exited {
+        node: Some("bm-01".into()),
+        reason: reason.into(),
+        exit_code: code,
+        finished_at: at(secs),
+        message: None,
+    }
+}
+
+fn with_pod(pod: PodState) -> Observed {
+    Observed {
+        pod: Some(pod),
+        ..Default::default()
+    }
+}
+
+fn warming(started: i64) -> ValidatorTrialStatus {
+    ValidatorTrialStatus {
+        node_name: Some("bm-01".into()),
+        started_at: Some(Time(at(started))),
+        ..status(TrialPhase::WarmingUp)
+    }
+}
+
+fn measuring(start: i64, end: i64) -> ValidatorTrialStatus {
+    ValidatorTrialStatus {
+        caught_up_at: Some(Time(at(start))),
+        window_start: Some(Time(at(start))),
+        window_end: Some(Time(at(end))),
+        ..warming(0)
+    }
+    .with_phase(TrialPhase::Measuring)
+}
+
+fn collecting(start: i64, end: i64, outcome: Option<TrialOutcome>) -> ValidatorTrialStatus {
+    ValidatorTrialStatus {
+        outcome,
+        ..measuring(start, end)
+    }
+    .with_phase(TrialPhase::Collecting)
+}
+
+trait WithPhase {
+    fn with_phase(self, p: TrialPhase) -> Self;
+}
+
+impl WithPhase for ValidatorTrialStatus {
+    fn with_phase(mut self, p: TrialPhase) -> Self {
+        self.phase = p;
+        self
+    }
+}
+
+fn results(final_lag: f64, kept_up: bool) -> TrialResults {
+    TrialResults {
+        avg_tps: Some(4600.0),
+        final_lag: Some(final_lag),
+        kept_up: Some(kept_up),
+        ..Default::default()
+    }
+}
+
+// ---- Pending ----------------------------------------------------------------------
+
+#[test]
+fn pending_applies_the_first_attempt() {
+    let obs = Observed {
+        render: Some(Ok("t-1".into())),
+        ..Default::default()
+    };
+    let st = status(TrialPhase::Pending);
+    assert_eq!(needs(&st, &settings(), at(0)), Needs::Render);
+    let step = transition(&st, &obs, &settings(), at(0));
+    assert_eq!(step.status.phase, TrialPhase::Scheduling);
+    assert_eq!(step.status.attempts, 1);
+    assert_eq!(step.status.scheduling_since, Some(Time(at(0))));
+    assert_eq!(
+        step.acts,
+        vec![Act::StartAttempt {
+            attempt: 1,
+            avoid_nodes: vec![]
+        }]
+    );
+}
+
+#[test]
+fn a_retry_avoids_the_lost_nodes() {
+    let st = ValidatorTrialStatus {
+        attempts: 2,
+        lost_nodes: vec!["bm-01".into()],
+        ..status(TrialPhase::Pending)
+    };
+    let obs = Observed {
+        render: Some(Ok("t-2".into())),
+        ..Default::default()
+    };
+    let step = transition(&st, &obs, &settings(), at(0));
+    assert_eq!(
+        step.acts,
+        vec![Act::StartAttempt {
+            attempt: 2,
+            avoid_nodes: vec!["bm-01".into()]
+        }]
+    );
+}
+
+#[test]
+fn a_pod_that_cannot_be_rendered_fails_the_trial() {
+    let obs = Observed {
+        render: Some(Err("no image has entries=2048".into())),
+        ..Default::default()
+    };
+    let step = transition(&status(TrialPhase::Pending), &obs, &settings(), at(0));
+    assert_eq!(step.status.phase, TrialPhase::Failed);
+    assert!(
+        step.status
+            .message
+            .unwrap()
+            .contains("cannot render the pod")
+    );
+    assert!(step.acts.is_empty());
+}
+
+#[test]
+fn without_a_prometheus_nothing_starts() {
+    let s = Settings {
+        prometheus: false,
+        ..settings()
+    };
+    let st = status(TrialPhase::Pending);
+    assert_eq!(needs(&st, &s, at(0)), Needs::Nothing);
+    let step = transition(&st, &Observed::default(), &s, at(0));
+    assert_eq!(step.status.outcome, Some(TrialOutcome::MetricsUnavailable));
+    assert!(step.status.message.unwrap().contains("--prometheus-url"));
+    assert!(step.acts.is_empty());
+}
+
+// ---- Scheduling -------------------------------------------------------------------
+
+fn scheduling(since: i64) -> ValidatorTrialStatus {
+    ValidatorTrialStatus {
+        scheduling_since: Some(Time(at(since))),
+        ..status(TrialPhase::Scheduling)
+    }
+}
+
+#[test]
+fn scheduling_waits_quoting_the_scheduler_until_its_deadline() {
+    let obs = with_pod(PodState::Waiting {
+        unschedulable: Some("0/4 nodes are available".into()),
+    });
+    let step = transition(&scheduling(0), &obs, &settings(), at(60));
+    assert_eq!(step.status.phase, TrialPhase::Scheduling);
+    assert_eq!(
+        step.status.message.as_deref(),
+        Some("waiting for a node: 0/4 nodes are available")
+    );
+    assert_eq!(step.requeue, Some(Duration::from_secs(10)));
+
+    // Past the deadline: a retry, then (no retries left) Unschedulable.
+    let step = transition(&scheduling(0), &obs, &settings(), at(600));
+    assert_eq!(step.status.phase, TrialPhase::Pending);
+    assert_eq!(step.status.attempts, 2);
+    assert_eq!(step.acts, vec![Act::DeletePods]);
+    assert_eq!(
+        step.status.previous_attempts[0].outcome,
+        TrialOutcome::Unschedulable
+    );
+    let last = ValidatorTrialStatus {
+        attempts: 3,
+        ..scheduling(0)
+    };
+    let step = transition(&last, &obs, &settings(), at(600));
+    assert_eq!(step.status.phase, TrialPhase::Failed);
+    assert_eq!(step.status.outcome, Some(TrialOutcome::Unschedulable));
+    assert!(step.status.message.unwrap().contains(
+        "no node could run the pod within 10m: 0/4 nodes are available; no retries left (2)"
+    ));
+}
+
+#[test]
+fn a_scheduled_pod_starts_the_warm_up() {
+    let step = transition(&scheduling(0), &with_pod(running(5)), &settings(), at(7));
+    assert_eq!(step.status.phase, TrialPhase::WarmingUp);
+    assert_eq!(step.status.node_name.as_deref(), Some("bm-01"));
+    assert_eq!(step.status.started_at, Some(Time(at(5))));
+    assert!(
+        step.status
+            .message
+            .unwrap()
+            .contains("warming up until at most 100 slots behind")
+    );
+}
+
+#[test]
+fn a_lost_node_is_retried_elsewhere() {
+    let obs = with_pod(PodState::Lost {
+        node: Some("bm-02".into()),
+        reason: "node bm-02 no longer exists".into(),
+    });
+    let step = transition(&warming(0), &obs, &settings(), at(100));
+    assert_eq!(step.status.phase, TrialPhase::Pending);
+    assert_eq!(step.status.lost_nodes, vec!["bm-02".to_string()]);
+    assert_eq!(step.status.started_at, None);
+    assert!(
+        step.status
+            .message
+            .clone()
+            .unwrap()
+            .contains("retrying (attempt 2 of 3)")
+    );
+    let note = announcement(&warming(0), &step.status).unwrap();
+    assert_eq!(note.reason, "NodeLost");
+    assert!(note.warning);
+}
+
+#[test]
+fn a_node_that_is_not_prepared_ends_the_trial_with_what_it_lacks() {
+    let obs = with_pod(PodState::NotPrepared {
+        node: Some("bm-03".into()),
+        message: "the node is not prepared for Agave: vm.max_map_count is 65530 (needs 1000000);"
+            .into(),
+    });
+    let step = transition(&scheduling(0), &obs, &settings(), at(5));
+    assert_eq!(step.status.phase, TrialPhase::Failed);
+    assert_eq!(step.status.outcome, Some(TrialOutcome::NodeNotPrepared));
+    assert_eq!(
+        step.status.message.as_deref(),
+        Some(
+            "node bm-03: the node is not prepared for Agave: vm.max_map_count is 65530 (needs 1000000);"
+        )
+    );
+    assert_eq!(step.acts, vec![Act::DeletePods]);
+}
+
+#[test]
+fn a_pod_that_disappears_is_lost_too() {
+    let step = transition(
+        &measuring(10, 100),
+        &with_pod(PodState::Missing),
+        &settings(),
+        at(50),
+    );
+    assert_eq!(
+        step.status.previous_attempts[0].outcome,
+        TrialOutcome::NodeLost
+    );
+    assert!(
+        step.status.previous_attempts[0]
+            .message
+            .contains("the pod disappeared")
+    );
+}
+
+// ---- WarmingUp --------------------------------------------------------------------
+
+fn lag(v: Reading<f64>) -> Observed {
+    Observed {
+        lag: Some(v),
+        ..with_pod(running(0))
+    }
+}
+
+#[test]
+fn catching_up_opens_the_window() {
+    let step = transition(&warming(0), &lag(Ok(Some(40.0))), &settings(), at(3600));
+    let st = step.status;
+    assert_eq!(st.phase, TrialPhase::Measuring);
+    assert_eq!(st.caught_up_at, Some(Time(at(3600))));
+    assert_eq!(st.window_start, Some(Time(at(3600))));
+    assert_eq!(st.window_end, Some(Time(at(3600 + 12 * 3600))));
+    assert_eq!(step.requeue, Some(Duration::from_secs(30)));
+}
+
+#[test]
+fn behind_the_chain_the_warm_up_goes_on_and_reports_progress_now_and_then() {
+    let step = transition(&warming(0), &lag(Ok(Some(5000.0))), &settings(), at(600));
+    assert_eq!(step.status.phase, TrialPhase::WarmingUp);
+    let reading = step.status.lag.clone().unwrap();
+    assert_eq!((reading.value, reading.unit.as_str()), (5000.0, "slots"));
+    // A minute later the reading is not refreshed (no status write for it)...
+    let later = transition(&step.status, &lag(Ok(Some(4000.0))), &settings(), at(660));
+    assert_eq!(later.status.lag, step.status.lag);
+    // ...five minutes later it is.
+    let later = transition(&step.status, &lag(Ok(Some(3000.0))), &settings(), at(901));
+    assert_eq!(later.status.lag.unwrap().value, 3000.0);
+}
+
+#[test]
+fn an_unreadable_lag_is_no_verdict() {
+    for reading in [Ok(None), Err("Prometheus is unreachable".to_string())] {
+        let step = transition(&warming(0), &lag(reading), &settings(), at(600));
+        assert_eq!(step.status.phase, TrialPhase::WarmingUp);
+        assert_eq!(step.status.lag, None);
+    }
+}
+
+#[test]
+fn not_caught_up_by_the_deadline_times_out_and_measures_the_warm_up() {
+    let step = transition(
+        &warming(0),
+        &lag(Ok(Some(5000.0))),
+        &settings(),
+        at(4 * 3600),
+    );
+    let st = step.status;
+    assert_eq!(st.phase, TrialPhase::Collecting);
+    assert_eq!(st.outcome, Some(TrialOutcome::TimedOut));
+    assert_eq!(st.window_start, Some(Time(at(0))));
+    assert_eq!(st.window_end, Some(Time(at(4 * 3600))));
+    assert!(
+        st.message
+            .unwrap()
+            .contains("did not catch up within the warm-up limit of 4h (5000 slots behind)")
+    );
+}
+
+#[test]
+fn an_oom_kill_while_warming_up_is_measured_from_the_start() {
+    let step = transition(
+        &warming(10),
+        &with_pod(exited("OOMKilled", 137, 900)),
+        &settings(),
+        at(901),
+    );
+    let st = step.status;
+    assert_eq!(st.phase, TrialPhase::Collecting);
+    assert_eq!(st.outcome, Some(TrialOutcome::OOMKilled));
+    assert_eq!(st.window_start, Some(Time(at(10))));
+    assert_eq!(st.window_end, Some(Time(at(900))));
+}
+
+// ---- Measuring --------------------------------------------------------------------
+
+#[test]
+fn the_window_ends_in_collection() {
+    let step = transition(
+        &measuring(0, 100),
+        &with_pod(running(0)),
+        &settings(),
+        at(100),
+    );
+    assert_eq!(step.status.phase, TrialPhase::Collecting);
+    assert_eq!(step.status.outcome, None);
+    let step = transition(
+        &measuring(0, 100),
+        &with_pod(running(0)),
+        &settings(),
+        at(40),
+    );
+    assert_eq!(step.status.phase, TrialPhase::Measuring);
+    assert_eq!(step.requeue, Some(Duration::from_secs(60)));
+}
+
+#[test]
+fn a_crash_while_measuring_is_measured_up_to_the_exit() {
+    let step = transition(
+        &measuring(10, 1000),
+        &with_pod(exited("Error", 1, 500)),
+        &settings(),
+        at(501),
+    );
+    let st = step.status;
+    assert_eq!(st.outcome, Some(TrialOutcome::Crashed));
+    assert_eq!(st.window_start, Some(Time(at(10))));
+    assert_eq!(st.window_end, Some(Time(at(500))));
+    assert!(st.message.unwrap().contains("exit code 1"));
+}
+
+#[test]
+fn a_fired_rule_aborts_and_a_rule_that_cannot_be_judged_is_reported_alone() {
+    let s = Settings {
+        abort_rules: 3,
+        ..settings()
+    };
+    let obs = Observed {
+        aborts: vec![
+            Verdict::Unknown("the client's metric profile has no vszBytes series".into()),
+            Verdict::Holds,
+            Verdict::Fired("aborted: slotLag stayed above 1000 for 5s (abortWhen)".into()),
+        ],
+        ..with_pod(running(0))
+    };
+    let step = transition(&measuring(0, 1000), &obs, &s, at(300));
+    assert_eq!(step.status.outcome, Some(TrialOutcome::Aborted));
+    assert_eq!(step.status.window_end, Some(Time(at(300))));
+    assert_eq!(step.status.phase, TrialPhase::Collecting);
+    assert_eq!(
+        step.acts.len(),
+        1,
+        "the rule that could not be judged says why"
+    );
+    let Act::Event(note) = &step.acts[0] else {
+        panic!("{:?}", step.acts)
+    };
+    assert_eq!(note.reason, "AbortRuleUnavailable");
+    assert!(note.text.starts_with("abort rule 1 cannot be judged"));
+
+    // With nothing fired, measuring goes on, looking every two scrapes.
+    let obs = Observed {
+        aborts: vec![Verdict::Holds, Verdict::TooEarly, Verdict::Holds],
+        ..with_pod(running(0))
+    };
+    let step = transition(&measuring(0, 1000), &obs, &s, at(300));
+    assert_eq!(step.status.phase, TrialPhase::Measuring);
+    assert_eq!(step.requeue, Some(Duration::from_secs(30)));
+}
+
+// ---- Collecting -------------------------------------------------------------------
+
+fn read(r: Reading<TrialResults>) -> Observed {
+    Observed {
+        results: Some(r),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn collection_waits_for_prometheus_to_scrape_past_the_window() {
+    let st = collecting(0, 100, None);
+    assert_eq!(
+        needs(&st, &settings(), at(110)),
+        Needs::Wait(Duration::from_secs(20))
+    );
+    assert_eq!(
+        needs(&st, &settings(), at(130)),
+        Needs::Collect {
+            check_scraped: true
+        }
+    );
+    let not_yet = Observed {
+        scraped: Some(Ok(false)),
+        ..Default::default()
+    };
+    let step = transition(&st, &not_yet, &settings(), at(130));
+    assert_eq!(step.status, st);
+    assert_eq!(step.requeue, Some(Duration::from_secs(15)));
+    // A pod that died is not scraped any more: no need to wait for a scrape.
+    let died = collecting(0, 100, Some(TrialOutcome::OOMKilled));
+    assert_eq!(
+        needs(&died, &settings(), at(130)),
+        Needs::Collect {
+            check_scraped: false
+        }
+    );
+}
+
+#[test]
+fn results_decide_kept_up_or_fell_behind() {
+    let st = collecting(100, 200, None);
+    let step = transition(
+        &st,
+        &read(Ok(Some(results(0.0, true)))),
+        &settings(),
+        at(300),
+    );
+    assert_eq!(step.status.phase, TrialPhase::Succeeded);
+    assert_eq!(step.status.outcome, Some(TrialOutcome::KeptUp));
+    assert_eq!(
+        step.status.results.clone().unwrap().catch_up_seconds,
+        Some(100.0)
+    );
+    assert!(
+        step.status
+            .message
+            .unwrap()
+            .starts_with("KeptUp: avg 4600 TPS")
+    );
+
+    let step = transition(
+        &st,
+        &read(Ok(Some(results(9000.0, false)))),
+        &settings(),
+        at(300),
+    );
+    assert_eq!(step.status.outcome, Some(TrialOutcome::FellBehind));
+    let note = announcement(&st, &step.status).unwrap();
+    assert_eq!((note.reason.as_str(), note.warning), ("FellBehind", true));
+}
+
+#[test]
+fn an_early_stop_keeps_its_outcome_and_reason() {
+    let mut st = collecting(0, 100, Some(TrialOutcome::OOMKilled));
+    st.message = Some("the validator exited (OOMKilled, exit code 137)".into());
+    let step = transition(
+        &st,
+        &read(Ok(Some(results(50.0, true)))),
+        &settings(),
+        at(200),
+    );
+    assert_eq!(step.status.outcome, Some(TrialOutcome::OOMKilled));
+    assert_eq!(
+        step.status.phase,
+        TrialPhase::Succeeded,
+        "an OOM kill is a result"
+    );
+    assert!(
+        step.status
+            .message
+            .unwrap()
+            .ends_with("(the validator exited (OOMKilled, exit code 137))")
+    );
+}
+
+#[test]
+fn no_data_is_retried_then_ends_metrics_unavailable() {
+    let mut st = collecting(0, 100, None);
+    st.collect_attempts = 3;
+    assert_eq!(
+        needs(&st, &settings(), at(140)),
+        Needs::Wait(Duration::from_secs(80))
+    );
+    let step = transition(&st, &read(Ok(None)), &settings(), at(220));
+    assert_eq!(step.status.collect_attempts, 4);
+    assert_eq!(step.status.phase, TrialPhase::Collecting);
+
+    st.collect_attempts = MAX_COLLECT_ATTEMPTS - 1;
+    let step = transition(
+        &st,
+        &read(Err("Prometheus is unreachable".into())),
+        &settings(),
+        at(1000),
+    );
+    assert_eq!(step.status.phase, TrialPhase::Failed);
+    assert_eq!(step.status.outcome, Some(TrialOutcome::MetricsUnavailable));
+    assert!(
+        step.status
+            .message
+            .unwrap()
+            .contains("the last attempt failed: Prometheus is unreachable")
+    );
+
+    // A failure outcome known before collection (TimedOut) stands, with its reason.
+    let mut timed_out = collecting(0, 100, Some(TrialOutcome::TimedOut));
+    timed_out.collect_attempts = MAX_COLLECT_ATTEMPTS - 1;
+    timed_out.message = Some("did not catch up within the warm-up limit of 4h".into());
+    let step = transition(&timed_out, &read(Ok(None)), &settings(), at(1000));
+    assert_eq!(step.status.outcome, Some(TrialOutcome::TimedOut));
+    assert!(
+        step.status
+            .message
+            .unwrap()
+            .ends_with("(did not catch up within the warm-up limit of 4h)")
+    );
+}
+
+#[test]
+fn collecting_without_a_window_cannot_read_anything() {
+    let st = status(TrialPhase::Collecting);
+    assert_eq!(needs(&st, &settings(), at(0)), Needs::Nothing);
+    let step = transition(&st, &Observed::default(), &settings(), at(0));
+    assert_eq!(step.status.outcome, Some(TrialOutcome::MetricsUnavailable));
+    assert_eq!(
+        step.status.message.as_deref(),
+        Some("no measurement window was recorded")
+    );
+}
+
+// ---- Finished ---------------------------------------------------------------------
+
+#[test]
+fn a_finished_trial_releases_its_node_at_once_or_after_its_ttl() {
+    let mut st = status(TrialPhase::Succeeded);
+    st.finished_at = Some(Time(at(0)));
+    let step = transition(&st, &Observed::default(), &settings(), at(5));
+    assert_eq!(step.acts, vec![Act::DeletePods]);
+    assert_eq!(step.requeue, None);
+    let s = Settings {
+        ttl_seconds: 60,
+        ..settings()
+    };
+    let step = transition(&st, &Observed::default(), &s, at(5));
+    assert_eq!(step.acts, vec![Act::StopPods]);
+    assert_eq!(step.requeue, Some(Duration::from_secs(55)));
+    let step = transition(&st, &Observed::default(), &s, at(61));
+    assert_eq!(step.acts, vec![Act::DeletePods]);
+    assert_eq!(step.status, st, "a finished trial's status never changes");
+}
+
+#[test]
+fn only_an_oom_kill_is_a_measured_exit() {
+    assert_eq!(exit_outcome("OOMKilled"), TrialOutcome::OOMKilled);
+    assert!(exit_outcome("OOMKilled").is_result());
+    for other in [
+        "Error",
+        "ContainerCannotRun",
+        "DeadlineExceeded",
+        "Completed",
+    ] {
+        assert_eq!(exit_outcome(other), TrialOutcome::Crashed);
+        assert!(!exit_outcome(other).is_result());
+    }
+}
+
+#[test]
+fn every_outcome_lands_in_the_right_phase() {
+    for (outcome, phase) in [
+        (TrialOutcome::KeptUp, TrialPhase::Succeeded),
+        (TrialOutcome::FellBehind, TrialPhase::Succeeded),
+        (TrialOutcome::OOMKilled, TrialPhase::Succeeded),
+        (TrialOutcome::Aborted, TrialPhase::Succeeded),
+        (TrialOutcome::Crashed, TrialPhase::Failed),
+        (TrialOutcome::Unschedulable, TrialPhase::Failed),
+        (TrialOutcome::TimedOut, TrialPhase::Failed),
+        (TrialOutcome::NodeLost, TrialPhase::Failed),
+        (TrialOutcome::NodeNotPrepared, TrialPhase::Failed),
+        (TrialOutcome::MetricsUnavailable, TrialPhase::Failed),
+        (TrialOutcome::Invalid, TrialPhase::Failed),
+    ] {
+        let mut st = ValidatorTrialStatus::default();
+        finish(&mut st, Some(outcome), "x".into(), at(0));
+        assert_eq!(st.phase, phase, "{outcome:?}");
+        assert_eq!(st.finished_at, Some(Time(at(0))));
+    }
+}
+
+#[test]
+fn restarts_change_nothing_the_same_inputs_give_the_same_step() {
+    let st = warming(0);
+    let obs = lag(Ok(Some(5000.0)));
+    assert_eq!(
+        transition(&st, &obs, &settings(), at(1200)),
+        transition(&st, &obs, &settings(), at(1200))
+    );
+}

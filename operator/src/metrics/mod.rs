@@ -1,4 +1,0 @@
-//! Reading results from Prometheus: the HTTP client and the trial analysis.
-
-pub mod analysis;
-pub mod prometheus;

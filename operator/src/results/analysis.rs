@@ -1,0 +1,263 @@
+//! Trial results, computed by Prometheus over the measurement window with the paper's
+//! definitions (seed 000, section 3.2.1; docs/metrics.md):
+//! - a TPS sample is the client's per-second transaction rate at one scrape step;
+//! - average TPS excludes samples above 3x the plain average ("outliers"), max TPS
+//!   includes them;
+//! - seconds at zero TPS are the zero samples times the step;
+//! - memory and fault figures are the max or mean of their series over the window.
+//!
+//! Every figure is one instant query evaluated at the window's end over a subquery
+//! `[W:S]` (W the window, S the scrape interval), so Prometheus does the aggregation.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use super::prometheus::{PromError, Prometheus};
+use crate::api::settings::QueryKey;
+use crate::api::trial::TrialResults;
+use crate::clients::profile::MetricProfile;
+
+/// The label matchers of one pod's series (namespace and pod are the labels
+/// prometheus-operator's PodMonitor relabelling puts on every target).
+pub fn selector(namespace: &str, pod: &str) -> String {
+    format!("namespace=\"{namespace}\",pod=\"{pod}\"")
+}
+
+/// PromQL durations are whole units; milliseconds keep any window exact.
+pub fn promql_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+/// A profile query with its placeholders filled in: `$selector` (the pod's matchers),
+/// `$rate` (three scrapes: two samples are always inside, whatever the jitter), `$step`
+/// and `$stepSeconds` (one scrape interval).
+pub fn expand(template: &str, selector: &str, step: Duration) -> String {
+    template
+        .replace("$selector", selector)
+        .replace("$rate", &promql_duration(step * 3))
+        .replace("$stepSeconds", &format!("{}", step.as_secs_f64()))
+        .replace("$step", &promql_duration(step))
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Window {
+    pub start: Timestamp,
+    pub end: Timestamp,
+    /// The scrape interval: one TPS sample per step.
+    pub step: Duration,
+}
+
+impl Window {
+    pub fn length(&self) -> Duration {
+        let span = self.end.duration_since(self.start);
+        Duration::try_from(span).unwrap_or_default()
+    }
+
+    fn range(&self) -> String {
+        format!(
+            "[{}:{}]",
+            promql_duration(self.length()),
+            promql_duration(self.step)
+        )
+    }
+}
+
+/// The instant queries for a window, by figure, for the series the profile has. `avgTps`
+/// needs the plain average first (see [`avg_without_outliers`]).
+pub fn result_queries(
+    profile: &MetricProfile,
+    selector: &str,
+    w: &Window,
+) -> BTreeMap<&'static str, String> {
+    let r = w.range();
+    let series = |k: QueryKey| profile.query(k).map(|q| expand(q, selector, w.step));
+    let mut q = BTreeMap::new();
+    if let Some(tps) = series(QueryKey::Tps) {
+        q.insert("samples", format!("count_over_time(({tps}){r})"));
+        q.insert("avgTpsAll", format!("avg_over_time(({tps}){r})"));
+        q.insert("maxTps", format!("max_over_time(({tps}){r})"));
+        q.insert(
+            "zeroTpsSamples",
+            format!("count_over_time((({tps}) == 0){r})"),
+        );
+    }
+    if let Some(rss) = series(QueryKey::RssBytes) {
+        q.insert("maxRss", format!("max_over_time(({rss}){r})"));
+        q.insert("meanRss", format!("avg_over_time(({rss}){r})"));
+    }
+    if let Some(vsz) = series(QueryKey::VszBytes) {
+        q.insert("maxVsz", format!("max_over_time(({vsz}){r})"));
+    }
+    if let Some(f) = series(QueryKey::MajorFaultsPerSecond) {
+        q.insert("majorFaults", format!("avg_over_time(({f}){r})"));
+    }
+    if let Some(f) = series(QueryKey::MinorFaultsPerSecond) {
+        q.insert("minorFaults", format!("avg_over_time(({f}){r})"));
+    }
+    if let Some(lag) = series(profile.lag) {
+        q.entry("samples")
+            .or_insert_with(|| format!("count_over_time(({lag}){r})"));
+        q.insert("maxLag", format!("max_over_time(({lag}){r})"));
+        q.insert("finalLag", format!("last_over_time(({lag}){r})"));
+    }
+    q
+}
+
+/// Mean TPS without the samples above 3x the mean (the paper's outliers).
+pub fn avg_without_outliers(tps: &str, w: &Window, plain_mean: f64) -> String {
+    format!(
+        "avg_over_time((({tps}) <= {}){})",
+        3.0 * plain_mean,
+        w.range()
+    )
+}
+
+/// Figures in status are rounded to two decimals (printer columns stay readable).
+pub fn round2(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}
+
+/// Reads the results of a window. None when Prometheus has no samples in it (not
+/// scraped yet, or the pod never served metrics). `max_lag`: kept up at or below it.
+pub async fn collect(
+    prom: &Prometheus,
+    profile: &MetricProfile,
+    selector: &str,
+    w: &Window,
+    max_lag: f64,
+) -> Result<Option<TrialResults>, PromError> {
+    let q = result_queries(profile, selector, w);
+    let at = Some(w.end);
+    let Some(samples) = q.get("samples") else {
+        return Ok(None);
+    };
+    if prom.value(samples, at).await?.unwrap_or(0.0) < 1.0 {
+        return Ok(None);
+    }
+    let mut v = BTreeMap::new();
+    for (name, query) in &q {
+        v.insert(*name, prom.value(query, at).await?);
+    }
+    let get = |k: &str| v.get(k).copied().flatten();
+    let avg = match profile.query(QueryKey::Tps) {
+        Some(t) => {
+            let tps = expand(t, selector, w.step);
+            let plain_mean = get("avgTpsAll").unwrap_or(0.0);
+            prom.value(&avg_without_outliers(&tps, w, plain_mean), at)
+                .await?
+        }
+        None => None,
+    };
+    let step = w.step.as_secs_f64();
+    let final_lag = get("finalLag");
+    Ok(Some(TrialResults {
+        avg_tps: avg.map(round2),
+        max_tps: get("maxTps").map(round2),
+        // No zero samples is an empty result, not missing data.
+        zero_tps_seconds: q
+            .contains_key("zeroTpsSamples")
+            .then(|| round2(get("zeroTpsSamples").unwrap_or(0.0) * step)),
+        max_rss_gib: get("maxRss").map(gib2),
+        mean_rss_gib: get("meanRss").map(gib2),
+        max_vsz_gib: get("maxVsz").map(gib2),
+        major_faults_per_second: get("majorFaults").map(round2),
+        minor_faults_per_second: get("minorFaults").map(round2),
+        max_lag: get("maxLag").map(round2),
+        final_lag: final_lag.map(round2),
+        catch_up_seconds: None,
+        measured_seconds: Some(round2(w.length().as_secs_f64())),
+        kept_up: final_lag.map(|lag| lag <= max_lag),
+    }))
+}
+
+fn gib2(bytes: f64) -> f64 {
+    round2(bytes / (1u64 << 30) as f64)
+}
+
+/// Whether Prometheus has scraped the pod at or after `t` (its `up` series, which every
+/// scrape writes, whatever the client).
+pub async fn scraped_since(
+    prom: &Prometheus,
+    selector: &str,
+    t: Timestamp,
+) -> Result<bool, PromError> {
+    let last = prom
+        .value(&format!("max(timestamp(up{{{selector}}}))"), None)
+        .await?;
+    Ok(last.is_some_and(|ts| ts >= t.as_second() as f64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window() -> Window {
+        let start: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        Window {
+            start,
+            end: start + jiff::SignedDuration::from_secs(60),
+            step: Duration::from_secs(1),
+        }
+    }
+
+    fn profile() -> MetricProfile {
+        let t = serde_saphyr::from_str("agave: {image: a}").unwrap();
+        crate::clients::CLIENTS[0].profile(&t)
+    }
+
+    #[test]
+    fn placeholders_get_the_pod_selector_the_step_and_a_three_scrape_rate() {
+        assert_eq!(
+            expand(
+                "sum(sum_over_time(x{$selector}[$step])) / $stepSeconds and rate(y[$rate])",
+                &selector("ns", "t-1"),
+                Duration::from_secs(15)
+            ),
+            "sum(sum_over_time(x{namespace=\"ns\",pod=\"t-1\"}[15s])) / 15 and rate(y[45s])"
+        );
+    }
+
+    #[test]
+    fn window_queries_aggregate_over_a_subquery_of_the_window() {
+        let q = result_queries(&profile(), &selector("ns", "t-1"), &window());
+        assert!(q["maxTps"].starts_with(
+            "max_over_time(((sum(sum_over_time(replay_slot_stats_total_transactions{"
+        ));
+        assert!(q["maxTps"].ends_with(")[60s:1s])"));
+        assert!(q["zeroTpsSamples"].contains(") == 0)[60s:1s]"));
+        assert!(q["finalLag"].starts_with("last_over_time("));
+        assert!(q["maxRss"].contains("memtype=\"resident\""));
+        let avg = avg_without_outliers("tps", &window(), 1500.5);
+        assert_eq!(avg, "avg_over_time(((tps) <= 4501.5)[60s:1s])");
+    }
+
+    #[test]
+    fn figures_follow_the_series_the_profile_has() {
+        let mut p = profile();
+        p.queries.remove(&QueryKey::Tps);
+        p.queries.remove(&QueryKey::VszBytes);
+        let q = result_queries(&p, "pod=\"x\"", &window());
+        assert!(!q.contains_key("maxTps") && !q.contains_key("maxVsz"));
+        // Without a TPS series, the lag series says whether there are samples.
+        assert!(q["samples"].contains("solana_node_num_slots_behind"));
+    }
+
+    #[test]
+    fn durations_stay_exact() {
+        assert_eq!(promql_duration(Duration::from_secs(43200)), "43200s");
+        assert_eq!(promql_duration(Duration::from_millis(59_250)), "59250ms");
+    }
+
+    #[test]
+    fn rounding_keeps_two_decimals() {
+        assert_eq!(round2(4598.1234), 4598.12);
+        assert_eq!(gib2((512u64 << 30) as f64), 512.0);
+    }
+}
