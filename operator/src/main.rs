@@ -147,13 +147,14 @@ async fn report(experiment: &str, namespace: &str, format: ReportFormat) -> anyh
     let trials: Api<ValidatorTrial> = Api::namespaced(client, namespace);
     let lp = ListParams::default().labels(&format!("{}={experiment}", labels::EXPERIMENT));
     let list = valtune::report::sorted(trials.list(&lp).await?.items);
+    let columns = valtune::clients::client_for(&vx.spec.template)?.report_columns();
     match format {
         ReportFormat::Table => {
-            print!("{}", valtune::report::table(&list));
+            print!("{}", valtune::report::table(&list, &columns));
             println!();
             print!("{}", valtune::report::summary(&vx));
         }
-        ReportFormat::Csv => print!("{}", valtune::report::csv(&list)),
+        ReportFormat::Csv => print!("{}", valtune::report::csv(&list, &columns)),
         ReportFormat::Json => {
             let rows: Vec<_> = list
                 .iter()

@@ -190,4 +190,7 @@ pub struct SummaryRow {
     pub zero_tps_seconds: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_rss_gib: Option<f64>,
+    /// The client's own figures (results.figures), averaged.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub figures: std::collections::BTreeMap<String, f64>,
 }

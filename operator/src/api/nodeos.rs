@@ -42,7 +42,9 @@ fn default_nodeos_http_port() -> i32 {
     8888
 }
 
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema, Default,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum NodeosMapMode {
     #[default]

@@ -21,6 +21,9 @@ pub const MAX_VALUES: usize = 32;
 
 const UNIQUE_INTS: &str = "self.all(x, self.exists_one(y, y == x))";
 const UNIQUE_MSG: &str = "values must be unique: remove the repeated value";
+const UNIQUE_QUANTITIES: &str = "!self.all(q, isQuantity(q)) || self.all(a, self.exists_one(b, quantity(a).compareTo(quantity(b)) == 0))";
+const UNIQUE_QUANTITIES_MSG: &str =
+    "values must be unique (1Ti and 1024Gi are the same size): remove the repeated value";
 
 /// The parameters to sweep. Every list present must be non-empty and free of duplicates.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]
@@ -32,8 +35,7 @@ pub struct SweepSpec {
     #[x_kube(
         validation = Rule::new("self.all(q, isQuantity(q) && quantity(q).isGreaterThan(quantity('0')))")
             .message("every value must be a positive quantity such as 256Gi or 1Ti"),
-        validation = Rule::new("!self.all(q, isQuantity(q)) || self.all(a, self.exists_one(b, quantity(a).compareTo(quantity(b)) == 0))")
-            .message("values must be unique (1Ti and 1024Gi are the same size): remove the repeated value")
+        validation = Rule::new(UNIQUE_QUANTITIES).message(UNIQUE_QUANTITIES_MSG)
     )]
     pub memory: Option<Vec<String>>,
     /// Whole CPU cores per trial (request = limit).
@@ -58,12 +60,129 @@ pub struct SweepSpec {
     #[x_kube(validation = Rule::new("self.all(t, self.exists_one(u, u.name == t.name))")
         .message("each thread knob may appear once: merge the values of the repeated name"))]
     pub threads: Option<Vec<ThreadSweep>>,
+    /// The memory allocator of the client process (Besu: `jemalloc`, which its image
+    /// preloads, or glibc's malloc; docs/clients.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 8))]
+    #[x_kube(validation = Rule::new(UNIQUE_INTS).message(UNIQUE_MSG))]
+    pub allocator: Option<Vec<Allocator>>,
+    /// glibc malloc's arena limit (`MALLOC_ARENA_MAX`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 16), inner(range(min = 1, max = 128)))]
+    #[x_kube(validation = Rule::new(UNIQUE_INTS).message(UNIQUE_MSG))]
+    pub malloc_arena_max: Option<Vec<i32>>,
+    /// The JVM's maximum heap (`-Xmx`), a quantity such as 5Gi (Besu).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 16), inner(length(max = 32)))]
+    #[x_kube(
+        validation = Rule::new("self.all(q, isQuantity(q) && quantity(q).isGreaterThan(quantity('0')))")
+            .message("every value must be a positive quantity such as 5Gi"),
+        validation = Rule::new(UNIQUE_QUANTITIES).message(UNIQUE_QUANTITIES_MSG),
+    )]
+    pub heap: Option<Vec<String>>,
+    /// Memory held by a hog beside the validator, inside its pod's memory (stress-ng
+    /// `--vm-bytes`), a quantity; 0 runs no hog (nodeos).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 16), inner(length(max = 32)))]
+    #[x_kube(
+        validation = Rule::new("self.all(q, isQuantity(q))")
+            .message("every value must be a quantity such as 0, 6Gi or 8G"),
+        validation = Rule::new(UNIQUE_QUANTITIES).message(UNIQUE_QUANTITIES_MSG),
+    )]
+    pub memory_pressure: Option<Vec<String>>,
+    /// How nodeos maps its state (`--database-map-mode`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4))]
+    #[x_kube(validation = Rule::new(UNIQUE_INTS).message(UNIQUE_MSG))]
+    pub database_map_mode: Option<Vec<super::nodeos::NodeosMapMode>>,
+    /// Where transaction signatures are verified: `cpu`, or `gpu` (Agave `--cuda`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 2))]
+    #[x_kube(validation = Rule::new(UNIQUE_INTS).message(UNIQUE_MSG))]
+    pub sigverify: Option<Vec<Sigverify>>,
     /// Any other setting, as an environment variable, a CLI argument or a config key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 4))]
     #[x_kube(validation = Rule::new("self.all(k, self.exists_one(l, l.name == k.name))")
         .message("each knob name may appear once: rename or merge the repeated knob"))]
     pub knobs: Option<Vec<KnobSweep>>,
+}
+
+/// A memory allocator.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum Allocator {
+    Jemalloc,
+    Glibc,
+    Tcmalloc,
+    Mimalloc,
+}
+
+/// Where signatures are verified.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum Sigverify {
+    Cpu,
+    Gpu,
+}
+
+/// A typed client setting the sweep can vary (the fields after `threads`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Setting {
+    Allocator,
+    MallocArenaMax,
+    Heap,
+    MemoryPressure,
+    DatabaseMapMode,
+    Sigverify,
+}
+
+impl Setting {
+    pub const ALL: [Setting; 6] = [
+        Setting::Allocator,
+        Setting::MallocArenaMax,
+        Setting::Heap,
+        Setting::MemoryPressure,
+        Setting::DatabaseMapMode,
+        Setting::Sigverify,
+    ];
+
+    /// The sweep field, and the key in a trial point's `settings`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Setting::Allocator => "allocator",
+            Setting::MallocArenaMax => "mallocArenaMax",
+            Setting::Heap => "heap",
+            Setting::MemoryPressure => "memoryPressure",
+            Setting::DatabaseMapMode => "databaseMapMode",
+            Setting::Sigverify => "sigverify",
+        }
+    }
+
+    /// The swept values, as they appear in trial points.
+    pub fn values(self, sweep: &SweepSpec) -> Option<Vec<String>> {
+        fn text<T: Serialize>(v: &[T]) -> Vec<String> {
+            v.iter()
+                .map(|x| match serde_json::to_value(x) {
+                    Ok(serde_json::Value::String(s)) => s,
+                    Ok(other) => other.to_string(),
+                    Err(_) => String::new(),
+                })
+                .collect()
+        }
+        match self {
+            Setting::Allocator => sweep.allocator.as_deref().map(text),
+            Setting::MallocArenaMax => sweep.malloc_arena_max.as_deref().map(text),
+            Setting::Heap => sweep.heap.as_deref().map(text),
+            Setting::MemoryPressure => sweep.memory_pressure.as_deref().map(text),
+            Setting::DatabaseMapMode => sweep.database_map_mode.as_deref().map(text),
+            Setting::Sigverify => sweep.sigverify.as_deref().map(text),
+        }
+    }
 }
 
 /// A thread or tile count knob of one client (see docs/clients.md for the mapping).
@@ -176,6 +295,9 @@ pub struct TrialPoint {
     /// Thread knob name to count.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub threads: BTreeMap<String, i32>,
+    /// Typed client setting (allocator, heap, ...) to its value.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub settings: BTreeMap<String, String>,
     /// Knob name to value.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub knobs: BTreeMap<String, String>,
@@ -215,6 +337,14 @@ impl TrialPoint {
                 k.clone()
             };
             parts.push((key, v.to_string()));
+        }
+        for (k, v) in &self.settings {
+            let key = if exact {
+                format!("settings.{k}")
+            } else {
+                k.clone()
+            };
+            parts.push((key, v.clone()));
         }
         for (k, v) in &self.knobs {
             let key = if exact {
@@ -289,6 +419,10 @@ impl SweepSpec {
                 .flatten()
                 .map(|t| t.values.len())
                 .product::<usize>()
+            * Setting::ALL
+                .iter()
+                .map(|s| s.values(self).map_or(1, |v| v.len()))
+                .product::<usize>()
             * self
                 .knobs
                 .iter()
@@ -334,6 +468,13 @@ impl SweepSpec {
                 p.threads.insert(name.clone(), *n);
             });
         }
+        for setting in Setting::ALL {
+            if let Some(values) = setting.values(self) {
+                points = cross(points, &values, |p, v| {
+                    p.settings.insert(setting.as_str().into(), v.clone());
+                });
+            }
+        }
         for k in self.knobs.iter().flatten() {
             points = cross(points, &k.values, |p, v| {
                 p.knobs.insert(k.name.clone(), v.clone());
@@ -367,6 +508,7 @@ pub fn trial_count_cel() -> String {
         opt("hugepages1Gi"),
         opt("programCacheEntries"),
     ];
+    terms.extend(Setting::ALL.iter().map(|s| opt(s.as_str())));
     for (list, max) in [("threads", MAX_THREAD_SWEEPS), ("knobs", MAX_KNOB_SWEEPS)] {
         for i in 0..max {
             terms.push(format!(
@@ -414,6 +556,24 @@ mod tests {
         assert_eq!(points[2].program_cache_entries, Some(1024));
         assert_eq!(points[11].memory.as_deref(), Some("512Gi"));
         assert_eq!(points[11].program_cache_entries, Some(2048));
+    }
+
+    #[test]
+    fn typed_settings_are_swept_and_named_by_their_field() {
+        let sweep: SweepSpec = serde_saphyr::from_str(
+            "allocator: [jemalloc, glibc]\nmallocArenaMax: [1, 2]\nheap: [5Gi]\n",
+        )
+        .unwrap();
+        let points = sweep.expand();
+        assert_eq!(sweep.points(), 4);
+        assert_eq!(points.len(), 4);
+        assert_eq!(points[1].settings["allocator"], "jemalloc");
+        assert_eq!(points[1].settings["mallocArenaMax"], "2");
+        assert_eq!(
+            points[3].describe(),
+            "allocator=glibc heap=5Gi mallocArenaMax=2"
+        );
+        assert!(trial_count_cel().contains("size(self.sweep.mallocArenaMax)"));
     }
 
     #[test]

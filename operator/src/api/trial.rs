@@ -1,6 +1,8 @@
 //! `ValidatorTrial`: one point of an experiment's sweep, self-contained (it holds the
 //! resolved template), owning its pod and volumes. Its status holds the results.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -277,4 +279,14 @@ pub struct TrialResults {
     /// Whether the validator kept up with the chain through the window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kept_up: Option<bool>,
+    /// Figures only the trial's client has, by name (docs/clients.md lists them).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub figures: BTreeMap<String, f64>,
+}
+
+impl TrialResults {
+    /// A client-specific figure.
+    pub fn figure(&self, name: &str) -> Option<f64> {
+        self.figures.get(name).copied()
+    }
 }

@@ -112,5 +112,6 @@ pub(super) fn unsupported_profile() -> MetricProfile {
         default_max_lag: 0,
         endpoints: Vec::new(),
         validator_container: "validator",
+        figures: Vec::new(),
     }
 }

@@ -6,7 +6,7 @@
 
 use kube::core::Rule;
 
-use crate::api::sweep::{ThreadKnob, TrialPoint};
+use crate::api::sweep::{Setting, ThreadKnob, TrialPoint};
 use crate::api::version::{Version, Versions, cel_known};
 
 /// A sweep dimension: a typed field of `spec.sweep`, or one thread or tile count of
@@ -17,17 +17,22 @@ pub enum Dim {
     Cpu,
     Hugepages1Gi,
     ProgramCacheEntries,
+    Setting(Setting),
     Thread(ThreadKnob),
 }
 
 impl Dim {
     /// Every typed field of `spec.sweep` (threads and generic knobs are lists of their own).
-    pub const FIELDS: [Dim; 4] = [
-        Dim::Memory,
-        Dim::Cpu,
-        Dim::Hugepages1Gi,
-        Dim::ProgramCacheEntries,
-    ];
+    pub fn fields() -> impl Iterator<Item = Dim> {
+        [
+            Dim::Memory,
+            Dim::Cpu,
+            Dim::Hugepages1Gi,
+            Dim::ProgramCacheEntries,
+        ]
+        .into_iter()
+        .chain(Setting::ALL.into_iter().map(Dim::Setting))
+    }
 
     /// The name users write: the sweep field, or the thread knob's name.
     pub fn name(&self) -> &'static str {
@@ -36,6 +41,7 @@ impl Dim {
             Dim::Cpu => "cpu",
             Dim::Hugepages1Gi => "hugepages1Gi",
             Dim::ProgramCacheEntries => "programCacheEntries",
+            Dim::Setting(s) => s.as_str(),
             Dim::Thread(t) => t.as_str(),
         }
     }
@@ -66,6 +72,7 @@ impl Dim {
             Dim::Cpu => p.cpu.map(|v| v.to_string()),
             Dim::Hugepages1Gi => p.hugepages1_gi.map(|v| v.to_string()),
             Dim::ProgramCacheEntries => p.program_cache_entries.map(|v| v.to_string()),
+            Dim::Setting(s) => p.settings.get(s.as_str()).cloned(),
             Dim::Thread(t) => p.threads.get(t.as_str()).map(|v| v.to_string()),
         }
     }
@@ -256,7 +263,7 @@ impl KnobTable {
     pub fn rules(&self) -> Vec<Rule> {
         let (name, spec) = (self.display, self.spec());
         let mut rules = Vec::new();
-        for dim in Dim::FIELDS {
+        for dim in Dim::fields() {
             if self.get(dim).is_some() {
                 continue;
             }
@@ -477,7 +484,7 @@ mod tests {
                 "{lacked}: {text}"
             );
         }
-        assert!(!text.contains("remove sweep.memory"));
+        assert!(!text.contains("remove sweep.memory\""));
         assert!(text.contains("Demo does not use hugepages"));
         assert!(text.contains("t.name in ['bankingThreads']"));
         assert!(text.contains("Demo has no config file"));

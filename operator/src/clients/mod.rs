@@ -150,6 +150,19 @@ pub trait ValidatorClient: Send + Sync {
     /// The series its profile has (for the admission rule on `metrics.queries`); None
     /// accepts any.
     fn profile_keys(&self) -> Option<Vec<crate::api::settings::QueryKey>>;
+    /// The columns of `valtune report`'s table, shaped like the seed the client's
+    /// experiments reproduce.
+    fn report_columns(&self) -> Vec<profile::Column> {
+        profile::RAM_COLUMNS.to_vec()
+    }
+    /// What the recommendation optimises when the sweep has no memory values.
+    fn objective(&self) -> profile::Objective {
+        profile::Objective::default()
+    }
+    /// The one-line summary of a trial's results (its message when it ends).
+    fn summary(&self) -> fn(&crate::api::trial::TrialResults) -> String {
+        profile::ram_summary
+    }
 }
 
 /// What a client adds to the pod skeleton.

@@ -3,6 +3,7 @@
 use crate::api::ValidatorExperiment;
 use crate::api::quantity::parse_quantity;
 use crate::api::trial::ValidatorTrial;
+use crate::clients::profile::{Column, RAM_COLUMNS};
 
 fn num(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
@@ -24,26 +25,24 @@ pub fn sorted(mut trials: Vec<ValidatorTrial>) -> Vec<ValidatorTrial> {
     trials
 }
 
-const HEADER: [&str; 10] = [
-    "TRIAL",
-    "POINT",
-    "REP",
-    "PHASE",
-    "OUTCOME",
-    "AVG TPS",
-    "0 TPS s",
-    "MAX TPS",
-    "MAX RSS GiB",
-    "MAX VSZ GiB",
-];
+/// The columns every table starts with.
+const FIXED: [&str; 5] = ["TRIAL", "POINT", "REP", "PHASE", "OUTCOME"];
 
-fn rows(trials: &[ValidatorTrial]) -> Vec<[String; 10]> {
+fn header(columns: &[Column]) -> Vec<&'static str> {
+    FIXED
+        .iter()
+        .copied()
+        .chain(columns.iter().map(|c| c.header))
+        .collect()
+}
+
+fn rows(trials: &[ValidatorTrial], columns: &[Column]) -> Vec<Vec<String>> {
     trials
         .iter()
         .map(|t| {
             let st = t.status.clone().unwrap_or_default();
             let r = st.results.clone().unwrap_or_default();
-            [
+            let mut row = vec![
                 t.metadata.name.clone().unwrap_or_default(),
                 t.spec.point.describe(),
                 t.spec.repetition.to_string(),
@@ -51,19 +50,18 @@ fn rows(trials: &[ValidatorTrial]) -> Vec<[String; 10]> {
                 st.outcome
                     .map(|o| o.as_str().to_string())
                     .unwrap_or_else(|| "-".into()),
-                num(r.avg_tps),
-                num(r.zero_tps_seconds),
-                num(r.max_tps),
-                num(r.max_rss_gib),
-                num(r.max_vsz_gib),
-            ]
+            ];
+            row.extend(columns.iter().map(|c| num((c.value)(&r))));
+            row
         })
         .collect()
 }
 
-pub fn table(trials: &[ValidatorTrial]) -> String {
-    let rows = rows(trials);
-    let mut width = HEADER.map(str::len);
+/// The trials as a table with the client's columns (`columns`).
+pub fn table(trials: &[ValidatorTrial], columns: &[Column]) -> String {
+    let header = header(columns);
+    let rows = rows(trials, columns);
+    let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (w, cell) in width.iter_mut().zip(row) {
             *w = (*w).max(cell.len());
@@ -72,14 +70,14 @@ pub fn table(trials: &[ValidatorTrial]) -> String {
     let line = |cells: Vec<&str>| {
         cells
             .iter()
-            .zip(width)
+            .zip(&width)
             .map(|(c, w)| format!("{c:<w$}"))
             .collect::<Vec<_>>()
             .join("  ")
             .trim_end()
             .to_string()
     };
-    let mut out = vec![line(HEADER.to_vec())];
+    let mut out = vec![line(header.clone())];
     out.extend(
         rows.iter()
             .map(|r| line(r.iter().map(String::as_str).collect())),
@@ -87,7 +85,7 @@ pub fn table(trials: &[ValidatorTrial]) -> String {
     out.join("\n") + "\n"
 }
 
-pub fn csv(trials: &[ValidatorTrial]) -> String {
+pub fn csv(trials: &[ValidatorTrial], columns: &[Column]) -> String {
     let quote = |s: &str| {
         if s.contains([',', '"']) {
             format!("\"{}\"", s.replace('"', "\"\""))
@@ -96,14 +94,14 @@ pub fn csv(trials: &[ValidatorTrial]) -> String {
         }
     };
     let mut out = vec![
-        HEADER
+        header(columns)
             .iter()
             .map(|h| h.to_lowercase().replace(' ', "_"))
             .collect::<Vec<_>>()
             .join(","),
     ];
     out.extend(
-        rows(trials)
+        rows(trials, columns)
             .iter()
             .map(|r| r.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",")),
     );
@@ -147,7 +145,7 @@ mod tests {
             mk("1Ti", "KeptUp", 4600.0),
             mk("128Gi", "OOMKilled", 1200.0),
         ]);
-        let t = table(&trials);
+        let t = table(&trials, &RAM_COLUMNS);
         let lines: Vec<&str> = t.lines().collect();
         assert!(lines[0].starts_with("TRIAL"));
         assert!(
@@ -157,6 +155,6 @@ mod tests {
         );
         assert!(lines[2].contains("memory=1Ti"));
         assert_eq!(lines[1].find("OOMKilled"), lines[2].find("KeptUp"));
-        assert!(csv(&trials).starts_with("trial,point,rep,phase,outcome,avg_tps"));
+        assert!(csv(&trials, &RAM_COLUMNS).starts_with("trial,point,rep,phase,outcome,avg_tps"));
     }
 }

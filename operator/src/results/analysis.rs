@@ -174,7 +174,33 @@ pub async fn collect(
         catch_up_seconds: None,
         measured_seconds: Some(round2(w.length().as_secs_f64())),
         kept_up: final_lag.map(|lag| lag <= max_lag),
+        figures: figures(prom, profile, selector, w).await?,
     }))
+}
+
+/// The client's own figures over the window.
+async fn figures(
+    prom: &Prometheus,
+    profile: &MetricProfile,
+    selector: &str,
+    w: &Window,
+) -> Result<BTreeMap<String, f64>, PromError> {
+    let mut out = BTreeMap::new();
+    for f in &profile.figures {
+        let q = expand(
+            &f.query
+                .replace("$range", &w.range())
+                .replace("$window", &promql_duration(w.length())),
+            selector,
+            w.step,
+        );
+        if let Some(v) = prom.value(&q, Some(w.end)).await?
+            && v.is_finite()
+        {
+            out.insert(f.name.to_string(), round2(v * f.scale));
+        }
+    }
+    Ok(out)
 }
 
 fn gib2(bytes: f64) -> f64 {

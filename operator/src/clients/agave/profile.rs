@@ -65,5 +65,6 @@ pub fn profile() -> MetricProfile {
             })
             .collect(),
         validator_container: super::VALIDATOR_CONTAINER,
+        figures: Vec::new(),
     }
 }

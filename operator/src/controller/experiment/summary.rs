@@ -267,6 +267,16 @@ fn summarize(
                 max_tps: mean(results.iter().map(|r| r.max_tps)),
                 zero_tps_seconds: mean(results.iter().map(|r| r.zero_tps_seconds)),
                 max_rss_gib: mean(results.iter().map(|r| r.max_rss_gib)),
+                figures: {
+                    let names: std::collections::BTreeSet<&String> =
+                        results.iter().flat_map(|r| r.figures.keys()).collect();
+                    names
+                        .into_iter()
+                        .filter_map(|n| {
+                            Some((n.clone(), mean(results.iter().map(|r| r.figure(n)))?))
+                        })
+                        .collect()
+                },
             }
         })
         .collect();
@@ -333,24 +343,37 @@ pub fn recommend(
             trial: ts[0].name_any(),
         });
     }
-    let avg = |ts: &Vec<&ValidatorTrial>| {
+    // Otherwise the client's objective: e.g. the highest TPS, or the lowest block time.
+    let objective = crate::clients::client_for(&vx.spec.template)
+        .map(|c| c.objective())
+        .unwrap_or_default();
+    let score = |ts: &Vec<&ValidatorTrial>| {
         mean(ts.iter().map(|t| {
             t.status
                 .as_ref()
                 .and_then(|s| s.results.as_ref())
-                .and_then(|r| r.avg_tps)
+                .and_then(|r| (objective.value)(r))
         }))
     };
-    let (best, ts) = kept_up.iter().max_by(|a, b| {
-        avg(&a.1)
-            .unwrap_or(0.0)
-            .total_cmp(&avg(&b.1).unwrap_or(0.0))
-    })?;
+    let scored: Vec<_> = kept_up
+        .iter()
+        .filter_map(|(p, ts)| Some((p, ts, score(ts)?)))
+        .collect();
+    let (best, ts, value) = if objective.higher_is_better {
+        scored.into_iter().max_by(|a, b| a.2.total_cmp(&b.2))?
+    } else {
+        scored.into_iter().min_by(|a, b| a.2.total_cmp(&b.2))?
+    };
     Some(Recommendation {
         summary: best.point.describe(),
         reason: format!(
-            "the highest average TPS ({}) among points that kept up{provisional}",
-            avg(ts).unwrap_or(0.0)
+            "the {} {} ({value}) among points that kept up{provisional}",
+            if objective.higher_is_better {
+                "highest"
+            } else {
+                "lowest"
+            },
+            objective.name
         ),
         trial: ts[0].name_any(),
     })

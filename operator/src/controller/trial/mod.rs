@@ -28,9 +28,10 @@ pub async fn reconcile(trial: Arc<ValidatorTrial>, ctx: Arc<Context>) -> Result<
     let old = trial.status.clone().unwrap_or_default();
     let now = now();
     let prom = ctx.prometheus(trial.spec.metrics.prometheus_url.as_deref());
-    let planned = clients::profile(&trial)
+    let planned = clients::client_for(&trial.spec.template)
+        .and_then(|c| Ok((c, clients::profile(&trial)?)))
         .map_err(|e| e.to_string())
-        .and_then(|p| Settings::of(&trial, &p, prom.is_some()).map(|s| (p, s)));
+        .and_then(|(c, p)| Settings::of(&trial, &p, c.summary(), prom.is_some()).map(|s| (p, s)));
     let mut step = match planned {
         Ok((profile, settings)) => {
             let needs = transition::needs(&old, &settings, now);

@@ -39,6 +39,8 @@ pub struct Settings {
     /// Whether a Prometheus is configured to read results from.
     pub prometheus: bool,
     pub abort_rules: usize,
+    /// The client's one-line summary of results.
+    pub summary: fn(&TrialResults) -> String,
 }
 
 impl Settings {
@@ -47,6 +49,7 @@ impl Settings {
     pub fn of(
         trial: &ValidatorTrial,
         profile: &MetricProfile,
+        summary: fn(&TrialResults) -> String,
         prometheus: bool,
     ) -> Result<Settings, String> {
         let s = &trial.spec.settings;
@@ -67,6 +70,7 @@ impl Settings {
             ttl_seconds: s.ttl_seconds_after_finished.unwrap_or(0) as i64,
             prometheus,
             abort_rules: s.abort_when.len(),
+            summary,
         })
     }
 
@@ -618,14 +622,7 @@ fn collect(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) {
         Some(true) => TrialOutcome::KeptUp,
         _ => TrialOutcome::FellBehind,
     });
-    let summary = format!(
-        "{}: avg {} TPS, max {} TPS, {}s at zero TPS, max RSS {} GiB",
-        outcome.as_str(),
-        fmt(results.avg_tps),
-        fmt(results.max_tps),
-        fmt(results.zero_tps_seconds),
-        fmt(results.max_rss_gib)
-    );
+    let summary = format!("{}: {}", outcome.as_str(), (s.summary)(&results));
     let text = with_reason(st, summary);
     st.results = Some(results);
     finish(st, Some(outcome), text, now);
@@ -639,10 +636,6 @@ fn with_reason(st: &ValidatorTrialStatus, found: String) -> String {
         (Some(_), Some(why)) => format!("{found} ({why})"),
         _ => found,
     }
-}
-
-fn fmt(v: Option<f64>) -> String {
-    v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
 }
 
 /// A finished trial releases its node at once (pod stopped, its volumes with it); the

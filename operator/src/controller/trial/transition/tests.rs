@@ -25,6 +25,7 @@ fn settings() -> Settings {
         ttl_seconds: 0,
         prometheus: true,
         abort_rules: 0,
+        summary: crate::clients::profile::ram_summary,
     }
 }
 
