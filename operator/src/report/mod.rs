@@ -3,7 +3,7 @@
 use crate::api::ValidatorExperiment;
 use crate::api::quantity::parse_quantity;
 use crate::api::trial::ValidatorTrial;
-use crate::clients::profile::{Column, RAM_COLUMNS};
+use crate::clients::profile::Column;
 
 fn num(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
@@ -132,6 +132,7 @@ pub fn summary(vx: &ValidatorExperiment) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clients::profile::RAM_COLUMNS;
 
     #[test]
     fn the_table_lines_up_and_sorts_by_memory() {

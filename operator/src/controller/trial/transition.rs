@@ -24,7 +24,7 @@ use crate::results::abort::Verdict;
 pub const MAX_COLLECT_ATTEMPTS: i32 = 10;
 
 /// The trial's settings, parsed once per pass.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Settings {
     /// The scrape interval: one sample per step.
     pub step: Duration,
