@@ -130,6 +130,21 @@ pub struct MeasurementSettings {
     #[schemars(length(max = 32))]
     #[x_kube(validation = duration_rule())]
     pub duration: String,
+    /// Where the window starts: `caughtUp` (once the validator is within
+    /// `warmup.maxLag` of the chain: steady-state figures), or `firstExecution` (at the first
+    /// transaction it processes, catch-up included and snapshot download excluded: how the
+    /// paper measured).
+    #[serde(default)]
+    pub from: WindowStart,
+}
+
+/// Where a measurement window starts.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum WindowStart {
+    #[default]
+    CaughtUp,
+    FirstExecution,
 }
 
 fn default_measurement() -> String {
@@ -140,6 +155,7 @@ impl Default for MeasurementSettings {
     fn default() -> Self {
         Self {
             duration: default_measurement(),
+            from: WindowStart::default(),
         }
     }
 }

@@ -189,6 +189,16 @@ pub struct ValidatorTrialStatus {
     pub scheduling_since: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Time>,
+    /// When Prometheus first scraped the trial's pod (its `up` series).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scraped_at: Option<Time>,
+    /// When the validator first said how far behind it is (its RPC answered: the snapshot
+    /// was downloaded and loaded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answering_at: Option<Time>,
+    /// When it processed its first transaction (for windows from its first execution).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_execution_at: Option<Time>,
     /// When the validator caught up with the chain (warm-up ended).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caught_up_at: Option<Time>,
@@ -270,9 +280,13 @@ pub struct TrialResults {
     /// How far behind it was at the window's end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_lag: Option<f64>,
-    /// Seconds from start to caught up (warm-up).
+    /// Seconds from the validator's first answer to caught up (replaying to the tip).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catch_up_seconds: Option<f64>,
+    /// Seconds from the pod's start to the validator's first answer (downloading and
+    /// loading a snapshot, or opening its state).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_seconds: Option<f64>,
     /// Seconds actually measured (shorter than the window when the pod died in it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_seconds: Option<f64>,

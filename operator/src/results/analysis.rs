@@ -172,6 +172,7 @@ pub async fn collect(
         max_lag: get("maxLag").map(round2),
         final_lag: final_lag.map(round2),
         catch_up_seconds: None,
+        startup_seconds: None,
         measured_seconds: Some(round2(w.length().as_secs_f64())),
         kept_up: final_lag.map(|lag| lag <= max_lag),
         figures: figures(prom, profile, selector, w).await?,

@@ -269,3 +269,22 @@ pub async fn wait_released(lab: &Lab, ns: &str, trials_too: bool, timeout: std::
     })
     .await;
 }
+
+/// A fresh namespace with its own operator, and the quickstart experiment in it, named
+/// `name` and patched with `patch`.
+pub async fn start_experiment(
+    lab: &Lab,
+    name: &str,
+    patch: serde_json::Value,
+) -> (String, Operator) {
+    let ns = lab.namespace(name).await;
+    let op = lab.start_operator(&ns);
+    create(lab, &quickstart_with(&ns, name, patch)).await;
+    (ns, op)
+}
+
+pub async fn create(lab: &Lab, vx: &valtune::api::ValidatorExperiment) {
+    let ns = vx.metadata.namespace.clone().unwrap();
+    let api: Api<valtune::api::ValidatorExperiment> = Api::namespaced(lab.client.clone(), &ns);
+    api.create(&PostParams::default(), vx).await.unwrap();
+}

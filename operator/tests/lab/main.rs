@@ -2,6 +2,7 @@
 //! They are ignored by a plain `cargo test`; `make test` runs them with --include-ignored.
 
 mod admission;
+mod agave;
 mod analysis;
 mod common;
 mod e2e;

@@ -31,7 +31,23 @@ pub async fn reconcile(trial: Arc<ValidatorTrial>, ctx: Arc<Context>) -> Result<
     let planned = clients::client_for(&trial.spec.template)
         .and_then(|c| Ok((c, clients::profile(&trial)?)))
         .map_err(|e| e.to_string())
-        .and_then(|(c, p)| Settings::of(&trial, &p, c.summary(), prom.is_some()).map(|s| (p, s)));
+        .and_then(|(c, p)| {
+            let monitor = (ctx.pod_monitors && trial.spec.metrics.pod_monitor).then(|| {
+                format!(
+                    "{}/{}",
+                    trial.namespace().unwrap_or_default(),
+                    trial.spec.experiment
+                )
+            });
+            Settings::of(
+                &trial,
+                &p,
+                c.summary(),
+                prom.as_ref().map(|p| p.url()),
+                monitor,
+            )
+            .map(|s| (p, s))
+        });
     let mut step = match planned {
         Ok((profile, settings)) => {
             let needs = transition::needs(&old, &settings, now);

@@ -201,12 +201,45 @@ pub async fn observe(
                 .map_err(|e| e.to_string()),
             );
         }
-        Needs::Follow { lag, aborts } => {
+        Needs::Follow {
+            scraped,
+            lag,
+            tps,
+            aborts,
+        } => {
             obs.pod = Some(pod_state(trial, ctx, st, profile).await?);
             let sel = selector(trial, st);
+            let running = matches!(obs.pod, Some(PodState::Running { .. }));
+            if let (true, true, Some(prom)) = (*scraped, running, prom) {
+                obs.up = Some(
+                    analysis::scraped_since(
+                        prom,
+                        &sel,
+                        st.started_at.as_ref().map(|t| t.0).unwrap_or_else(now),
+                    )
+                    .await
+                    .map_err(|e| e.to_string()),
+                );
+            }
             if let (true, Some(prom)) = (*lag, prom) {
                 let q = analysis::expand(profile.query(profile.lag).unwrap_or(""), &sel, s.step);
                 obs.lag = Some(prom.value(&q, None).await.map_err(|e| e.to_string()));
+            }
+            if let (true, Some(prom), Some(q)) = (
+                *tps,
+                prom,
+                profile.query(crate::api::settings::QueryKey::Tps),
+            ) {
+                // Datapoints reach Prometheus a flush or two after they happen (Agave pushes
+                // every 10 s): look back a minute, or four scrapes, for the first execution.
+                let lookback = (s.step * 4).max(std::time::Duration::from_secs(60));
+                let q = format!(
+                    "max_over_time(({})[{}:{}])",
+                    analysis::expand(q, &sel, s.step),
+                    analysis::promql_duration(lookback),
+                    analysis::promql_duration(s.step)
+                );
+                obs.tps = Some(prom.value(&q, None).await.map_err(|e| e.to_string()));
             }
             if let (true, Some(prom), Some(start)) = (*aborts, prom, &st.window_start) {
                 obs.aborts = abort::judge(

@@ -12,7 +12,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::observe::PodState;
-use crate::api::settings::parse_duration;
+use crate::api::settings::{WindowStart, parse_duration};
 use crate::api::trial::{
     AttemptRecord, LagReading, TrialOutcome, TrialPhase, TrialResults, ValidatorTrial,
     ValidatorTrialStatus,
@@ -41,6 +41,12 @@ pub struct Settings {
     pub abort_rules: usize,
     /// The client's one-line summary of results.
     pub summary: fn(&TrialResults) -> String,
+    /// Where the window starts.
+    pub from: WindowStart,
+    /// For messages: the Prometheus read from, and the PodMonitor that should make it
+    /// scrape the trial's pod (namespace/name), if valtune creates one.
+    pub prometheus_url: String,
+    pub pod_monitor: Option<String>,
 }
 
 impl Settings {
@@ -50,7 +56,8 @@ impl Settings {
         trial: &ValidatorTrial,
         profile: &MetricProfile,
         summary: fn(&TrialResults) -> String,
-        prometheus: bool,
+        prometheus_url: Option<&str>,
+        pod_monitor: Option<String>,
     ) -> Result<Settings, String> {
         let s = &trial.spec.settings;
         let parse = |field: &str, v: &str| -> Result<(SignedDuration, String), String> {
@@ -68,9 +75,12 @@ impl Settings {
             max_lag: s.warmup.max_lag.unwrap_or(profile.default_max_lag) as f64,
             lag_unit: profile.lag_unit,
             ttl_seconds: s.ttl_seconds_after_finished.unwrap_or(0) as i64,
-            prometheus,
+            prometheus: prometheus_url.is_some(),
             abort_rules: s.abort_when.len(),
             summary,
+            from: s.measurement.from,
+            prometheus_url: prometheus_url.unwrap_or_default().to_string(),
+            pod_monitor,
         })
     }
 
@@ -82,6 +92,12 @@ impl Settings {
     /// to follow a catch-up of hours, rarely enough to cost few writes.
     fn progress_every(&self) -> SignedDuration {
         (self.step_signed() * 10).max(SignedDuration::from_secs(300))
+    }
+
+    /// How long after the pod starts Prometheus must have scraped it: a few reloads of
+    /// its configuration and service discovery, 20 scrape intervals.
+    pub fn scrape_deadline(&self) -> SignedDuration {
+        self.step_signed() * 20
     }
 }
 
@@ -95,9 +111,16 @@ pub enum Needs {
     Nothing,
     /// Pending: whether the attempt renders.
     Render,
-    /// Scheduling, WarmingUp, Measuring: the pod and its node; the lag while warming up;
-    /// the abort rules while measuring.
-    Follow { lag: bool, aborts: bool },
+    /// Scheduling, WarmingUp, Measuring: the pod and its node; whether Prometheus has
+    /// scraped it (until it has); the lag while warming up (and while measuring until
+    /// caught up); the TPS while waiting for the first execution; the abort rules while
+    /// measuring.
+    Follow {
+        scraped: bool,
+        lag: bool,
+        tps: bool,
+        aborts: bool,
+    },
     /// Collecting, when due: whether Prometheus scraped past the window (if asked), then
     /// the results.
     Collect { check_scraped: bool },
@@ -113,7 +136,10 @@ pub struct Observed {
     /// Pending: the attempt's pod name, or why it cannot be rendered.
     pub render: Option<Result<String, String>>,
     pub pod: Option<PodState>,
+    /// Whether Prometheus has any sample of the pod's `up`.
+    pub up: Option<Result<bool, String>>,
     pub lag: Option<Reading<f64>>,
+    pub tps: Option<Reading<f64>>,
     /// One verdict per abort rule, in order.
     pub aborts: Vec<Verdict>,
     pub scraped: Option<Result<bool, String>>,
@@ -166,15 +192,21 @@ pub fn needs(st: &ValidatorTrialStatus, s: &Settings, now: Timestamp) -> Needs {
         TrialPhase::Pending if s.prometheus => Needs::Render,
         TrialPhase::Pending => Needs::Nothing,
         TrialPhase::Scheduling => Needs::Follow {
+            scraped: false,
             lag: false,
+            tps: false,
             aborts: false,
         },
         TrialPhase::WarmingUp => Needs::Follow {
+            scraped: st.scraped_at.is_none(),
             lag: true,
+            tps: s.from == WindowStart::FirstExecution,
             aborts: false,
         },
         TrialPhase::Measuring => Needs::Follow {
-            lag: false,
+            scraped: st.scraped_at.is_none(),
+            lag: st.caught_up_at.is_none(),
+            tps: false,
             aborts: s.abort_rules > 0,
         },
         TrialPhase::Collecting => collect_needs(st, s, now),
@@ -402,6 +434,8 @@ fn follow(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) {
             ));
             step.requeue = Some(s.step);
         }
+        (TrialPhase::WarmingUp | TrialPhase::Measuring, PodState::Running { .. })
+            if unscraped(step, obs, s, now) => {}
         (TrialPhase::WarmingUp, PodState::Running { .. }) => warm_up(step, obs, s, now),
         (TrialPhase::Measuring, PodState::Running { .. }) => measure(step, obs, s, now),
         // Waiting while warming up or measuring cannot happen without a restart of the
@@ -410,13 +444,81 @@ fn follow(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) {
     }
 }
 
+/// Records the first scrape; ends the trial if Prometheus never scraped the pod in time
+/// (a PodMonitor its Prometheus does not select is silently never scraped). True when it
+/// ended the trial.
+fn unscraped(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) -> bool {
+    let st = &mut step.status;
+    if st.scraped_at.is_some() {
+        return false;
+    }
+    if matches!(obs.up, Some(Ok(true))) {
+        st.scraped_at = Some(Time(now));
+        return false;
+    }
+    let started = st.started_at.as_ref().map(|t| t.0).unwrap_or(now);
+    if now < started + s.scrape_deadline() || !matches!(obs.up, Some(Ok(false))) {
+        return false;
+    }
+    let monitor = match &s.pod_monitor {
+        Some(pm) => format!(
+            "is PodMonitor {pm} selected by that Prometheus? (kube-prometheus-stack selects only PodMonitors labelled release=<its release>: set spec.metrics.podMonitorLabels)"
+        ),
+        None => "valtune creates no PodMonitor for it (spec.metrics.podMonitor is false, or the cluster has no PodMonitor kind): make that Prometheus scrape the trial's pods".into(),
+    };
+    finish(
+        st,
+        Some(TrialOutcome::MetricsUnavailable),
+        format!(
+            "Prometheus at {} has not scraped the trial's pod in the {}s since it started: {monitor}",
+            s.prometheus_url,
+            now.duration_since(started).as_secs()
+        ),
+        now,
+    );
+    step.acts.push(Act::DeletePods);
+    step.requeue = Some(Duration::from_secs(1));
+    true
+}
+
+/// The validator's first answer (its RPC, after the snapshot), from the first lag reading.
+fn note_answering(st: &mut ValidatorTrialStatus, obs: &Observed, now: Timestamp) {
+    if st.answering_at.is_none() && matches!(obs.lag, Some(Ok(Some(_)))) {
+        st.answering_at = Some(Time(now));
+    }
+}
+
 fn warm_up(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) {
     let st = &mut step.status;
+    note_answering(st, obs, now);
     let started = st.started_at.as_ref().map(|t| t.0).unwrap_or(now);
     let deadline = started + s.warmup_timeout.0;
     let lag = obs.lag.clone().and_then(|r| r.ok()).flatten();
     let unit = s.lag_unit.as_str();
-    if let Some(lag) = lag
+    // The paper's window: from the first transaction processed, catch-up included.
+    if s.from == WindowStart::FirstExecution
+        && let Some(Ok(Some(tps))) = &obs.tps
+        && *tps > 0.0
+    {
+        let end = now + s.measurement;
+        st.first_execution_at = Some(Time(now));
+        st.window_start = Some(Time(now));
+        st.window_end = Some(Time(end));
+        if lag.is_some_and(|l| l <= s.max_lag) {
+            st.caught_up_at = Some(Time(now));
+        }
+        st.phase = TrialPhase::Measuring;
+        st.lag = None;
+        st.message = Some(format!(
+            "processing transactions ({} {unit} behind); measuring from the first execution until {end}",
+            lag.map(|l| l.to_string())
+                .unwrap_or_else(|| "unknown".into())
+        ));
+        step.requeue = Some(until(end, now).min(s.step * 2));
+        return;
+    }
+    if s.from == WindowStart::CaughtUp
+        && let Some(lag) = lag
         && lag <= s.max_lag
     {
         let end = now + s.measurement;
@@ -433,12 +535,16 @@ fn warm_up(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) {
         return;
     }
     if now >= deadline {
+        let what = match s.from {
+            WindowStart::CaughtUp => "catch up",
+            WindowStart::FirstExecution => "process a transaction",
+        };
         st.outcome = Some(TrialOutcome::TimedOut);
         st.window_start = Some(Time(started));
         st.window_end = Some(Time(now));
         st.phase = TrialPhase::Collecting;
         st.message = Some(format!(
-            "did not catch up within the warm-up limit of {} ({} {unit} behind)",
+            "did not {what} within the warm-up limit of {} ({} {unit} behind)",
             s.warmup_timeout.1,
             lag.map(|l| l.to_string())
                 .unwrap_or_else(|| "unknown".into())
@@ -469,6 +575,14 @@ fn warm_up(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) {
 
 fn measure(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) {
     let st = &mut step.status;
+    note_answering(st, obs, now);
+    // Measuring from the first execution: catching up happens inside the window.
+    if st.caught_up_at.is_none()
+        && let Some(Ok(Some(lag))) = &obs.lag
+        && *lag <= s.max_lag
+    {
+        st.caught_up_at = Some(Time(now));
+    }
     let end = st.window_end.as_ref().map(|t| t.0).unwrap_or(now);
     for (i, verdict) in obs.aborts.iter().enumerate() {
         match verdict {
@@ -549,6 +663,9 @@ fn retry_or_fail(
         st.scheduling_since = None;
         st.started_at = None;
         st.caught_up_at = None;
+        st.scraped_at = None;
+        st.answering_at = None;
+        st.first_execution_at = None;
         st.window_start = None;
         st.window_end = None;
         st.outcome = None;
@@ -615,8 +732,14 @@ fn collect(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) {
         }
         return;
     };
-    if let (Some(caught), Some(started)) = (&st.caught_up_at, &st.started_at) {
-        results.catch_up_seconds = Some(caught.0.duration_since(started.0).as_secs_f64());
+    // Catching up runs from the validator's first answer (its snapshot loaded) to caught
+    // up; starting up, from the pod's start to that answer.
+    let answering = st.answering_at.as_ref().or(st.started_at.as_ref());
+    if let (Some(caught), Some(from)) = (&st.caught_up_at, answering) {
+        results.catch_up_seconds = Some(caught.0.duration_since(from.0).as_secs_f64());
+    }
+    if let (Some(answered), Some(started)) = (&st.answering_at, &st.started_at) {
+        results.startup_seconds = Some(answered.0.duration_since(started.0).as_secs_f64());
     }
     let outcome = st.outcome.unwrap_or(match results.kept_up {
         Some(true) => TrialOutcome::KeptUp,

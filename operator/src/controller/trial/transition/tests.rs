@@ -26,6 +26,9 @@ fn settings() -> Settings {
         prometheus: true,
         abort_rules: 0,
         summary: crate::clients::profile::ram_summary,
+        from: WindowStart::CaughtUp,
+        prometheus_url: "http://prometheus:9090".into(),
+        pod_monitor: Some("validators/agave-ram".into()),
     }
 }
 
@@ -669,4 +672,96 @@ fn restarts_change_nothing_the_same_inputs_give_the_same_step() {
         transition(&st, &obs, &settings(), at(1200)),
         transition(&st, &obs, &settings(), at(1200))
     );
+}
+
+// ---- Scraping, windows from the first execution --------------------------------------
+
+#[test]
+fn a_pod_prometheus_never_scrapes_ends_the_trial_naming_the_pod_monitor() {
+    let not_scraped = Observed {
+        up: Some(Ok(false)),
+        ..lag(Ok(None))
+    };
+    // Within 20 scrape intervals of the start: keep waiting.
+    let step = transition(&warming(0), &not_scraped, &settings(), at(299));
+    assert_eq!(step.status.phase, TrialPhase::WarmingUp);
+    let step = transition(&warming(0), &not_scraped, &settings(), at(300));
+    assert_eq!(step.status.phase, TrialPhase::Failed);
+    assert_eq!(step.status.outcome, Some(TrialOutcome::MetricsUnavailable));
+    let message = step.status.message.unwrap();
+    assert!(
+        message.contains("Prometheus at http://prometheus:9090 has not scraped"),
+        "{message}"
+    );
+    assert!(
+        message.contains("PodMonitor validators/agave-ram"),
+        "{message}"
+    );
+    assert!(message.contains("podMonitorLabels"), "{message}");
+    assert_eq!(step.acts, vec![Act::DeletePods]);
+    // Prometheus unreachable is no evidence either way.
+    let unknown = Observed {
+        up: Some(Err("unreachable".into())),
+        ..lag(Ok(None))
+    };
+    assert_eq!(
+        transition(&warming(0), &unknown, &settings(), at(600))
+            .status
+            .phase,
+        TrialPhase::WarmingUp
+    );
+    // Once scraped, recorded (and not asked again).
+    let scraped = Observed {
+        up: Some(Ok(true)),
+        ..lag(Ok(Some(5000.0)))
+    };
+    let step = transition(&warming(0), &scraped, &settings(), at(30));
+    assert_eq!(step.status.scraped_at, Some(Time(at(30))));
+    assert_eq!(step.status.answering_at, Some(Time(at(30))));
+    assert!(matches!(
+        needs(&step.status, &settings(), at(31)),
+        Needs::Follow { scraped: false, .. }
+    ));
+}
+
+#[test]
+fn from_the_first_execution_the_window_includes_catching_up() {
+    let s = Settings {
+        from: WindowStart::FirstExecution,
+        ..settings()
+    };
+    let mut st = warming(0);
+    st.scraped_at = Some(Time(at(5)));
+    st.answering_at = Some(Time(at(600)));
+    // Behind the chain but processing transactions: the window starts.
+    let obs = Observed {
+        tps: Some(Ok(Some(1200.0))),
+        ..lag(Ok(Some(9000.0)))
+    };
+    let step = transition(&st, &obs, &s, at(900));
+    let st = step.status;
+    assert_eq!(st.phase, TrialPhase::Measuring);
+    assert_eq!(st.first_execution_at, Some(Time(at(900))));
+    assert_eq!(st.window_start, Some(Time(at(900))));
+    assert_eq!(st.caught_up_at, None);
+    // Catching up inside the window is recorded...
+    assert!(matches!(
+        needs(&st, &s, at(1000)),
+        Needs::Follow { lag: true, .. }
+    ));
+    let step = transition(&st, &lag(Ok(Some(20.0))), &s, at(4500));
+    assert_eq!(step.status.caught_up_at, Some(Time(at(4500))));
+    // ...and timed from the validator's first answer; starting up is reported apart.
+    let mut done = step.status.clone();
+    done.phase = TrialPhase::Collecting;
+    let end = done.window_end.clone().unwrap().0;
+    let step = transition(
+        &done,
+        &read(Ok(Some(results(0.0, true)))),
+        &s,
+        end + SignedDuration::from_secs(60),
+    );
+    let r = step.status.results.unwrap();
+    assert_eq!(r.catch_up_seconds, Some(3900.0));
+    assert_eq!(r.startup_seconds, Some(600.0));
 }
