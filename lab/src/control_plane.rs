@@ -432,6 +432,40 @@ pub fn down(dir: &Path, keep: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Stops one of the lab's processes (e.g. Prometheus, for an outage), keeping its record
+/// and its data so [`start_again`] can bring it back.
+pub fn stop_one(dir: &Path, name: &str) -> anyhow::Result<()> {
+    let state = LabState::load(dir)?;
+    let p = state
+        .process(name)
+        .with_context(|| format!("the lab in {} has no process {name}", dir.display()))?;
+    p.stop(Duration::from_secs(10));
+    anyhow::ensure!(!p.is_alive(), "{name} (pid {}) did not stop", p.pid);
+    Ok(())
+}
+
+/// Starts a stopped process of the lab again, with its arguments and data.
+pub fn start_again(dir: &Path, name: &str) -> anyhow::Result<()> {
+    let mut state = LabState::load(dir)?;
+    let i = state
+        .processes
+        .iter()
+        .position(|p| p.name == name)
+        .with_context(|| format!("the lab in {} has no process {name}", dir.display()))?;
+    let old = state.processes[i].clone();
+    if old.is_alive() {
+        return Ok(());
+    }
+    anyhow::ensure!(
+        !old.program.as_os_str().is_empty(),
+        "{name} was started by an older valtune-lab that did not record how; restart the lab"
+    );
+    let mut new = ProcessRecord::spawn(name, &old.program, &old.args, &old.log)?;
+    new.adopted = old.adopted;
+    state.processes[i] = new;
+    state.save()
+}
+
 /// Starts a process as part of a running lab, replacing one of the same name.
 pub fn spawn_into(dir: &Path, name: &str, command: &[String]) -> anyhow::Result<i32> {
     let mut state = LabState::load(dir)?;

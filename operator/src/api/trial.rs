@@ -120,6 +120,9 @@ pub enum TrialOutcome {
     /// preflight check says what.
     NodeNotPrepared,
     MetricsUnavailable,
+    /// Prometheus could not be read for longer than trial.collectionDeadline while the
+    /// trial warmed up or measured: nothing could be judged.
+    Unobserved,
     /// The trial cannot run as written: its pod cannot be rendered, or the API server
     /// refused one of its objects (the message quotes why).
     Invalid,
@@ -149,6 +152,7 @@ impl TrialOutcome {
             TrialOutcome::NodeLost => "NodeLost",
             TrialOutcome::NodeNotPrepared => "NodeNotPrepared",
             TrialOutcome::MetricsUnavailable => "MetricsUnavailable",
+            TrialOutcome::Unobserved => "Unobserved",
             TrialOutcome::Invalid => "Invalid",
         }
     }
@@ -212,6 +216,17 @@ pub struct ValidatorTrialStatus {
     /// (refreshed every few minutes, not every scrape).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag: Option<LagReading>,
+    /// Since when Prometheus has been unreachable or failing for this trial (while it is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blind_since: Option<Time>,
+    /// Seconds Prometheus could not be read while the trial warmed up or measured: the
+    /// warm-up deadline and the window's end were moved by as much.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub blind_seconds: f64,
+    /// The `valtune.dev/collect` annotation value last acted on (collect again when it
+    /// changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collected_for: Option<String>,
     /// Collection attempts that found no data yet.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub collect_attempts: i32,
@@ -243,6 +258,10 @@ pub struct AttemptRecord {
 
 fn is_zero(n: &i32) -> bool {
     *n == 0
+}
+
+fn is_zero_f64(n: &f64) -> bool {
+    *n == 0.0
 }
 
 /// What the trial measured over its window, computed by Prometheus (server-side
@@ -287,6 +306,10 @@ pub struct TrialResults {
     /// loading a snapshot, or opening its state).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub startup_seconds: Option<f64>,
+    /// The share of the window Prometheus scraped the pod (0 to 1): the figures describe
+    /// that part only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<f64>,
     /// Seconds actually measured (shorter than the window when the pod died in it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_seconds: Option<f64>,

@@ -26,7 +26,7 @@ pub fn sorted(mut trials: Vec<ValidatorTrial>) -> Vec<ValidatorTrial> {
 }
 
 /// The columns every table starts with.
-const FIXED: [&str; 5] = ["TRIAL", "POINT", "REP", "PHASE", "OUTCOME"];
+const FIXED: [&str; 6] = ["TRIAL", "POINT", "REP", "PHASE", "OUTCOME", "COVER %"];
 
 fn header(columns: &[Column]) -> Vec<&'static str> {
     FIXED
@@ -49,6 +49,9 @@ fn rows(trials: &[ValidatorTrial], columns: &[Column]) -> Vec<Vec<String>> {
                 format!("{:?}", st.phase),
                 st.outcome
                     .map(|o| o.as_str().to_string())
+                    .unwrap_or_else(|| "-".into()),
+                r.coverage
+                    .map(|c| format!("{:.0}", c * 100.0))
                     .unwrap_or_else(|| "-".into()),
             ];
             row.extend(columns.iter().map(|c| num((c.value)(&r))));
@@ -96,7 +99,7 @@ pub fn csv(trials: &[ValidatorTrial], columns: &[Column]) -> String {
     let mut out = vec![
         header(columns)
             .iter()
-            .map(|h| h.to_lowercase().replace(' ', "_"))
+            .map(|h| h.to_lowercase().replace(' ', "_").replace('%', "pct"))
             .collect::<Vec<_>>()
             .join(","),
     ];
@@ -106,6 +109,33 @@ pub fn csv(trials: &[ValidatorTrial], columns: &[Column]) -> String {
             .map(|r| r.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",")),
     );
     out.join("\n") + "\n"
+}
+
+/// A line for each trial whose figures cover less of its window than asked, so a gap in
+/// scraping is never read as a quiet validator.
+pub fn coverage_notes(trials: &[ValidatorTrial]) -> String {
+    let mut out = String::new();
+    for t in trials {
+        let Some(c) = t
+            .status
+            .as_ref()
+            .and_then(|s| s.results.as_ref())
+            .and_then(|r| r.coverage)
+        else {
+            continue;
+        };
+        let min = t.spec.metrics.min_coverage;
+        if c < min {
+            out.push_str(&format!(
+                "note: {} ({}): Prometheus scraped {:.0}% of its window, below metrics.minCoverage ({:.0}%): its figures describe the scraped part only\n",
+                t.metadata.name.clone().unwrap_or_default(),
+                t.spec.point.describe(),
+                c * 100.0,
+                min * 100.0
+            ));
+        }
+    }
+    out
 }
 
 /// The experiment's own summary lines: phase, counts, recommendation.
@@ -156,6 +186,9 @@ mod tests {
         );
         assert!(lines[2].contains("memory=1Ti"));
         assert_eq!(lines[1].find("OOMKilled"), lines[2].find("KeptUp"));
-        assert!(csv(&trials, &RAM_COLUMNS).starts_with("trial,point,rep,phase,outcome,avg_tps"));
+        assert!(
+            csv(&trials, &RAM_COLUMNS)
+                .starts_with("trial,point,rep,phase,outcome,cover_pct,avg_tps")
+        );
     }
 }

@@ -134,6 +134,11 @@ impl Lab {
 }
 
 impl Operator {
+    #[allow(dead_code)] // the outage tests read its memory
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The identity it competes for the lease with (hostname and pid).
     pub fn identity(&self) -> String {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();

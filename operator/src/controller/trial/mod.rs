@@ -119,7 +119,9 @@ pub async fn reconcile(trial: Arc<ValidatorTrial>, ctx: Arc<Context>) -> Result<
         .unwrap_or_else(Action::await_change))
 }
 
-/// Ready (finished with a measurement), Progressing, Degraded (finished without one).
+/// Ready (finished with a measurement), Progressing, Degraded (finished without one),
+/// MetricsReadable (Prometheus answers), and Complete once there are results (Prometheus
+/// scraped at least metrics.minCoverage of the window).
 fn conditions(
     trial: &ValidatorTrial,
     st: &ValidatorTrialStatus,
@@ -134,7 +136,7 @@ fn conditions(
         .unwrap_or(phase.clone());
     let message = st.message.clone().unwrap_or_default();
     let finished = st.phase.is_finished();
-    vec![
+    let mut out = vec![
         condition(
             prev,
             "Ready",
@@ -158,9 +160,48 @@ fn conditions(
             "Degraded",
             st.phase == TrialPhase::Failed,
             &reason,
-            message,
+            message.clone(),
             g,
             now,
         ),
-    ]
+    ];
+    let readable = st.blind_since.is_none();
+    out.push(condition(
+        prev,
+        "MetricsReadable",
+        readable,
+        if readable {
+            "PrometheusAnswers"
+        } else {
+            "PrometheusUnreachable"
+        },
+        if readable { String::new() } else { message },
+        g,
+        now,
+    ));
+    if let Some(coverage) = st.results.as_ref().and_then(|r| r.coverage) {
+        let min = trial.spec.metrics.min_coverage;
+        let complete = coverage >= min;
+        out.push(condition(
+            prev,
+            "Complete",
+            complete,
+            if complete { "Covered" } else { "LowCoverage" },
+            format!(
+                "Prometheus scraped {:.0}% of the window{}",
+                coverage * 100.0,
+                if complete {
+                    String::new()
+                } else {
+                    format!(
+                        ", below metrics.minCoverage ({:.0}%): the figures describe the scraped part only",
+                        min * 100.0
+                    )
+                }
+            ),
+            g,
+            now,
+        ));
+    }
+    out
 }

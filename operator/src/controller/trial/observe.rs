@@ -11,7 +11,19 @@ use crate::api::trial::{ValidatorTrial, ValidatorTrialStatus};
 use crate::clients::pod::{PREFLIGHT_CONTAINER, pod_name};
 use crate::clients::{self, profile::MetricProfile};
 use crate::controller::{Context, Error, now};
-use crate::results::abort;
+use crate::results::abort::{self, Verdict};
+use crate::results::prometheus::PromError;
+
+/// A Prometheus answer as the transition reads it; a transient failure also marks the
+/// pass blind.
+fn reading<T>(obs: &mut Observed, r: Result<T, PromError>) -> Result<T, String> {
+    r.map_err(|e| {
+        if e.is_transient() && obs.blind.is_none() {
+            obs.blind = Some(e.to_string());
+        }
+        e.to_string()
+    })
+}
 use crate::results::analysis::{self, Window};
 use crate::results::prometheus::Prometheus;
 
@@ -206,6 +218,7 @@ pub async fn observe(
             lag,
             tps,
             aborts,
+            end,
         } => {
             obs.pod = Some(pod_state(trial, ctx, st, profile).await?);
             let sel = selector(trial, st);
@@ -239,7 +252,8 @@ pub async fn observe(
                     analysis::promql_duration(lookback),
                     analysis::promql_duration(s.step)
                 );
-                obs.tps = Some(prom.value(&q, None).await.map_err(|e| e.to_string()));
+                let r = prom.value(&q, None).await;
+                obs.tps = Some(reading(&mut obs, r));
             }
             if let (true, Some(prom), Some(start)) = (*aborts, prom, &st.window_start) {
                 obs.aborts = abort::judge(
@@ -252,6 +266,17 @@ pub async fn observe(
                     &trial.spec.settings.abort_when,
                 )
                 .await;
+                if let Some(Verdict::Blind(why)) =
+                    obs.aborts.iter().find(|v| matches!(v, Verdict::Blind(_)))
+                {
+                    obs.blind = Some(why.clone());
+                }
+            }
+            if let (true, true, Some(prom), Some(window_end)) =
+                (*end, running, prom, st.window_end.as_ref().map(|t| t.0))
+            {
+                let r = analysis::scrapes_around(prom, &sel, window_end, now(), s.step).await;
+                obs.end_scrapes = Some(reading(&mut obs, r));
             }
         }
         Needs::Collect { check_scraped } => {
@@ -266,20 +291,16 @@ pub async fn observe(
                 step: s.step,
             };
             if *check_scraped {
-                let scraped = analysis::scraped_since(prom, &sel, window.end)
-                    .await
-                    .map_err(|e| e.to_string());
+                let r = analysis::scraped_since(prom, &sel, window.end).await;
+                let scraped = reading(&mut obs, r);
                 let go_on = matches!(scraped, Ok(true));
                 obs.scraped = Some(scraped);
                 if !go_on {
                     return Ok(obs);
                 }
             }
-            obs.results = Some(
-                analysis::collect(prom, profile, &sel, &window, s.max_lag)
-                    .await
-                    .map_err(|e| e.to_string()),
-            );
+            let r = analysis::collect(prom, profile, &sel, &window, s.max_lag).await;
+            obs.results = Some(reading(&mut obs, r));
         }
         Needs::Nothing | Needs::Wait(_) | Needs::Finished => {}
     }

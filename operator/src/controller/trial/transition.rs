@@ -47,6 +47,10 @@ pub struct Settings {
     /// scrape the trial's pod (namespace/name), if valtune creates one.
     pub prometheus_url: String,
     pub pod_monitor: Option<String>,
+    /// How long to wait for an unreachable Prometheus.
+    pub collection_deadline: (SignedDuration, String),
+    /// The `valtune.dev/collect` annotation's value, if set.
+    pub recollect: Option<String>,
 }
 
 impl Settings {
@@ -81,6 +85,12 @@ impl Settings {
             from: s.measurement.from,
             prometheus_url: prometheus_url.unwrap_or_default().to_string(),
             pod_monitor,
+            collection_deadline: parse("trial.collectionDeadline", &s.collection_deadline)?,
+            recollect: trial
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::api::labels::COLLECT).cloned()),
         })
     }
 
@@ -92,6 +102,15 @@ impl Settings {
     /// to follow a catch-up of hours, rarely enough to cost few writes.
     fn progress_every(&self) -> SignedDuration {
         (self.step_signed() * 10).max(SignedDuration::from_secs(300))
+    }
+
+    /// How long to wait before asking an unreachable Prometheus again: longer the longer
+    /// it has been away (restart-safe: computed from status), from two scrapes to 5 min.
+    fn blind_backoff(&self, blind_for: SignedDuration) -> Duration {
+        (secs(blind_for) / 4)
+            .max(self.step * 2)
+            .max(Duration::from_secs(2))
+            .min(Duration::from_secs(300))
     }
 
     /// How long after the pod starts Prometheus must have scraped it: a few reloads of
@@ -120,6 +139,8 @@ pub enum Needs {
         lag: bool,
         tps: bool,
         aborts: bool,
+        /// The window has ended: was its end observed (scrapes just before it)?
+        end: bool,
     },
     /// Collecting, when due: whether Prometheus scraped past the window (if asked), then
     /// the results.
@@ -143,7 +164,13 @@ pub struct Observed {
     /// One verdict per abort rule, in order.
     pub aborts: Vec<Verdict>,
     pub scraped: Option<Result<bool, String>>,
+    /// At the window's end: scrapes of the pod in the last three steps before it, and
+    /// since it.
+    pub end_scrapes: Option<Result<(f64, f64), String>>,
     pub results: Option<Reading<TrialResults>>,
+    /// Prometheus could not be read this pass (unreachable, restarting, failing): why.
+    /// Nothing is judged on such a pass.
+    pub blind: Option<String>,
 }
 
 /// Something the reconciler does after the transition.
@@ -196,22 +223,30 @@ pub fn needs(st: &ValidatorTrialStatus, s: &Settings, now: Timestamp) -> Needs {
             lag: false,
             tps: false,
             aborts: false,
+            end: false,
         },
         TrialPhase::WarmingUp => Needs::Follow {
             scraped: st.scraped_at.is_none(),
             lag: true,
             tps: s.from == WindowStart::FirstExecution,
             aborts: false,
+            end: false,
         },
         TrialPhase::Measuring => Needs::Follow {
             scraped: st.scraped_at.is_none(),
             lag: st.caught_up_at.is_none(),
             tps: false,
             aborts: s.abort_rules > 0,
+            end: st.window_end.as_ref().is_some_and(|e| now >= e.0),
         },
         TrialPhase::Collecting => collect_needs(st, s, now),
         TrialPhase::Succeeded | TrialPhase::Failed => Needs::Finished,
     }
+}
+
+/// Whether the user asked for a finished trial's window to be collected again.
+fn recollect_requested(st: &ValidatorTrialStatus, s: &Settings) -> bool {
+    st.phase.is_finished() && s.recollect.is_some() && s.recollect != st.collected_for
 }
 
 fn collect_needs(st: &ValidatorTrialStatus, s: &Settings, now: Timestamp) -> Needs {
@@ -285,6 +320,7 @@ pub fn transition(
         }
         Needs::Wait(d) => step.requeue = Some(d),
         Needs::Collect { .. } => collect(&mut step, obs, s, now),
+        Needs::Finished if recollect_requested(old, s) => collect_again(&mut step, s),
         Needs::Finished => cleanup(&mut step, s, now),
     }
     step
@@ -435,12 +471,79 @@ fn follow(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) {
             step.requeue = Some(s.step);
         }
         (TrialPhase::WarmingUp | TrialPhase::Measuring, PodState::Running { .. })
+            if blind(step, obs, s, now) => {}
+        (TrialPhase::WarmingUp | TrialPhase::Measuring, PodState::Running { .. })
             if unscraped(step, obs, s, now) => {}
         (TrialPhase::WarmingUp, PodState::Running { .. }) => warm_up(step, obs, s, now),
         (TrialPhase::Measuring, PodState::Running { .. }) => measure(step, obs, s, now),
         // Waiting while warming up or measuring cannot happen without a restart of the
         // pod, which restartPolicy Never rules out; look again shortly.
         _ => step.requeue = Some(Duration::from_secs(2)),
+    }
+}
+
+/// While Prometheus cannot be read nothing is judged (no warm-up verdict, no abort rule,
+/// no window end): the trial waits, up to trial.collectionDeadline, and then ends
+/// Unobserved. When Prometheus answers again, the warm-up deadline and the window's end
+/// move by the time it was away. True while blind.
+fn blind(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) -> bool {
+    let st = &mut step.status;
+    match (&obs.blind, st.blind_since.clone()) {
+        (None, None) => false,
+        (None, Some(since)) => {
+            let away = now.duration_since(since.0);
+            st.blind_seconds += away.as_secs_f64();
+            st.blind_since = None;
+            st.message = Some(format!(
+                "Prometheus answers again after {}s away{}",
+                away.as_secs(),
+                if st.phase == TrialPhase::WarmingUp {
+                    "; the warm-up deadline moved by as much"
+                } else {
+                    ""
+                }
+            ));
+            false
+        }
+        (Some(why), since) => {
+            let since = since.map(|t| t.0).unwrap_or(now);
+            if st.blind_since.is_none() {
+                st.blind_since = Some(Time(now));
+                step.acts.push(Act::Event(Note {
+                    warning: true,
+                    reason: "PrometheusUnreachable".into(),
+                    text: format!(
+                        "cannot read Prometheus at {}; warm-up, abort rules and the window are paused until it answers (at most {}): {why}",
+                        s.prometheus_url, s.collection_deadline.1
+                    ),
+                }));
+            }
+            let away = now.duration_since(since);
+            if away >= s.collection_deadline.0 {
+                let phase = format!("{:?}", st.phase);
+                finish(
+                    st,
+                    Some(TrialOutcome::Unobserved),
+                    format!(
+                        "Prometheus at {} was unreachable for {}s (since {since}) while the trial was {phase}, past trial.collectionDeadline ({}): nothing could be judged; last error: {why}",
+                        s.prometheus_url,
+                        away.as_secs(),
+                        s.collection_deadline.1
+                    ),
+                    now,
+                );
+                step.acts.push(Act::DeletePods);
+                step.requeue = Some(Duration::from_secs(1));
+            } else {
+                // No ticking figures here: the status is written when this changes.
+                st.message = Some(format!(
+                    "waiting for Prometheus at {} (unreachable since {since}); warm-up, abort rules and the window are paused: {why}",
+                    s.prometheus_url
+                ));
+                step.requeue = Some(s.blind_backoff(away));
+            }
+            true
+        }
     }
 }
 
@@ -492,7 +595,8 @@ fn warm_up(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) {
     let st = &mut step.status;
     note_answering(st, obs, now);
     let started = st.started_at.as_ref().map(|t| t.0).unwrap_or(now);
-    let deadline = started + s.warmup_timeout.0;
+    // The time Prometheus could not be read is not held against the validator.
+    let deadline = started + s.warmup_timeout.0 + SignedDuration::from_secs_f64(st.blind_seconds);
     let lag = obs.lag.clone().and_then(|r| r.ok()).flatten();
     let unit = s.lag_unit.as_str();
     // The paper's window: from the first transaction processed, catch-up included.
@@ -599,13 +703,42 @@ fn measure(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) {
                 reason: "AbortRuleUnavailable".into(),
                 text: format!("abort rule {} cannot be judged: {why}", i + 1),
             })),
-            Verdict::Holds | Verdict::TooEarly => {}
+            Verdict::Holds | Verdict::TooEarly | Verdict::Blind(_) => {}
         }
     }
     if now >= end {
-        st.phase = TrialPhase::Collecting;
-        st.message = Some("window ended; waiting for Prometheus to scrape past it".into());
-        step.requeue = Some(s.step);
+        // The verdict needs the window's end observed: if Prometheus scraped nothing just
+        // before it (it was away), the window ends at its first scrape since, when the
+        // validator's state is seen again (the pod runs on until the trial is collected).
+        match &obs.end_scrapes {
+            Some(Ok((at_end, _))) if *at_end > 0.0 => {
+                st.phase = TrialPhase::Collecting;
+                st.message = Some("window ended; waiting for Prometheus to scrape past it".into());
+                step.requeue = Some(s.step);
+            }
+            Some(Ok((_, since))) if *since > 0.0 => {
+                st.window_end = Some(Time(now));
+                st.phase = TrialPhase::Collecting;
+                st.message = Some(format!(
+                    "Prometheus did not scrape the pod at the window's end ({end}); the window ends at {now}, when it scraped the pod again"
+                ));
+                step.requeue = Some(s.step);
+            }
+            Some(Ok(_)) if now >= end + s.collection_deadline.0 => {
+                finish(
+                    st,
+                    Some(TrialOutcome::Unobserved),
+                    format!(
+                        "Prometheus at {} has not scraped the pod since before the window's end ({end}), past trial.collectionDeadline ({}): the end of the window cannot be judged",
+                        s.prometheus_url, s.collection_deadline.1
+                    ),
+                    now,
+                );
+                step.acts.push(Act::DeletePods);
+                step.requeue = Some(Duration::from_secs(1));
+            }
+            _ => step.requeue = Some(s.blind_backoff(now.duration_since(end))),
+        }
         return;
     }
     let next = if s.abort_rules == 0 {
@@ -688,6 +821,44 @@ fn retry_or_fail(
 /// Collecting, when due: read the results.
 fn collect(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) {
     let st = &mut step.status;
+    // Unreachable is not "no data": its samples may well be there. Wait, with a longer
+    // pause each time, up to the collection deadline; attempts count only answers.
+    if let Some(why) = &obs.blind {
+        let since = st.blind_since.as_ref().map(|t| t.0).unwrap_or(now);
+        if st.blind_since.is_none() {
+            st.blind_since = Some(Time(now));
+            step.acts.push(Act::Event(Note {
+                warning: true,
+                reason: "PrometheusUnreachable".into(),
+                text: format!(
+                    "cannot read Prometheus at {} to collect the results; trying again until it answers (at most {}): {why}",
+                    s.prometheus_url, s.collection_deadline.1
+                ),
+            }));
+        }
+        let away = now.duration_since(since);
+        if away >= s.collection_deadline.0 {
+            let outcome = match st.outcome {
+                Some(o) if !o.is_result() => o,
+                _ => TrialOutcome::MetricsUnavailable,
+            };
+            let text = with_reason(
+                st,
+                format!(
+                    "Prometheus at {} was unreachable for {}s (since {since}), past trial.collectionDeadline ({}): no results read; its samples may still be there (`valtune collect` reads the window again); last error: {why}",
+                    s.prometheus_url,
+                    away.as_secs(),
+                    s.collection_deadline.1
+                ),
+            );
+            finish(st, Some(outcome), text, now);
+            step.requeue = Some(Duration::from_secs(1));
+        } else {
+            step.requeue = Some(s.blind_backoff(away));
+        }
+        return;
+    }
+    st.blind_since = None;
     if let Some(Ok(false) | Err(_)) = &obs.scraped {
         step.requeue = Some(s.step);
         return;
@@ -750,6 +921,35 @@ fn collect(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) {
     st.results = Some(results);
     finish(st, Some(outcome), text, now);
     step.requeue = Some(Duration::from_secs(1));
+}
+
+/// A finished trial whose window is read again (its `valtune.dev/collect` annotation
+/// changed): results and a verdict missing for want of data are cleared, an outcome the
+/// pod itself gave (an OOM kill, a crash, a timeout, an abort) stays.
+fn collect_again(step: &mut Step, s: &Settings) {
+    let st = &mut step.status;
+    st.collected_for = s.recollect.clone();
+    step.requeue = Some(Duration::from_secs(1));
+    if st.window_start.is_none() || st.window_end.is_none() {
+        st.message = Some("nothing to collect again: the trial has no measurement window".into());
+        return;
+    }
+    if matches!(
+        st.outcome,
+        Some(TrialOutcome::MetricsUnavailable | TrialOutcome::Unobserved) | None
+    ) {
+        st.outcome = None;
+    }
+    st.phase = TrialPhase::Collecting;
+    st.collect_attempts = 0;
+    st.blind_since = None;
+    st.finished_at = None;
+    st.results = None;
+    st.message = Some(format!(
+        "collecting the window again ({}={})",
+        crate::api::labels::COLLECT,
+        s.recollect.clone().unwrap_or_default()
+    ));
 }
 
 /// What collection found, with the reason the trial stopped when it stopped early (abort,
