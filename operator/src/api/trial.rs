@@ -193,9 +193,6 @@ pub struct ValidatorTrialStatus {
     pub scheduling_since: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Time>,
-    /// When Prometheus first scraped the trial's pod (its `up` series).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scraped_at: Option<Time>,
     /// When the validator first said how far behind it is (its RPC answered: the snapshot
     /// was downloaded and loaded).
     #[serde(default, skip_serializing_if = "Option::is_none")]

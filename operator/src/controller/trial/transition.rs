@@ -226,14 +226,15 @@ pub fn needs(st: &ValidatorTrialStatus, s: &Settings, now: Timestamp) -> Needs {
             end: false,
         },
         TrialPhase::WarmingUp => Needs::Follow {
-            scraped: st.scraped_at.is_none(),
+            // Until the validator's first answer (which came through a scrape).
+            scraped: st.answering_at.is_none(),
             lag: true,
             tps: s.from == WindowStart::FirstExecution,
             aborts: false,
             end: false,
         },
         TrialPhase::Measuring => Needs::Follow {
-            scraped: st.scraped_at.is_none(),
+            scraped: false,
             lag: st.caught_up_at.is_none(),
             tps: false,
             aborts: s.abort_rules > 0,
@@ -449,6 +450,11 @@ fn follow(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) {
                     None,
                     now,
                 ),
+                // A reason the scheduler gives for a moment (the pod's volumes being made)
+                // is not worth a status write; one that lasts is.
+                Some(_) if now < since + s.step_signed() * 5 => {
+                    step.requeue = Some(s.step.max(Duration::from_secs(1)));
+                }
                 Some(reason) => {
                     st.message = Some(format!("waiting for a node: {reason}"));
                     step.requeue = Some(
@@ -547,16 +553,11 @@ fn blind(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) -> bool 
     }
 }
 
-/// Records the first scrape; ends the trial if Prometheus never scraped the pod in time
-/// (a PodMonitor its Prometheus does not select is silently never scraped). True when it
-/// ended the trial.
+/// Ends the trial if Prometheus never scraped the pod in time (a PodMonitor its
+/// Prometheus does not select is silently never scraped). True when it ended the trial.
 fn unscraped(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) -> bool {
     let st = &mut step.status;
-    if st.scraped_at.is_some() {
-        return false;
-    }
-    if matches!(obs.up, Some(Ok(true))) {
-        st.scraped_at = Some(Time(now));
+    if st.answering_at.is_some() || matches!(obs.up, Some(Ok(true))) {
         return false;
     }
     let started = st.started_at.as_ref().map(|t| t.0).unwrap_or(now);
@@ -656,12 +657,11 @@ fn warm_up(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) {
         step.requeue = Some(Duration::from_secs(1));
         return;
     }
-    // Progress for `kubectl describe`, refreshed now and then rather than every pass.
+    // Progress for `kubectl describe`, refreshed now and then rather than every pass
+    // (first a while after the start: a quick catch-up costs no write for it).
     if let Some(lag) = lag {
-        let due = st
-            .lag
-            .as_ref()
-            .is_none_or(|r| now >= r.at.0 + s.progress_every());
+        let last = st.lag.as_ref().map(|r| r.at.0).unwrap_or(started);
+        let due = now >= last + s.progress_every();
         if due {
             st.lag = Some(LagReading {
                 value: lag,
@@ -796,7 +796,6 @@ fn retry_or_fail(
         st.scheduling_since = None;
         st.started_at = None;
         st.caught_up_at = None;
-        st.scraped_at = None;
         st.answering_at = None;
         st.first_execution_at = None;
         st.window_start = None;
@@ -974,9 +973,16 @@ fn cleanup(step: &mut Step, s: &Settings, now: Timestamp) {
     }
 }
 
-/// The event for a change of phase or outcome a user would look for, if any.
+/// The event for a change of phase or outcome a user would look for, if any: running on
+/// a node, measuring, the outcome, a retry (not the steps in between: each event is a
+/// write).
 pub fn announcement(old: &ValidatorTrialStatus, new: &ValidatorTrialStatus) -> Option<Note> {
     if new.phase == old.phase && new.outcome == old.outcome {
+        return None;
+    }
+    if matches!(new.phase, TrialPhase::Scheduling | TrialPhase::Collecting)
+        && new.outcome == old.outcome
+    {
         return None;
     }
     let warning = new.phase == TrialPhase::Failed
