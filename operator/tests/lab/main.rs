@@ -5,5 +5,6 @@ mod admission;
 mod analysis;
 mod common;
 mod e2e;
+mod firedancer;
 mod lifecycle;
 mod manifests;
