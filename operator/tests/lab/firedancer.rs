@@ -401,7 +401,8 @@ async fn metric_names_follow_the_version_of_the_image() {
             t.metadata.name.clone().unwrap()
         );
         let has = |metric: &str| {
-            let q = format!("count({metric}{{{sel}}})");
+            // The pod is gone: look back over what Prometheus scraped of it.
+            let q = format!("count(last_over_time({metric}{{{sel}}}[1h]))");
             async move { query(p, &q).await.is_some() }
         };
         assert_eq!(has("bank_successful_transactions").await, old);
