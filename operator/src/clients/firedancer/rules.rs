@@ -98,7 +98,7 @@ pub fn rules() -> Vec<Rule> {
         ),
         rule(
             "has(self.template.resources.hugepages1Gi) || has(self.sweep.hugepages1Gi)".into(),
-            "Firedancer places its workspaces in 1 GiB pages: set template.resources.hugepages1Gi (or sweep.hugepages1Gi) to at least what `fdctl mem` prints as Required Gigantic Pages",
+            "Firedancer places its workspaces in hugepages (1 GiB pages): set template.resources.hugepages1Gi (or sweep.hugepages1Gi) to at least what `fdctl mem` prints as Required Gigantic Pages",
             ".template.resources.hugepages1Gi",
         ),
         rule(

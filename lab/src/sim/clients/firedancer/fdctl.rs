@@ -12,12 +12,14 @@ use super::perms::{self, Privileges};
 use super::toml::{self, Toml};
 use super::topology::{self, Cfg, Topology};
 
-/// Genesis hashes fdctl recognises as live clusters (src/flamenco/genesis
-/// fd_genesis_cluster_identify): mainnet-beta, testnet, devnet.
-const LIVE: [&str; 3] = [
-    "5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d",
-    "4uhcVJyU9pJkvQyS88uRDiswHXSCkY3zQawwpjk2NsNY",
+/// Genesis hashes fdctl recognises as live clusters (src/disco/genesis/fd_genesis_cluster.c
+/// `fd_genesis_cluster_identify`): devnet, testnet, mainnet-beta, pythtest, pythnet.
+const LIVE: [&str; 5] = [
     "EtWTRABZaYq6iMfeYKouRu166VU2xqa1wcaWoxPkrZBG",
+    "4uhcVJyU9pJkvQyS88uRDiswHXSCkY3zQawwpjk2NsNY",
+    "5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d",
+    "EkCkB7RWVrgkcpariRpd3pjf7GwiCMZaMHKUpB5Na1Ve",
+    "GLKkBUr6r72nBtGrtBPJLRqtsh8wXZanX4xfnqKnWwKq",
 ];
 
 fn err(line: &str) -> String {

@@ -116,7 +116,7 @@ impl SimClient for FiredancerSim {
 fn boot(view: &PodView, c: &Container, env: &Env, clock: &Clock) -> Result<Frankendancer, String> {
     let image = c.image.clone().unwrap_or_default();
     let v = version_of(&image);
-    if !(v >= (0, 501, 0) && v < (1, 0, 0)) {
+    if !((0, 501, 0)..(1, 0, 0)).contains(&v) {
         return Err(format!(
             "the lab plays Frankendancer from v0.501 to v0.1106, not {image}"
         ));
@@ -157,7 +157,7 @@ fn boot(view: &PodView, c: &Container, env: &Env, clock: &Clock) -> Result<Frank
     } else {
         let limit = PodView::memory_limit(c).unwrap_or(1 << 40);
         Kind::Follow {
-            model: AgaveModel::new(s, limit, clock.stretch_s()),
+            model: Box::new(AgaveModel::new(s, limit, clock.stretch_s())),
             rpc_port: match cfg.int("rpc.port", 0) {
                 0 => None,
                 p => Some(p as u16),
@@ -186,7 +186,7 @@ enum Kind {
     Bench,
     /// `fdctl run` joined to a cluster.
     Follow {
-        model: AgaveModel,
+        model: Box<AgaveModel>,
         rpc_port: Option<u16>,
         full_rpc: bool,
         sink: Option<MetricsSink>,
