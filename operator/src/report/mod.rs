@@ -146,7 +146,7 @@ pub fn summary(vx: &ValidatorExperiment) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clients::profile::RAM_COLUMNS;
+    use crate::clients::profile::{RAM_COLUMNS, TextColumn};
 
     #[test]
     fn the_table_lines_up_and_sorts_by_memory() {
@@ -171,5 +171,17 @@ mod tests {
         assert!(lines[2].contains("memory=1Ti"));
         assert_eq!(lines[1].find("OOMKilled"), lines[2].find("KeptUp"));
         assert!(csv(&trials, &RAM_COLUMNS).starts_with("trial,point,rep,phase,outcome,avg_tps"));
+        // Text columns follow the numbers.
+        let text = [TextColumn {
+            header: "NOTE",
+            value: |r| r.avg_tps.map(|t| format!("{t} tps")),
+        }];
+        let t = table_with(&trials, &RAM_COLUMNS[..1], &text);
+        assert!(t.lines().next().unwrap().ends_with("AVG TPS  NOTE"), "{t}");
+        assert!(
+            t.lines().nth(1).unwrap().ends_with("1200.00  1200 tps"),
+            "{t}"
+        );
+        assert!(csv_with(&trials, &RAM_COLUMNS[..1], &text).contains(",1200.00,1200 tps\n"));
     }
 }
