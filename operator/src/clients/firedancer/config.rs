@@ -278,7 +278,8 @@ fn follower(c: &mut Config, i: &Inputs) {
     if !genesis.is_empty() {
         c.set("consensus.expected_genesis_hash", Value::Str(genesis));
     }
-    // The RPC exporter reads slot lag here; solana-exporter v3.0.2 needs the full API.
+    // As Firedancer's own guide sets it (book/guide/getting-started.md: port 8899, full_api,
+    // private). The RPC exporter reads slot lag here; solana-exporter v3.0.2 needs the full API.
     c.set("rpc.port", Value::Int(s.rpc_port.into()));
     c.set("rpc.full_api", Value::Bool(true));
     c.set("rpc.private", Value::Bool(true));

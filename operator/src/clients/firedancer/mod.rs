@@ -131,6 +131,56 @@ pub(super) fn unsupported_profile() -> MetricProfile {
 mod tests {
     use crate::clients::golden;
 
+    const FOLLOWER: &str = "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {name: fd-follow}\nspec:\n  template:\n    firedancer: {image: 'r/frankendancer:v0.913.40003', cluster: testnet, capabilities: [NET_RAW, SYS_ADMIN, SYS_RESOURCE]}\n    resources: {cpu: 32, memory: 512Gi, hugepages1Gi: 32, hugepages2Mi: 512}\n    storage: [{role: ledger, size: 2Ti}, {role: accounts, size: 2Ti}]\n  sweep:\n    threads: [{name: resolvTiles, values: [2]}]\n";
+
+    /// A follower: the node's network, its sidecars, an identity and hugetlbfs mounts
+    /// before `fdctl run`, and keys of its version (v0.913: resolh_tile_count).
+    #[test]
+    fn golden_follower_pod() {
+        let t = golden::trial(FOLLOWER, 0);
+        let pod = golden::rendered(&t);
+        for part in [
+            "hostNetwork: true",
+            "name: rpc-exporter",
+            "name: vmagent",
+            "fdctl configure init hugetlbfs",
+            "exec fdctl run",
+            "resolh_tile_count = 2",
+            "solana_metrics_config = \"host=http://127.0.0.1:8429,db=frankendancer,u=valtune,p=valtune\"",
+            "expected_genesis_hash = \"4uhcVJyU9pJkvQyS88uRDiswHXSCkY3zQawwpjk2NsNY\"",
+            "path = \"/mnt/ledger\"",
+        ] {
+            assert!(pod.contains(part), "{part}: {pod}");
+        }
+        golden::check("firedancer", "follow-testnet-v0913", &pod);
+        // Before v0.901 the same sweep writes the old key.
+        let t = golden::trial(&FOLLOWER.replace("v0.913.40003", "v0.505.20216"), 0);
+        assert!(golden::rendered(&t).contains("resolv_tile_count = 2"));
+    }
+
+    /// Privileges are what the spec names: XDP is privileged, on the node's network, and
+    /// needs no AppArmor exception.
+    #[test]
+    fn privileges_are_only_those_named() {
+        let xdp = FOLLOWER.replace(
+            "capabilities: [NET_RAW, SYS_ADMIN, SYS_RESOURCE]",
+            "privileged: true, netProvider: xdp, workload: bench",
+        );
+        let pod = golden::rendered(&golden::trial(&xdp, 0));
+        assert!(
+            pod.contains("privileged: true") && pod.contains("hostNetwork: true"),
+            "{pod}"
+        );
+        assert!(
+            !pod.contains("appArmorProfile") && !pod.contains("capabilities:"),
+            "{pod}"
+        );
+        assert!(pod.contains("provider = \"xdp\""));
+        let pod = golden::rendered(&golden::trial(FOLLOWER, 0));
+        assert!(!pod.contains("privileged: true"), "{pod}");
+        assert!(pod.contains("type: Unconfined"));
+    }
+
     #[test]
     fn golden_seed_bench_pod() {
         // verify 30, bank 6, no blockstore: the guide's last step.
