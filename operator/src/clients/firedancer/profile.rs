@@ -179,12 +179,29 @@ pub fn profile(spec: &FiredancerSpec, v: Version) -> MetricProfile {
     }
 }
 
-/// The busiest tile kind of a trial and its busy percentage: the one that limits it.
-pub fn bottleneck(r: &TrialResults) -> Option<(&'static str, f64)> {
+/// A kind this busy is saturated: it limits the pipeline (the seed reads 99.7% and
+/// 99.973%; idle followers sit far below).
+const SATURATED_PCT: f64 = 90.0;
+
+/// The busiest tile kind of a trial and its busy percentage.
+pub fn busiest(r: &TrialResults) -> Option<(&'static str, f64)> {
     KINDS
         .iter()
         .filter_map(|(kind, _)| Some((*kind, r.figure(busy_name(kind))?)))
         .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// The tile kind that limits a trial: its busiest, if saturated.
+pub fn bottleneck(r: &TrialResults) -> Option<(&'static str, f64)> {
+    busiest(r).filter(|(_, pct)| *pct >= SATURATED_PCT)
+}
+
+fn bottleneck_text(r: &TrialResults) -> Option<String> {
+    match (bottleneck(r), busiest(r)) {
+        (Some((kind, pct)), _) => Some(format!("{kind} ({pct:.2}% busy)")),
+        (None, Some((kind, pct))) => Some(format!("none (busiest: {kind} {pct:.2}%)")),
+        _ => None,
+    }
 }
 
 pub const COLUMNS: [Column; 5] = [
@@ -212,7 +229,7 @@ pub const COLUMNS: [Column; 5] = [
 
 pub const TEXT_COLUMNS: [TextColumn; 1] = [TextColumn {
     header: "BOTTLENECK",
-    value: |r| bottleneck(r).map(|(kind, pct)| format!("{kind} ({pct:.2}% busy)")),
+    value: bottleneck_text,
 }];
 
 pub const OBJECTIVE: Objective = Objective {
@@ -224,8 +241,14 @@ pub const OBJECTIVE: Objective = Objective {
 pub fn summary(r: &TrialResults) -> String {
     let f = |v: Option<f64>| v.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into());
     let mut s = format!("avg {} TPS, max {} TPS", f(r.avg_tps), f(r.max_tps));
-    if let Some((kind, pct)) = bottleneck(r) {
-        s.push_str(&format!("; bottleneck: {kind} tiles ({pct:.2}% busy)"));
+    match (bottleneck(r), busiest(r)) {
+        (Some((kind, pct)), _) => {
+            s.push_str(&format!("; bottleneck: {kind} tiles ({pct:.2}% busy)"))
+        }
+        (None, Some((kind, pct))) => {
+            s.push_str(&format!("; no tile saturated (busiest: {kind}, {pct:.2}%)"))
+        }
+        _ => {}
     }
     if let Some(lag) = r.final_lag {
         s.push_str(&format!("; {lag} slots behind at the end"));
@@ -290,6 +313,26 @@ mod tests {
         assert_eq!(
             summary(&r),
             "avg 89564 TPS, max - TPS; bottleneck: store tiles (99.97% busy)"
+        );
+        // A follower's tiles idle: nothing limits it.
+        let idle = TrialResults {
+            figures: [
+                ("storeBusyPct".to_string(), 22.0),
+                ("shredBusyPct".to_string(), 18.0),
+            ]
+            .into(),
+            final_lag: Some(3.0),
+            ..Default::default()
+        };
+        assert_eq!(bottleneck(&idle), None);
+        assert_eq!(
+            (TEXT_COLUMNS[0].value)(&idle).as_deref(),
+            Some("none (busiest: store 22.00%)")
+        );
+        assert!(
+            summary(&idle).ends_with(
+                "; no tile saturated (busiest: store, 22.00%); 3 slots behind at the end"
+            )
         );
     }
 }
