@@ -251,12 +251,18 @@ async fn the_seed_session_names_the_bottleneck_of_each_layout() {
         );
     };
     // The guide: stock ~63k on saturated verify tiles; 30/6 ~90k on the blockstore;
-    // without it ~270k.
-    check(4, 2, "0", 60_000.0, 66_000.0, "verify");
-    check(4, 6, "1", 60_000.0, 66_000.0, "verify");
-    check(30, 6, "0", 86_000.0, 94_000.0, "store");
-    check(30, 2, "1", 95_000.0, 110_000.0, "bank");
-    check(30, 6, "1", 255_000.0, 290_000.0, "bank");
+    // without it ~270k. (The bands allow for the lab's scrape jitter under load: at 720x
+    // a scrape 10 ms late reads 7 simulated seconds more.)
+    check(4, 2, "0", 55_000.0, 70_000.0, "verify");
+    check(4, 6, "1", 55_000.0, 70_000.0, "verify");
+    check(30, 6, "0", 80_000.0, 100_000.0, "store");
+    check(30, 2, "1", 90_000.0, 115_000.0, "bank");
+    check(30, 6, "1", 235_000.0, 300_000.0, "bank");
+    let avg = |v, b, off| results(point(v, b, off)).avg_tps.unwrap();
+    assert!(
+        avg(4, 2, "0") < avg(30, 6, "0") && avg(30, 6, "0") < avg(30, 6, "1"),
+        "{table}"
+    );
     // At the blockstore's limit, shred and poh wait on it (the guide's bench6).
     let r = results(point(30, 6, "0"));
     assert!(r.figure("storeBusyPct").unwrap() > 99.9, "{r:?}");
@@ -350,11 +356,12 @@ async fn a_layout_larger_than_the_pod_fails_as_fdctl_does() {
     lab.delete_namespace(&ns).await;
 }
 
-/// A Prometheus instant query's first value, written here independently of the operator.
-async fn query(prom: &str, q: &str) -> Option<f64> {
+/// A Prometheus instant query's first value at `at`, written here independently of the
+/// operator.
+async fn query(prom: &str, q: &str, at: i64) -> Option<f64> {
     let resp: Value = reqwest::Client::new()
         .post(format!("{prom}/api/v1/query"))
-        .form(&[("query", q)])
+        .form(&[("query", q.to_string()), ("time", at.to_string())])
         .send()
         .await
         .unwrap()
@@ -367,6 +374,26 @@ async fn query(prom: &str, q: &str) -> Option<f64> {
         .unwrap()
         .first()
         .map(|s| s["value"][1].as_str().unwrap().parse().unwrap())
+}
+
+/// The metric names Prometheus holds for a selector in the `w` seconds before `at`.
+async fn names(prom: &str, sel: &str, w: i64, at: i64) -> Vec<String> {
+    let q = format!("count by (__name__) (last_over_time({{{sel}}}[{w}s]))");
+    let resp: Value = reqwest::Client::new()
+        .post(format!("{prom}/api/v1/query"))
+        .form(&[("query", q), ("time", at.to_string())])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    resp["data"]["result"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["metric"]["__name__"].as_str().map(String::from))
+        .collect()
 }
 
 #[tokio::test]
@@ -393,22 +420,35 @@ async fn metric_names_follow_the_version_of_the_image() {
         let s = t.status.clone().unwrap();
         assert_eq!(s.outcome, Some(TrialOutcome::KeptUp), "{s:?}");
         let r = results(&t);
-        assert!((60_000.0..66_000.0).contains(&r.avg_tps.unwrap()), "{r:?}");
+        assert!((55_000.0..70_000.0).contains(&r.avg_tps.unwrap()), "{r:?}");
         assert!(r.figure("verifyBusyPct").unwrap() > 99.0, "{r:?}");
         let old = t.spec.experiment == "fd-old";
         let sel = format!(
             "namespace=\"{ns}\",pod=\"{}-1\"",
             t.metadata.name.clone().unwrap()
         );
+        // What Prometheus scraped of the pod in its window (after the pod is gone, a new
+        // pod may get its IP while Prometheus still scrapes it under the old pod's name).
+        let end = s.window_end.clone().unwrap().0.as_second();
+        let w = end - s.window_start.clone().unwrap().0.as_second();
         let has = |metric: &str| {
-            // The pod is gone: look back over what Prometheus scraped of it.
-            let q = format!("count(last_over_time({metric}{{{sel}}}[1h]))");
-            async move { query(p, &q).await.is_some() }
+            let q = format!("count(last_over_time({metric}{{{sel}}}[{w}s]))");
+            async move { query(p, &q, end).await.is_some() }
         };
-        assert_eq!(has("bank_successful_transactions").await, old);
-        assert_eq!(has("tile_regime_duration_nanos").await, old);
-        assert_eq!(has("bank_txn_executed_total").await, !old);
-        assert_eq!(has("tile_regime_duration_nanos_total").await, !old);
+        let names = names(p, &sel, w, end).await;
+        for (metric, expected) in [
+            ("bank_successful_transactions", old),
+            ("tile_regime_duration_nanos", old),
+            ("bank_txn_executed_total", !old),
+            ("tile_regime_duration_nanos_total", !old),
+        ] {
+            assert_eq!(
+                has(metric).await,
+                expected,
+                "{} {metric}: {names:?}",
+                t.spec.experiment
+            );
+        }
     }
     lab.delete_namespace(&ns).await;
 }
