@@ -27,8 +27,9 @@ use crate::clients::{ClientPod, RenderError, ValidatorClient};
 const VMAGENT_DATA: &str = "/var/lib/vmagent";
 
 /// What fdctl run checks of the node (shared/commands/configure/sysctl.c @v0.1106.40201:
-/// ENFORCE_MINIMUM params, and the socket provider's buffer sizes, default 134217728 in
-/// `[net.socket]`). /proc/sys is read-only in a pod, so the node must be prepared.
+/// the ENFORCE_MINIMUM params, the socket provider's buffer sizes, default 134217728 in
+/// `[net.socket]`, or XDP's loopback settings). /proc/sys is read-only in a pod, so the
+/// node must be prepared.
 fn preflight_script(provider: FiredancerNetProvider) -> String {
     let mut s = String::from(
         r#"set -u
@@ -42,10 +43,14 @@ need fs.file-max "$(cat $sys/fs/file-max)" 1024000
 need fs.nr_open "$(cat $sys/fs/nr_open)" 1024000
 "#,
     );
-    if provider == FiredancerNetProvider::Socket {
-        s.push_str(
+    match provider {
+        FiredancerNetProvider::Socket => s.push_str(
             "need net.core.rmem_max \"$(cat $sys/net/core/rmem_max)\" 134217728\nneed net.core.wmem_max \"$(cat $sys/net/core/wmem_max)\" 134217728\n",
-        );
+        ),
+        // XDP's own (xdp_params), on the node's network.
+        FiredancerNetProvider::Xdp => s.push_str(
+            "need net.ipv4.conf.lo.rp_filter \"$(cat $sys/net/ipv4/conf/lo/rp_filter)\" 2\nneed net.ipv4.conf.lo.accept_local \"$(cat $sys/net/ipv4/conf/lo/accept_local)\" 1\n",
+        ),
     }
     s.push_str(
         r#"if [ -n "$missing" ]; then
