@@ -162,15 +162,16 @@ async fn report(experiment: &str, namespace: &str, format: ReportFormat) -> anyh
     let trials: Api<ValidatorTrial> = Api::namespaced(client, namespace);
     let lp = ListParams::default().labels(&format!("{}={experiment}", labels::EXPERIMENT));
     let list = valtune::report::sorted(trials.list(&lp).await?.items);
-    let columns = valtune::clients::client_for(&vx.spec.template)?.report_columns();
+    let client = valtune::clients::client_for(&vx.spec.template)?;
+    let (columns, text) = (client.report_columns(), client.report_text_columns());
     match format {
         ReportFormat::Table => {
-            print!("{}", valtune::report::table(&list, &columns));
+            print!("{}", valtune::report::table_with(&list, &columns, &text));
             print!("{}", valtune::report::coverage_notes(&list));
             println!();
             print!("{}", valtune::report::summary(&vx));
         }
-        ReportFormat::Csv => print!("{}", valtune::report::csv(&list, &columns)),
+        ReportFormat::Csv => print!("{}", valtune::report::csv_with(&list, &columns, &text)),
         ReportFormat::Json => {
             let rows: Vec<_> = list
                 .iter()

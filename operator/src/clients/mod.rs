@@ -155,6 +155,10 @@ pub trait ValidatorClient: Send + Sync {
     fn report_columns(&self) -> Vec<profile::Column> {
         profile::RAM_COLUMNS.to_vec()
     }
+    /// Text columns after [`ValidatorClient::report_columns`] (names rather than figures).
+    fn report_text_columns(&self) -> Vec<profile::TextColumn> {
+        Vec::new()
+    }
     /// What the recommendation optimises when the sweep has no memory values.
     fn objective(&self) -> profile::Objective {
         profile::Objective::default()

@@ -6,5 +6,6 @@ mod agave;
 mod analysis;
 mod common;
 mod e2e;
+mod firedancer;
 mod lifecycle;
 mod manifests;

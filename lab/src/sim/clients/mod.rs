@@ -7,6 +7,7 @@
 //! Adding a client: a module here implementing [`SimClient`] and one line in [`CLIENTS`].
 
 pub mod agave;
+pub mod firedancer;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use super::clock::Clock;
 use super::pod_view::PodView;
 
 /// Every client the lab plays.
-pub static CLIENTS: [&dyn SimClient; 1] = [&agave::AgaveSim];
+pub static CLIENTS: [&dyn SimClient; 2] = [&agave::AgaveSim, &firedancer::FiredancerSim];
 
 /// The model of a client whose pod the lab plays.
 pub trait SimClient: Send + Sync {
