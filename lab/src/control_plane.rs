@@ -19,7 +19,7 @@ use crate::net::{free_port, release_pod_network, reserve_pod_network};
 use crate::process::ProcessRecord;
 use crate::prometheus;
 use crate::state::LabState;
-use crate::topology::{LAB_LABEL, Topology, storage_class};
+use crate::topology::{LAB_LABEL, Topology, gpu_runtime_class, storage_class};
 
 pub const FIELD_MANAGER: &str = "valtune-lab";
 /// The user of `operator.kubeconfig`: an operator run against the lab by hand.
@@ -391,6 +391,9 @@ async fn start(
         // What the machine's kernel gives a validator, where the lab's kubelet reads it.
         n.prepared
             .write_sysctls(&dir.join("nodes").join(&n.name).join("sys"))?;
+    }
+    if nodes.iter().any(|n| n.gpus > 0) {
+        apply(&client, gpu_runtime_class(&state.name)).await?;
     }
     for n in &nodes {
         apply(&client, n.node(&state.name)).await?;

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{
     NodeSpec, NodeStatus, NodeSystemInfo, PersistentVolume, PersistentVolumeSpec, Taint,
     VolumeNodeAffinity,
 };
+use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::ObjectMeta;
@@ -20,12 +21,41 @@ pub const KWOK_ANNOTATION: (&str, &str) = ("kwok.x-k8s.io/node", "fake");
 /// Label on everything the lab creates, so a second lab's objects are never touched.
 pub const LAB_LABEL: &str = "valtune.dev/lab";
 pub const STORAGE_CLASS: &str = "local-nvme";
+/// The NVIDIA device plugin's extended resource.
+pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Topology {
     pub defaults: NodeClass,
     pub nodes: Vec<NodeEntry>,
+    /// The lab's registry: what is inside the images trials may run (a real kubelet pulls
+    /// an image and the program in it behaves as it was built; the lab needs to be told).
+    #[serde(default)]
+    pub images: Vec<ImageEntry>,
+}
+
+/// What an image holds, as far as the simulated programs care.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ImageEntry {
+    /// The image reference, as pods name it.
+    pub image: String,
+    /// Agave: `MAX_LOADED_ENTRY_COUNT` as compiled (program-runtime/src/loaded_programs.rs;
+    /// 512 in release builds from 2.1, 256 before).
+    #[serde(default)]
+    pub program_cache_entries: Option<u32>,
+    /// Agave: the CUDA signature-verification libraries next to agave-validator
+    /// (`/usr/bin/perf-libs`, scripts/cargo-install-all.sh).
+    #[serde(default)]
+    pub perf_libs: bool,
+}
+
+impl Topology {
+    /// What the lab's registry says of an image.
+    pub fn image(&self, image: &str) -> Option<&ImageEntry> {
+        self.images.iter().find(|i| i.image == image)
+    }
 }
 
 /// What a node has. Every field may be overridden per node.
@@ -36,6 +66,9 @@ pub struct NodeClass {
     pub memory: Option<String>,
     pub hugepages1_gi: Option<u32>,
     pub hugepages2_mi: Option<u32>,
+    /// GPUs, advertised as the extended resource `nvidia.com/gpu` (as the NVIDIA device
+    /// plugin does).
+    pub gpus: Option<u32>,
     pub pods: Option<u32>,
     pub nvme: Option<Vec<String>>,
     #[serde(default)]
@@ -139,6 +172,7 @@ pub struct LabNode {
     pub memory: String,
     pub hugepages1_gi: u32,
     pub hugepages2_mi: u32,
+    pub gpus: u32,
     pub pods: u32,
     pub nvme: Vec<String>,
     pub labels: BTreeMap<String, String>,
@@ -180,6 +214,7 @@ impl Topology {
                     .unwrap_or("512Gi".into()),
                 hugepages1_gi: o.hugepages1_gi.or(d.hugepages1_gi).unwrap_or(0),
                 hugepages2_mi: o.hugepages2_mi.or(d.hugepages2_mi).unwrap_or(0),
+                gpus: o.gpus.or(d.gpus).unwrap_or(0),
                 pods: o.pods.or(d.pods).unwrap_or(110),
                 nvme: o.nvme.clone().or(d.nvme.clone()).unwrap_or_default(),
                 labels,
@@ -212,7 +247,7 @@ impl Topology {
 
 impl LabNode {
     fn resources(&self) -> BTreeMap<String, Quantity> {
-        BTreeMap::from([
+        let mut r = BTreeMap::from([
             ("cpu".into(), Quantity(self.cpu.to_string())),
             ("memory".into(), Quantity(self.memory.clone())),
             (
@@ -225,7 +260,11 @@ impl LabNode {
             ),
             ("pods".into(), Quantity(self.pods.to_string())),
             ("ephemeral-storage".into(), Quantity("400Gi".into())),
-        ])
+        ]);
+        if self.gpus > 0 {
+            r.insert(GPU_RESOURCE.into(), Quantity(self.gpus.to_string()));
+        }
+        r
     }
 
     /// The Node object; kwok fills in conditions, addresses and heartbeats.
@@ -348,6 +387,20 @@ pub fn storage_class(lab: &str) -> StorageClass {
         provisioner: "kubernetes.io/no-provisioner".into(),
         volume_binding_mode: Some("WaitForFirstConsumer".into()),
         reclaim_policy: Some("Retain".into()),
+        ..Default::default()
+    }
+}
+
+/// The RuntimeClass the NVIDIA GPU operator creates (handler `nvidia`): GPU pods name it,
+/// and the API server refuses a pod naming a RuntimeClass that does not exist.
+pub fn gpu_runtime_class(lab: &str) -> RuntimeClass {
+    RuntimeClass {
+        metadata: ObjectMeta {
+            name: Some("nvidia".into()),
+            labels: Some(BTreeMap::from([(LAB_LABEL.into(), lab.into())])),
+            ..Default::default()
+        },
+        handler: "nvidia".into(),
         ..Default::default()
     }
 }

@@ -161,17 +161,16 @@ async fn report(experiment: &str, namespace: &str, format: ReportFormat) -> anyh
         .with_context(|| format!("no ValidatorExperiment {experiment} in namespace {namespace}"))?;
     let trials: Api<ValidatorTrial> = Api::namespaced(client, namespace);
     let lp = ListParams::default().labels(&format!("{}={experiment}", labels::EXPERIMENT));
-    let list = valtune::report::sorted(trials.list(&lp).await?.items);
-    let client = valtune::clients::client_for(&vx.spec.template)?;
-    let (columns, text) = (client.report_columns(), client.report_text_columns());
+    let list = valtune::report::sorted(trials.list(&lp).await?.items, &vx.spec.sweep);
+    let layout = valtune::clients::client_for(&vx.spec.template)?.report(&vx.spec.sweep);
     match format {
         ReportFormat::Table => {
-            print!("{}", valtune::report::table_with(&list, &columns, &text));
+            print!("{}", valtune::report::table(&list, &layout));
             print!("{}", valtune::report::coverage_notes(&list));
             println!();
             print!("{}", valtune::report::summary(&vx));
         }
-        ReportFormat::Csv => print!("{}", valtune::report::csv_with(&list, &columns, &text)),
+        ReportFormat::Csv => print!("{}", valtune::report::csv(&list, &layout)),
         ReportFormat::Json => {
             let rows: Vec<_> = list
                 .iter()

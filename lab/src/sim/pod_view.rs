@@ -22,6 +22,8 @@ pub struct PodView {
     pub ports: BTreeSet<u16>,
     config_maps: BTreeMap<String, BTreeMap<String, String>>,
     secrets: BTreeMap<String, BTreeMap<String, String>>,
+    /// What the lab's registry says is inside the images (a kubelet has pulled them).
+    pub registry: Vec<crate::topology::ImageEntry>,
 }
 
 fn containers(pod: &Pod) -> impl Iterator<Item = &Container> {
@@ -122,7 +124,14 @@ impl PodView {
             ports,
             config_maps,
             secrets,
+            registry: Vec::new(),
         }
+    }
+
+    /// What the lab's registry says of a container's image.
+    pub fn image(&self, c: &Container) -> Option<&crate::topology::ImageEntry> {
+        let name = c.image.as_deref()?;
+        self.registry.iter().find(|i| i.image == name)
     }
 
     /// A container's environment, resolved.

@@ -195,13 +195,16 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
         return;
     };
     let validator = validator.clone();
-    let view = match PodView::load(&client, &pod).await {
+    let mut view = match PodView::load(&client, &pod).await {
         Ok(v) => v,
         Err(e) => {
             warn!(pod = %name, error = %e, "reading what the pod references");
             return;
         }
     };
+    view.registry = crate::topology::Topology::load(&state.topology)
+        .map(|t| t.images)
+        .unwrap_or_default();
     let clock = Clock {
         scale: state.time_scale,
         step: crate::state::parse_seconds(&state.scrape_interval).unwrap_or(15.0),

@@ -9,7 +9,7 @@ use super::version::VERSION_PATTERN;
 /// Agave (anza-xyz/agave), run as a non-voting validator by default.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("self.cluster != 'custom' || (has(self.entrypoints) && size(self.entrypoints) > 0)")
+#[x_kube(validation = Rule::new("self.cluster != 'custom' || self.workload == 'bench' || (has(self.entrypoints) && size(self.entrypoints) > 0)")
     .message("cluster custom needs at least one entrypoint: set entrypoints to host:port of a gossip node")
     .field_path(".entrypoints"))]
 pub struct AgaveSpec {
@@ -21,6 +21,23 @@ pub struct AgaveSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64), regex(pattern = VERSION_PATTERN))]
     pub version: Option<String>,
+    /// What the trial runs: `follow` joins `cluster` as a non-voting validator and replays
+    /// its blocks; `bench` makes a private cluster of one (its own genesis) where the
+    /// validator is the only leader, and a `solana-bench-tps` sidecar sends it
+    /// transactions: block production, where banking threads and TPU signature
+    /// verification work (docs/clients/agave.md).
+    #[serde(default)]
+    pub workload: AgaveWorkload,
+    /// The load generator of the `bench` workload.
+    #[serde(default)]
+    pub bench: AgaveBench,
+    /// Where signatures are verified when the sweep does not say: `cpu`, or `gpu`
+    /// (`--cuda`, with the GPU of `gpu`).
+    #[serde(default)]
+    pub sigverify: super::sweep::Sigverify,
+    /// The GPU of `gpu` signature verification.
+    #[serde(default)]
+    pub gpu: AgaveGpu,
     /// Which Solana cluster to join. Known clusters fill in entrypoints, known validators
     /// and the genesis hash; `custom` takes them from the fields below.
     #[serde(default)]
@@ -97,6 +114,125 @@ fn default_agave_port_range() -> String {
 
 fn default_agave_log_filter() -> String {
     "solana_metrics=warn,info".into()
+}
+
+/// What an Agave trial runs.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum AgaveWorkload {
+    #[default]
+    Follow,
+    Bench,
+}
+
+/// `solana-bench-tps` against the trial's validator (bench-tps/src/cli.rs at v2.1.14).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgaveBench {
+    /// An image with `solana-bench-tps`; unset uses the validator's image. Agave 3.0
+    /// release images no longer ship it (scripts/cargo-install-all.sh at v3.0.14), so a
+    /// 3.x bench needs one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512))]
+    pub image: Option<String>,
+    /// `--tx-count`: transactions per batch; its accounts (times 8, bench-tps's
+    /// `--keypair-multiplier`) are funded in the genesis.
+    #[serde(default = "default_bench_tx_count")]
+    #[schemars(range(min = 1000, max = 1_000_000))]
+    pub tx_count: i32,
+    /// `--threads`: sending threads.
+    #[serde(default = "default_bench_threads")]
+    #[schemars(range(min = 1, max = 64))]
+    pub threads: i32,
+    /// Whole cores of the bench-tps container: it signs every transaction it sends, so
+    /// too few cores make the load generator, not the validator, the limit.
+    #[serde(default = "default_bench_cpu")]
+    #[schemars(range(min = 1, max = 256))]
+    pub cpu: i32,
+    /// Memory of the bench-tps container (its accounts' keys and queued batches).
+    #[serde(default = "default_bench_memory")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = Rule::new("isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))").message("bench.memory must be a positive quantity such as 16Gi"))]
+    pub memory: String,
+}
+
+fn default_bench_tx_count() -> i32 {
+    10_000
+}
+fn default_bench_threads() -> i32 {
+    4
+}
+fn default_bench_cpu() -> i32 {
+    8
+}
+fn default_bench_memory() -> String {
+    "16Gi".into()
+}
+
+impl Default for AgaveBench {
+    fn default() -> Self {
+        Self {
+            image: None,
+            tx_count: default_bench_tx_count(),
+            threads: default_bench_threads(),
+            cpu: default_bench_cpu(),
+            memory: default_bench_memory(),
+        }
+    }
+}
+
+/// The GPU of `--cuda` signature verification (perf/src/perf_libs.rs at v2.1.14).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgaveGpu {
+    /// GPUs the validator container requests.
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 16))]
+    pub count: i32,
+    /// The extended resource the device plugin advertises.
+    #[serde(default = "default_gpu_resource")]
+    #[schemars(length(min = 1, max = 253))]
+    pub resource: String,
+    /// The RuntimeClass that gives the container the GPU driver (the NVIDIA GPU operator
+    /// creates `nvidia`); empty uses the node's default runtime.
+    #[serde(default = "default_gpu_runtime_class")]
+    #[schemars(length(max = 253))]
+    pub runtime_class_name: String,
+    /// `CUDA_HOME`: agave-validator loads `perf-libs/<basename of CUDA_HOME>/libcuda-crypt.so`
+    /// from the directory of its executable (perf-libs v0.19.3 ships cuda-10.0, 10.1 and 10.2).
+    #[serde(default = "default_cuda_home")]
+    #[schemars(length(min = 1, max = 256))]
+    pub cuda_home: String,
+    /// A host directory holding perf-libs, mounted where agave-validator looks for them
+    /// (`/usr/bin/perf-libs` in the official image) for images built without them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256), regex(pattern = r"^/"))]
+    pub perf_libs_host_path: Option<String>,
+}
+
+fn one() -> i32 {
+    1
+}
+fn default_gpu_resource() -> String {
+    "nvidia.com/gpu".into()
+}
+fn default_gpu_runtime_class() -> String {
+    "nvidia".into()
+}
+fn default_cuda_home() -> String {
+    "/usr/bin/perf-libs/cuda-10.2".into()
+}
+
+impl Default for AgaveGpu {
+    fn default() -> Self {
+        Self {
+            count: one(),
+            resource: default_gpu_resource(),
+            runtime_class_name: default_gpu_runtime_class(),
+            cuda_home: default_cuda_home(),
+            perf_libs_host_path: None,
+        }
+    }
 }
 
 /// A Solana cluster agave-validator knows how to join.

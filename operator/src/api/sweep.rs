@@ -122,10 +122,21 @@ pub enum Allocator {
 
 /// Where signatures are verified.
 #[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+    Serialize,
+    Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    JsonSchema,
+    Default,
 )]
 #[serde(rename_all = "camelCase")]
 pub enum Sigverify {
+    #[default]
     Cpu,
     Gpu,
 }

@@ -50,6 +50,25 @@ use super::template::ValidatorTemplate;
         type_ = "number",
         json_path = ".status.results.maxRssGiB"
     ),
+    // `-o wide`: the paper's Figure 12 for an Agave trial (docs/clients/agave.md).
+    printcolumn(
+        name = "Misses/Batch",
+        type_ = "number",
+        json_path = ".status.results.figures.programCacheMissesPerBatch",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Evictions/Batch",
+        type_ = "number",
+        json_path = ".status.results.figures.programCacheEvictionsPerBatch",
+        priority = 1
+    ),
+    printcolumn(
+        name = "PC µs/Batch",
+        type_ = "number",
+        json_path = ".status.results.figures.programCacheTimeUsPerBatch",
+        priority = 1
+    ),
     printcolumn(
         name = "Node",
         type_ = "string",

@@ -91,6 +91,8 @@ pub enum How {
     Env(&'static str),
     /// A key of the client's config file (dotted path).
     ConfigKey(&'static str),
+    /// Rendered by the client module itself (several parts of the pod at once), as said.
+    Client(&'static str),
 }
 
 impl How {
@@ -101,6 +103,7 @@ impl How {
             How::Arg(a) => format!("`{a} VALUE`"),
             How::Env(e) => format!("env `{e}`"),
             How::ConfigKey(k) => format!("config key `{k}`"),
+            How::Client(what) => what.to_string(),
         }
     }
 }
@@ -400,7 +403,7 @@ pub fn apply(
             How::Arg(flag) => out.args.extend([flag.to_string(), value]),
             How::Env(name) => out.env.push((name.into(), value)),
             How::ConfigKey(key) => out.config.push((key.into(), value)),
-            How::Resource(_) | How::Image => {}
+            How::Resource(_) | How::Image | How::Client(_) => {}
         }
     }
     Ok(out)

@@ -20,6 +20,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Volume};
 use kube::core::Rule;
 
 use crate::api::ValidatorTrial;
+use crate::api::sweep::SweepSpec;
 use crate::api::template::{ClientSpec, ValidatorTemplate, VolumeRole};
 use crate::api::version::Version;
 use knobs::{KnobError, KnobTable};
@@ -150,17 +151,13 @@ pub trait ValidatorClient: Send + Sync {
     /// The series its profile has (for the admission rule on `metrics.queries`); None
     /// accepts any.
     fn profile_keys(&self) -> Option<Vec<crate::api::settings::QueryKey>>;
-    /// The columns of `valtune report`'s table, shaped like the seed the client's
-    /// experiments reproduce.
-    fn report_columns(&self) -> Vec<profile::Column> {
-        profile::RAM_COLUMNS.to_vec()
-    }
-    /// Text columns after [`ValidatorClient::report_columns`] (names rather than figures).
-    fn report_text_columns(&self) -> Vec<profile::TextColumn> {
-        Vec::new()
+    /// The columns of `valtune report`'s table for an experiment's sweep, shaped like the
+    /// seed the experiment reproduces.
+    fn report(&self, _sweep: &SweepSpec) -> profile::Layout {
+        profile::Layout::ram()
     }
     /// What the recommendation optimises when the sweep has no memory values.
-    fn objective(&self) -> profile::Objective {
+    fn objective(&self, _sweep: &SweepSpec) -> profile::Objective {
         profile::Objective::default()
     }
     /// The one-line summary of a trial's results (its message when it ends).

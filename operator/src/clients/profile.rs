@@ -56,6 +56,27 @@ pub struct TextColumn {
     pub value: fn(&crate::api::trial::TrialResults) -> Option<String>,
 }
 
+/// The columns of `valtune report`'s table for one experiment, after the fixed ones.
+#[derive(Debug, Clone, Default)]
+pub struct Layout {
+    pub numbers: Vec<Column>,
+    /// Figures where less is better, shown as the percentage saved against the sweep's
+    /// first point (the mean of its repetitions): e.g. the time in the program cache.
+    pub saved: Vec<Column>,
+    /// Names rather than figures (e.g. the tile that limited the trial).
+    pub text: Vec<TextColumn>,
+}
+
+impl Layout {
+    /// The paper's Figure 3, the default.
+    pub fn ram() -> Layout {
+        Layout {
+            numbers: RAM_COLUMNS.to_vec(),
+            ..Default::default()
+        }
+    }
+}
+
 /// The columns of the paper's Figure 3, the default.
 pub const RAM_COLUMNS: [Column; 5] = [
     Column {

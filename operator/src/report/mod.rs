@@ -1,24 +1,24 @@
 //! Experiment results as a table (the paper's Figure 3), CSV or JSON.
 
 use crate::api::ValidatorExperiment;
-use crate::api::quantity::parse_quantity;
-use crate::api::trial::ValidatorTrial;
-use crate::clients::profile::{Column, TextColumn};
+use crate::api::sweep::SweepSpec;
+use crate::api::trial::{TrialResults, ValidatorTrial};
+use crate::clients::profile::Layout;
 
 fn num(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
 }
 
-/// Trials in a stable order: by memory, then point, then repetition.
-pub fn sorted(mut trials: Vec<ValidatorTrial>) -> Vec<ValidatorTrial> {
+/// Trials in the order of their points in the sweep as written (so `128Gi` before `1Ti`,
+/// and the first point, the baseline of saved columns, first), then by repetition;
+/// points no longer in the sweep last.
+pub fn sorted(mut trials: Vec<ValidatorTrial>, sweep: &SweepSpec) -> Vec<ValidatorTrial> {
+    let order: Vec<String> = sweep.expand().iter().map(|p| p.canonical()).collect();
     trials.sort_by_key(|t| {
+        let key = t.spec.point.canonical();
         (
-            t.spec
-                .point
-                .memory
-                .as_deref()
-                .and_then(|m| parse_quantity(m).ok()),
-            t.spec.point.canonical(),
+            order.iter().position(|k| *k == key).unwrap_or(order.len()),
+            key,
             t.spec.repetition,
         )
     });
@@ -28,21 +28,45 @@ pub fn sorted(mut trials: Vec<ValidatorTrial>) -> Vec<ValidatorTrial> {
 /// The columns every table starts with.
 const FIXED: [&str; 6] = ["TRIAL", "POINT", "REP", "PHASE", "OUTCOME", "COVER %"];
 
-fn header(columns: &[Column], text: &[TextColumn]) -> Vec<&'static str> {
+fn header(layout: &Layout) -> Vec<&'static str> {
     FIXED
         .iter()
         .copied()
-        .chain(columns.iter().map(|c| c.header))
-        .chain(text.iter().map(|c| c.header))
+        .chain(layout.numbers.iter().map(|c| c.header))
+        .chain(layout.saved.iter().map(|c| c.header))
+        .chain(layout.text.iter().map(|c| c.header))
         .collect()
 }
 
-fn rows(trials: &[ValidatorTrial], columns: &[Column], text: &[TextColumn]) -> Vec<Vec<String>> {
+fn results(t: &ValidatorTrial) -> TrialResults {
+    t.status
+        .as_ref()
+        .and_then(|s| s.results.clone())
+        .unwrap_or_default()
+}
+
+/// The mean of a figure over the first point (in `trials`' order) that has it.
+fn baseline(trials: &[ValidatorTrial], value: fn(&TrialResults) -> Option<f64>) -> Option<f64> {
+    let first = trials.iter().find(|t| value(&results(t)).is_some())?;
+    let values: Vec<f64> = trials
+        .iter()
+        .filter(|t| t.spec.point == first.spec.point)
+        .filter_map(|t| value(&results(t)))
+        .collect();
+    Some(values.iter().sum::<f64>() / values.len() as f64)
+}
+
+fn rows(trials: &[ValidatorTrial], layout: &Layout) -> Vec<Vec<String>> {
+    let bases: Vec<Option<f64>> = layout
+        .saved
+        .iter()
+        .map(|c| baseline(trials, c.value))
+        .collect();
     trials
         .iter()
         .map(|t| {
             let st = t.status.clone().unwrap_or_default();
-            let r = st.results.clone().unwrap_or_default();
+            let r = results(t);
             let mut row = vec![
                 t.metadata.name.clone().unwrap_or_default(),
                 t.spec.point.describe(),
@@ -55,9 +79,18 @@ fn rows(trials: &[ValidatorTrial], columns: &[Column], text: &[TextColumn]) -> V
                     .map(|c| format!("{:.0}", c * 100.0))
                     .unwrap_or_else(|| "-".into()),
             ];
-            row.extend(columns.iter().map(|c| num((c.value)(&r))));
+            row.extend(layout.numbers.iter().map(|c| num((c.value)(&r))));
+            row.extend(layout.saved.iter().zip(&bases).map(|(c, base)| {
+                let saved = match ((c.value)(&r), base) {
+                    (Some(v), Some(b)) if *b > 0.0 => Some(100.0 * (1.0 - v / b)),
+                    _ => None,
+                };
+                num(saved)
+            }));
             row.extend(
-                text.iter()
+                layout
+                    .text
+                    .iter()
                     .map(|c| (c.value)(&r).unwrap_or_else(|| "-".into())),
             );
             row
@@ -65,15 +98,10 @@ fn rows(trials: &[ValidatorTrial], columns: &[Column], text: &[TextColumn]) -> V
         .collect()
 }
 
-/// The trials as a table with the client's columns (`columns`).
-pub fn table(trials: &[ValidatorTrial], columns: &[Column]) -> String {
-    table_with(trials, columns, &[])
-}
-
-/// The trials as a table with the client's number and then text columns.
-pub fn table_with(trials: &[ValidatorTrial], columns: &[Column], text: &[TextColumn]) -> String {
-    let header = header(columns, text);
-    let rows = rows(trials, columns, text);
+/// The trials as a table with the client's columns.
+pub fn table(trials: &[ValidatorTrial], layout: &Layout) -> String {
+    let header = header(layout);
+    let rows = rows(trials, layout);
     let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (w, cell) in width.iter_mut().zip(row) {
@@ -98,11 +126,7 @@ pub fn table_with(trials: &[ValidatorTrial], columns: &[Column], text: &[TextCol
     out.join("\n") + "\n"
 }
 
-pub fn csv(trials: &[ValidatorTrial], columns: &[Column]) -> String {
-    csv_with(trials, columns, &[])
-}
-
-pub fn csv_with(trials: &[ValidatorTrial], columns: &[Column], text: &[TextColumn]) -> String {
+pub fn csv(trials: &[ValidatorTrial], layout: &Layout) -> String {
     let quote = |s: &str| {
         if s.contains([',', '"']) {
             format!("\"{}\"", s.replace('"', "\"\""))
@@ -111,14 +135,19 @@ pub fn csv_with(trials: &[ValidatorTrial], columns: &[Column], text: &[TextColum
         }
     };
     let mut out = vec![
-        header(columns, text)
+        header(layout)
             .iter()
-            .map(|h| h.to_lowercase().replace(' ', "_").replace('%', "pct"))
+            .map(|h| {
+                h.to_lowercase()
+                    .replace(' ', "_")
+                    .replace('%', "pct")
+                    .replace('/', "_per_")
+            })
             .collect::<Vec<_>>()
             .join(","),
     ];
     out.extend(
-        rows(trials, columns, text)
+        rows(trials, layout)
             .iter()
             .map(|r| r.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",")),
     );
@@ -176,21 +205,30 @@ pub fn summary(vx: &ValidatorExperiment) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clients::profile::{RAM_COLUMNS, TextColumn};
+    use crate::clients::profile::{Column, RAM_COLUMNS, TextColumn};
+
+    fn mk(point: &str, rep: i32, outcome: &str, tps: f64) -> ValidatorTrial {
+        serde_saphyr::from_str(&format!(
+            "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorTrial\nmetadata: {{name: t-{rep}-{tps}}}\nspec:\n  experiment: e\n  point: {{{point}}}\n  repetition: {rep}\n  template: {{agave: {{image: a}}}}\n  settings: {{}}\n  metrics: {{}}\nstatus:\n  phase: Succeeded\n  outcome: {outcome}\n  results: {{avgTps: {tps}, maxTps: 9000.5}}\n"
+        ))
+        .unwrap()
+    }
+
+    fn sweep(yaml: &str) -> SweepSpec {
+        serde_saphyr::from_str(yaml).unwrap()
+    }
 
     #[test]
-    fn the_table_lines_up_and_sorts_by_memory() {
-        let mk = |mem: &str, outcome: &str, tps: f64| -> ValidatorTrial {
-            serde_saphyr::from_str(&format!(
-                "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorTrial\nmetadata: {{name: t-{mem}}}\nspec:\n  experiment: e\n  point: {{memory: {mem}}}\n  repetition: 1\n  template: {{agave: {{image: a}}}}\n  settings: {{}}\n  metrics: {{}}\nstatus:\n  phase: Succeeded\n  outcome: {outcome}\n  results: {{avgTps: {tps}, maxTps: 9000.5}}\n"
-            ))
-            .unwrap()
-        };
-        let trials = sorted(vec![
-            mk("1Ti", "KeptUp", 4600.0),
-            mk("128Gi", "OOMKilled", 1200.0),
-        ]);
-        let t = table(&trials, &RAM_COLUMNS);
+    fn the_table_lines_up_in_the_order_of_the_sweep() {
+        let s = sweep("memory: [128Gi, 1Ti]");
+        let trials = sorted(
+            vec![
+                mk("memory: 1Ti", 1, "KeptUp", 4600.0),
+                mk("memory: 128Gi", 1, "OOMKilled", 1200.0),
+            ],
+            &s,
+        );
+        let t = table(&trials, &Layout::ram());
         let lines: Vec<&str> = t.lines().collect();
         assert!(lines[0].starts_with("TRIAL"));
         assert!(
@@ -201,20 +239,66 @@ mod tests {
         assert!(lines[2].contains("memory=1Ti"));
         assert_eq!(lines[1].find("OOMKilled"), lines[2].find("KeptUp"));
         assert!(
-            csv(&trials, &RAM_COLUMNS)
+            csv(&trials, &Layout::ram())
                 .starts_with("trial,point,rep,phase,outcome,cover_pct,avg_tps")
         );
         // Text columns follow the numbers.
-        let text = [TextColumn {
-            header: "NOTE",
-            value: |r| r.avg_tps.map(|t| format!("{t} tps")),
-        }];
-        let t = table_with(&trials, &RAM_COLUMNS[..1], &text);
+        let layout = Layout {
+            numbers: RAM_COLUMNS[..1].to_vec(),
+            text: vec![TextColumn {
+                header: "NOTE",
+                value: |r| r.avg_tps.map(|t| format!("{t} tps")),
+            }],
+            ..Default::default()
+        };
+        let t = table(&trials, &layout);
         assert!(t.lines().next().unwrap().ends_with("AVG TPS  NOTE"), "{t}");
         assert!(
             t.lines().nth(1).unwrap().ends_with("1200.00  1200 tps"),
             "{t}"
         );
-        assert!(csv_with(&trials, &RAM_COLUMNS[..1], &text).contains(",1200.00,1200 tps\n"));
+        assert!(csv(&trials, &layout).contains(",1200.00,1200 tps\n"));
+    }
+
+    /// Numeric sweep values keep the order they are written in (not 1024, 2048, 512).
+    #[test]
+    fn saved_columns_compare_with_the_first_point_of_the_sweep() {
+        let s = sweep("programCacheEntries: [512, 1024, 2048]");
+        let trials = sorted(
+            vec![
+                mk("programCacheEntries: 2048", 1, "KeptUp", 10.0),
+                mk("programCacheEntries: 512", 2, "KeptUp", 44.0),
+                mk("programCacheEntries: 1024", 1, "KeptUp", 15.0),
+                mk("programCacheEntries: 512", 1, "KeptUp", 36.0),
+            ],
+            &s,
+        );
+        let layout = Layout {
+            saved: vec![Column {
+                header: "SAVED %",
+                value: |r| r.avg_tps,
+            }],
+            ..Default::default()
+        };
+        let t = table(&trials, &layout);
+        let cells: Vec<(&str, &str)> = t
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                (w[1], w[w.len() - 1])
+            })
+            .collect();
+        assert_eq!(
+            cells,
+            vec![
+                ("programCacheEntries=512", "10.00"),
+                ("programCacheEntries=512", "-10.00"),
+                ("programCacheEntries=1024", "62.50"),
+                ("programCacheEntries=2048", "75.00"),
+            ],
+            "{t}"
+        );
+        assert!(csv(&trials, &layout).starts_with("trial,point,rep,phase,outcome,cover_pct,saved_pct\n"));
     }
 }

@@ -182,7 +182,7 @@ async fn the_papers_definitions_give_the_expected_figures() {
     let (_server, url, end) = prometheus_with_known_series().await;
     let prom = Prometheus::new(&url);
     let step = Duration::from_secs(STEP as u64);
-    let profile = agave::profile();
+    let profile = agave::profile(valtune::api::agave::AgaveWorkload::Follow);
     let window = Window {
         start: Timestamp::from_second(end - 600).unwrap(),
         end: Timestamp::from_second(end).unwrap(),

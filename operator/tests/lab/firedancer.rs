@@ -206,13 +206,11 @@ async fn the_seed_session_names_the_bottleneck_of_each_layout() {
     let vx = wait_finished(&lab, &ns, "fd-bench-tiles", Duration::from_secs(600)).await;
     let st = vx.status.clone().unwrap();
     assert_eq!(st.trials.expected, 8);
-    let all = valtune::report::sorted(trials(&lab, &ns).await);
-    let client = valtune::clients::client_for(&vx.spec.template).unwrap();
-    let table = valtune::report::table_with(
-        &all,
-        &client.report_columns(),
-        &client.report_text_columns(),
-    );
+    let all = valtune::report::sorted(trials(&lab, &ns).await, &vx.spec.sweep);
+    let layout = valtune::clients::client_for(&vx.spec.template)
+        .unwrap()
+        .report(&vx.spec.sweep);
+    let table = valtune::report::table(&all, &layout);
     println!("{table}");
     let point = |v: i32, b: i32, off: &str| {
         all.iter()
@@ -236,7 +234,7 @@ async fn the_seed_session_names_the_bottleneck_of_each_layout() {
             (lo..hi).contains(&avg),
             "verify {v} bank {b} noBlockstore {off}: {avg}\n{table}"
         );
-        let named = (client.report_text_columns()[0].value)(&r).unwrap();
+        let named = (layout.text[0].value)(&r).unwrap();
         assert!(
             named.starts_with(tile),
             "verify {v} bank {b} noBlockstore {off}: {named}\n{table}"

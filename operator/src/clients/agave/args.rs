@@ -3,7 +3,8 @@
 
 use super::LEDGER_DIR;
 use super::knobs::AGAVE;
-use crate::api::agave::SolanaCluster;
+use crate::api::agave::{AgaveWorkload, SolanaCluster};
+use crate::api::sweep::Sigverify;
 use crate::api::template::{AgaveSpec, VolumeRole};
 use crate::api::trial::ValidatorTrial;
 use crate::api::version::Version;
@@ -78,6 +79,31 @@ pub fn args(
     mount: impl Fn(VolumeRole) -> String,
 ) -> Result<Command, KnobError> {
     let template = &trial.spec.template;
+    let mut args = match agave.workload {
+        AgaveWorkload::Follow => follow(agave),
+        AgaveWorkload::Bench => super::bench::validator_args(agave),
+    };
+    for (role, flag) in [
+        (VolumeRole::Accounts, "--accounts"),
+        (VolumeRole::Snapshots, "--snapshots"),
+        (VolumeRole::AccountsIndex, "--accounts-index-path"),
+    ] {
+        if template.storage.iter().any(|v| v.role == role) {
+            args.extend([flag.into(), mount(role)]);
+        }
+    }
+    if super::gpu::sigverify(trial, agave) == Sigverify::Gpu {
+        // perf/src/perf_libs.rs init_cuda: loads libcuda-crypt.so, or exits.
+        args.push("--cuda".into());
+    }
+    let applied = knobs::apply(&AGAVE, &trial.spec.point, version)?;
+    args.extend(applied.args);
+    args.extend(template.extra_args.iter().cloned());
+    Ok((args, applied.env))
+}
+
+/// A non-voting validator joining its cluster.
+fn follow(agave: &AgaveSpec) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "--identity".into(),
         format!("{LEDGER_DIR}/identity.json"),
@@ -96,15 +122,6 @@ pub fn args(
         "--log".into(),
         "-".into(),
     ];
-    for (role, flag) in [
-        (VolumeRole::Accounts, "--accounts"),
-        (VolumeRole::Snapshots, "--snapshots"),
-        (VolumeRole::AccountsIndex, "--accounts-index-path"),
-    ] {
-        if template.storage.iter().any(|v| v.role == role) {
-            args.extend([flag.into(), mount(role)]);
-        }
-    }
     let preset = preset(agave.cluster);
     let entrypoints = preset
         .iter()
@@ -137,8 +154,5 @@ pub fn args(
         Some(n) => args.extend(["--limit-ledger-size".into(), n.to_string()]),
         None => args.push("--limit-ledger-size".into()),
     }
-    let applied = knobs::apply(&AGAVE, &trial.spec.point, version)?;
-    args.extend(applied.args);
-    args.extend(template.extra_args.iter().cloned());
-    Ok((args, applied.env))
+    args
 }

@@ -1,7 +1,7 @@
 //! Agave's knob table: what an Agave trial can sweep and how each value reaches
 //! agave-validator, by version (anza-xyz/agave, the paths cited per knob).
 
-use crate::api::sweep::ThreadKnob;
+use crate::api::sweep::{Setting, ThreadKnob};
 use crate::api::version::{Version, Versions};
 use crate::clients::knobs::{Dim, Generic, How, Knob, KnobTable, Reach, Refusal};
 
@@ -42,6 +42,14 @@ pub static AGAVE: KnobTable = KnobTable {
                 ),
             ],
             source: "core/src/banking_stage.rs (2.x: SOLANA_BANKING_THREADS); validator/src/cli/thread_args.rs BlockProductionNumWorkersArg (first in v3.0.0, 1..=64)",
+        },
+        Knob {
+            dim: Dim::Setting(Setting::Sigverify),
+            // 4.0 removed --cuda: refused at admission for gpu (agave_rules).
+            reach: &[Reach::always(How::Client(
+                "`--cuda`, the GPU of template.agave.gpu and its RuntimeClass (gpu)",
+            ))],
+            source: "validator/src/cli.rs --cuda (2.x), validator/src/commands/run/args.rs (3.x); perf/src/perf_libs.rs init_cuda",
         },
         Knob {
             dim: Dim::Thread(ThreadKnob::ReplayTransactionsThreads),

@@ -5,6 +5,8 @@
 //! why each choice, with the upstream sources, in docs/clients.md.
 
 mod args;
+mod bench;
+mod gpu;
 mod knobs;
 mod profile;
 mod render;
@@ -15,11 +17,13 @@ pub use profile::profile;
 
 use super::knobs::KnobTable;
 use super::pod::Skeleton;
-use super::profile::MetricProfile;
+use super::profile::{Layout, MetricProfile, Objective};
 use super::{ClientPod, RenderError, ValidatorClient};
+use crate::api::agave::AgaveWorkload;
 use crate::api::settings::QueryKey;
+use crate::api::sweep::SweepSpec;
 use crate::api::template::{AgaveSpec, ClientSpec, ValidatorTemplate};
-use crate::api::trial::ValidatorTrial;
+use crate::api::trial::{TrialResults, ValidatorTrial};
 use crate::api::version::{Version, Versions, cel_known, cel_version};
 
 pub const VALIDATOR_CONTAINER: &str = "validator";
@@ -101,6 +105,29 @@ fn agave_rules() -> Vec<Rule> {
                 .field_path(".template.extraArgs"),
         );
     }
+    // GPU signature verification is --cuda, removed in 4.0.0 (agave PR #10753, CHANGELOG).
+    let gpu = format!(
+        "({a}.sigverify == 'gpu' || (has(self.sweep.sigverify) && self.sweep.sigverify.exists(s, s == 'gpu')))"
+    );
+    let since4 = Versions::since(Version::new(4, 0, 0)).cel_contains(&version);
+    rules.push(
+        Rule::new(format!("!has({a}) || !({known}) || !({since4}) || !{gpu}"))
+            .message("Agave 4.0 removed --cuda (anza-xyz/agave PR #10753), so it cannot verify signatures on a GPU: use a 3.x or earlier image, or remove gpu from sweep.sigverify and template.agave.sigverify")
+            .field_path(".sweep.sigverify"),
+    );
+    // 3.0 release images no longer carry solana-bench-tps (scripts/cargo-install-all.sh).
+    let since3 = Versions::since(Version::new(3, 0, 0)).cel_contains(&version);
+    rules.push(
+        Rule::new(format!("!has({a}) || {a}.workload != 'bench' || !({known}) || !({since3}) || has({a}.bench.image)"))
+            .message("Agave 3.0 and later release images do not ship solana-bench-tps: set template.agave.bench.image to an image that has it (built from the agave repository with cargo build --release --bin solana-bench-tps)")
+            .field_path(".template.agave.bench.image"),
+    );
+    // Banking threads only work while the validator leads; a follower never does.
+    rules.push(
+        Rule::new(format!("!has({a}) || {a}.workload == 'bench' || !has(self.sweep.threads) || !self.sweep.threads.exists(t, t.name == 'bankingThreads')"))
+            .message("bankingThreads only matter while the validator produces blocks, and a follow trial never leads: set template.agave.workload to bench (a private cluster where it is the leader)")
+            .field_path(".sweep.threads"),
+    );
     // solana-exporter up to v3.0.x calls minimumLedgerSlot and getFirstAvailableBlock on
     // every scrape (collector.go L339-341 at v3.0.2), served only with --full-rpc-api.
     rules.push(
@@ -167,12 +194,42 @@ impl ValidatorClient for Agave {
         render::pod(self, trial, agave, skeleton)
     }
 
-    fn profile(&self, _t: &ValidatorTemplate) -> MetricProfile {
-        profile::profile()
+    fn profile(&self, t: &ValidatorTemplate) -> MetricProfile {
+        profile::profile(t.client.agave.as_ref().map(|a| a.workload).unwrap_or_default())
     }
 
     fn profile_keys(&self) -> Option<Vec<QueryKey>> {
-        Some(profile::profile().queries.keys().copied().collect())
+        Some(
+            profile::profile(AgaveWorkload::Follow)
+                .queries
+                .keys()
+                .copied()
+                .collect(),
+        )
+    }
+
+    fn report(&self, sweep: &SweepSpec) -> Layout {
+        if sweep.program_cache_entries.is_some() {
+            profile::program_cache_layout()
+        } else {
+            Layout::ram()
+        }
+    }
+
+    fn objective(&self, sweep: &SweepSpec) -> Objective {
+        if sweep.program_cache_entries.is_some() {
+            Objective {
+                name: "time in the program cache per batch (µs)",
+                value: |r| r.figure("programCacheTimeUsPerBatch"),
+                higher_is_better: false,
+            }
+        } else {
+            Objective::default()
+        }
+    }
+
+    fn summary(&self) -> fn(&TrialResults) -> String {
+        profile::summary
     }
 }
 
@@ -180,7 +237,7 @@ impl ValidatorClient for Agave {
 mod tests {
     use crate::clients::golden;
 
-    const V3_BANKING: &str = "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {name: banking}\nspec:\n  template:\n    agave: {image: 'anzaxyz/agave:v3.0.14', cluster: testnet}\n    resources: {cpu: 48, memory: 512Gi}\n    storage: [{role: ledger, size: 2Ti}, {role: accounts, size: 1Ti}]\n  sweep:\n    threads: [{name: bankingThreads, values: [4, 32]}]\n";
+    const V3_BANKING: &str = "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {name: banking}\nspec:\n  template:\n    agave: {image: 'anzaxyz/agave:v3.0.14', workload: bench, bench: {image: 'registry.example.com/solana-bench-tps:v3.0.14'}}\n    resources: {cpu: 48, memory: 512Gi}\n    storage: [{role: ledger, size: 2Ti}, {role: accounts, size: 1Ti}]\n  sweep:\n    threads: [{name: bankingThreads, values: [4, 32]}]\n";
 
     #[test]
     fn golden_quickstart_pod() {

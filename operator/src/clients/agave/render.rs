@@ -7,7 +7,9 @@ use k8s_openapi::api::core::v1::{
     Volume, VolumeMount,
 };
 
-use super::{Agave, LEDGER_DIR, PROCESS_NAME, VALIDATOR_CONTAINER, args};
+use super::{Agave, LEDGER_DIR, PROCESS_NAME, VALIDATOR_CONTAINER, args, bench, gpu};
+use crate::api::agave::AgaveWorkload;
+use crate::api::sweep::Sigverify;
 use crate::api::template::AgaveSpec;
 use crate::api::trial::ValidatorTrial;
 use crate::api::version::Version;
@@ -132,7 +134,6 @@ pub fn pod(
         )
     })?;
     let x = &agave.exporters;
-
     let mut validator_env = vec![
         // All four keys, or Agave refuses to start (metrics/src/metrics.rs); vmagent ignores
         // the credentials.
@@ -160,10 +161,61 @@ pub fn pod(
             ..Default::default()
         });
     }
-    // An unstaked, non-voting identity, made once per ledger volume.
-    init.push(Container {
+    let bench = agave.workload == AgaveWorkload::Bench;
+    if bench {
+        init.extend(bench::init_containers(agave, &image, &skeleton.mounts));
+    } else {
+        // An unstaked, non-voting identity, made once per ledger volume.
+        init.push(identity(&image, skeleton));
+    }
+    init.extend(exporters(agave, &remote_write));
+    if bench {
+        init.push(bench::sidecar(agave, &image, &skeleton.mounts));
+    }
+
+    let mut validator = Container {
+        name: VALIDATOR_CONTAINER.into(),
+        image: Some(image),
+        command: Some(vec![PROCESS_NAME.into()]),
+        args: Some(args),
+        env: Some(validator_env),
+        ports: Some(vec![port("rpc", agave.rpc_port)]),
+        resources: Some(skeleton.validator_resources.clone()),
+        volume_mounts: Some(skeleton.mounts.clone()),
+        // An exit at start-up (an unknown flag, a refused setting) explains itself.
+        termination_message_policy: Some("FallbackToLogsOnError".into()),
+        ..Default::default()
+    };
+    let mut volumes = vec![Volume {
+        name: "vmagent-data".into(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Default::default()
+    }];
+    let mut tweaks = Tweaks {
+        // Agave's start-up port check and gossip, turbine and repair need its ports
+        // reachable from the cluster it joins: behind pod SNAT the check exits. A bench
+        // cluster is the pod itself.
+        host_network: !bench,
+        // The process exporter reads the validator's /proc entries.
+        share_process_namespace: true,
+        ..Default::default()
+    };
+    if gpu::sigverify(trial, agave) == Sigverify::Gpu {
+        gpu::apply(&agave.gpu, &mut validator, &mut volumes, &mut tweaks);
+    }
+    Ok(ClientPod {
+        init_containers: init,
+        containers: vec![validator],
+        volumes,
+        tweaks,
+        ..Default::default()
+    })
+}
+
+fn identity(image: &str, skeleton: &Skeleton) -> Container {
+    Container {
         name: "identity".into(),
-        image: Some(image.clone()),
+        image: Some(image.into()),
         command: Some(vec!["sh".into(), "-c".into()]),
         args: Some(vec![format!(
             "test -f {LEDGER_DIR}/identity.json || solana-keygen new --no-bip39-passphrase --silent --outfile {LEDGER_DIR}/identity.json"
@@ -171,7 +223,13 @@ pub fn pod(
         resources: Some(sidecar_resources()),
         volume_mounts: Some(skeleton.mounts.clone()),
         ..Default::default()
-    });
+    }
+}
+
+/// The sidecars that carry Agave's metrics to Prometheus.
+fn exporters(agave: &AgaveSpec, remote_write: &str) -> Vec<Container> {
+    let x = &agave.exporters;
+    let mut init = Vec::new();
     // Slot lag from getHealth (solana-exporter, light mode: the node's own figures).
     init.push(sidecar(
         "rpc-exporter",
@@ -222,36 +280,5 @@ pub fn pod(
         ..Default::default()
     }]);
     init.push(vmagent);
-
-    let validator = Container {
-        name: VALIDATOR_CONTAINER.into(),
-        image: Some(image),
-        command: Some(vec![PROCESS_NAME.into()]),
-        args: Some(args),
-        env: Some(validator_env),
-        ports: Some(vec![port("rpc", agave.rpc_port)]),
-        resources: Some(skeleton.validator_resources.clone()),
-        volume_mounts: Some(skeleton.mounts.clone()),
-        // An exit at start-up (an unknown flag, a refused setting) explains itself.
-        termination_message_policy: Some("FallbackToLogsOnError".into()),
-        ..Default::default()
-    };
-    Ok(ClientPod {
-        init_containers: init,
-        containers: vec![validator],
-        volumes: vec![Volume {
-            name: "vmagent-data".into(),
-            empty_dir: Some(EmptyDirVolumeSource::default()),
-            ..Default::default()
-        }],
-        tweaks: Tweaks {
-            // Agave's start-up port check and gossip, turbine and repair need its ports
-            // reachable from the cluster it joins: behind pod SNAT the check exits.
-            host_network: true,
-            // The process exporter reads the validator's /proc entries.
-            share_process_namespace: true,
-            ..Default::default()
-        },
-        ..Default::default()
-    })
+    init
 }

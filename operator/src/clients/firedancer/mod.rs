@@ -18,10 +18,11 @@ use kube::core::Rule;
 
 use super::knobs::KnobTable;
 use super::pod::Skeleton;
-use super::profile::{Column, MetricProfile, Objective, TextColumn};
+use super::profile::{Layout, MetricProfile, Objective};
 use super::{ClientPod, RenderError, ValidatorClient};
 use crate::api::firedancer::FiredancerSpec;
 use crate::api::settings::QueryKey;
+use crate::api::sweep::SweepSpec;
 use crate::api::template::{ClientSpec, ValidatorTemplate};
 use crate::api::trial::{TrialResults, ValidatorTrial};
 use crate::api::version::Version;
@@ -96,15 +97,15 @@ impl ValidatorClient for Firedancer {
         Some(vec![QueryKey::Tps, QueryKey::SlotLag])
     }
 
-    fn report_columns(&self) -> Vec<Column> {
-        profile::COLUMNS.to_vec()
+    fn report(&self, _sweep: &SweepSpec) -> Layout {
+        Layout {
+            numbers: profile::COLUMNS.to_vec(),
+            text: profile::TEXT_COLUMNS.to_vec(),
+            ..Default::default()
+        }
     }
 
-    fn report_text_columns(&self) -> Vec<TextColumn> {
-        profile::TEXT_COLUMNS.to_vec()
-    }
-
-    fn objective(&self) -> Objective {
+    fn objective(&self, _sweep: &SweepSpec) -> Objective {
         profile::OBJECTIVE
     }
 

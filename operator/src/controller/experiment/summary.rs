@@ -345,7 +345,7 @@ pub fn recommend(
     }
     // Otherwise the client's objective: e.g. the highest TPS, or the lowest block time.
     let objective = crate::clients::client_for(&vx.spec.template)
-        .map(|c| c.objective())
+        .map(|c| c.objective(&vx.spec.sweep))
         .unwrap_or_default();
     let score = |ts: &Vec<&ValidatorTrial>| {
         mean(ts.iter().map(|t| {

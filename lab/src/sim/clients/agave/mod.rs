@@ -6,6 +6,7 @@
 //! docs/lab.md list them).
 
 pub mod model;
+pub mod program_cache;
 
 use std::sync::Arc;
 
@@ -18,7 +19,8 @@ use super::{
 };
 use crate::sim::clock::Clock;
 use crate::sim::pod_view::PodView;
-use model::{AgaveModel, HEALTH_SLOT_DISTANCE};
+use model::{AgaveModel, HEALTH_SLOT_DISTANCE, SLOTS_PER_SECOND};
+use program_cache::ProgramCache;
 
 pub struct AgaveSim;
 
@@ -214,6 +216,12 @@ impl SimClient for AgaveSim {
             .unwrap_or(8899);
         let limit = PodView::memory_limit(container).unwrap_or(1 << 40);
         let model = AgaveModel::new(seed(&pod.name), limit, clock.stretch_s());
+        // MAX_LOADED_ENTRY_COUNT as the image was built: release builds have 512 from 2.1
+        // and 256 before (program-runtime/src/loaded_programs.rs).
+        let capacity = pod
+            .image(container)
+            .and_then(|i| i.program_cache_entries)
+            .unwrap_or(if version >= (2, 1, 0) { 512 } else { 256 });
         let crash_after = env
             .get("VALTUNE_LAB_CRASH_AFTER")
             .and_then(|v| crate::state::parse_seconds(v));
@@ -225,6 +233,7 @@ impl SimClient for AgaveSim {
             crash_after,
             clock: clock.clone(),
             version,
+            cache: ProgramCache::new(seed(&pod.name), capacity as usize),
         }))
     }
 }
@@ -238,6 +247,7 @@ pub struct Agave {
     crash_after: Option<f64>,
     clock: Clock,
     version: V,
+    cache: ProgramCache,
 }
 
 impl Agave {
@@ -344,26 +354,50 @@ impl Process for Agave {
     fn datapoints(&self, t0: f64, t1: f64) -> Vec<Datapoint> {
         // Replay starts after the snapshot is loaded; before that nothing is replayed.
         let step = self.clock.datapoint_s();
+        let replay_from = self.model.rpc_start_seconds();
         let first = (t0 / step).floor() as u64 + 1;
         let last = (t1 / step).floor() as u64;
-        (first..=last)
-            .map(|i| i as f64 * step)
-            .filter(|at| *at >= self.model.rpc_start_seconds())
-            .map(|at| {
-                // Transactions replayed in (at - step, at], in lab units (see lab_count);
-                // rounded by differences of the running total so sums stay exact.
-                let txs = self.lab_count(self.model.transactions(at))
-                    - self.lab_count(self.model.transactions(at - step));
-                Datapoint {
-                    measurement: "replay-slot-stats",
-                    fields: vec![
-                        ("slot", self.model.slot_height(at) as i64),
-                        ("total_transactions", txs as i64),
-                    ],
-                    at,
-                }
-            })
-            .collect()
+        let mut out = Vec::new();
+        for at in (first..=last).map(|i| i as f64 * step) {
+            if at < replay_from {
+                continue;
+            }
+            // Transactions replayed in (at - step, at], in lab units (see lab_count);
+            // rounded by differences of the running total so sums stay exact.
+            let txs = self.lab_count(self.model.transactions(at))
+                - self.lab_count(self.model.transactions(at - step));
+            let slot = self.model.slot_height(at) as i64;
+            // One point stands for `step` of replay; the program cache's figures are those
+            // of its last slot, so means per slot are the mechanism's (docs/lab.md).
+            let replayed = ((at - replay_from) * SLOTS_PER_SECOND) as u64;
+            let pc = self.cache.stats_of_slot(replayed.saturating_sub(1));
+            out.push(Datapoint {
+                measurement: "replay-slot-stats",
+                fields: vec![
+                    ("slot", slot),
+                    ("total_transactions", txs as i64),
+                    ("program_cache_us", pc.program_cache_us),
+                ],
+                at,
+            });
+            // runtime/src/bank/metrics.rs report_loaded_programs_stats: reported for the
+            // parent slot, every counter reset per point.
+            out.push(Datapoint {
+                measurement: "loaded-programs-cache-stats",
+                fields: vec![
+                    ("slot", slot - 1),
+                    ("hits", pc.hits),
+                    ("misses", pc.misses),
+                    ("evictions", pc.evictions),
+                    ("reloads", pc.reloads),
+                    ("insertions", pc.insertions),
+                    ("one_hit_wonders", pc.one_hit_wonders),
+                    ("water_level", pc.water_level),
+                ],
+                at,
+            });
+        }
+        out
     }
 
     fn proc(&self, t: f64) -> ProcFigures {
