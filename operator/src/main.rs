@@ -147,12 +147,16 @@ async fn report(experiment: &str, namespace: &str, format: ReportFormat) -> anyh
     let trials: Api<ValidatorTrial> = Api::namespaced(client, namespace);
     let lp = ListParams::default().labels(&format!("{}={experiment}", labels::EXPERIMENT));
     let list = valtune::report::sorted(trials.list(&lp).await?.items);
-    let columns = valtune::clients::client_for(&vx.spec.template)?.report_columns();
+    let client = valtune::clients::client_for(&vx.spec.template)?;
+    let columns = client.report_columns();
     match format {
         ReportFormat::Table => {
             print!("{}", valtune::report::table(&list, &columns));
             println!();
             print!("{}", valtune::report::summary(&vx));
+            for note in client.report_notes(&list) {
+                println!("{note}");
+            }
         }
         ReportFormat::Csv => print!("{}", valtune::report::csv(&list, &columns)),
         ReportFormat::Json => {
@@ -163,7 +167,7 @@ async fn report(experiment: &str, namespace: &str, format: ReportFormat) -> anyh
             println!(
                 "{}",
                 serde_json::to_string_pretty(
-                    &serde_json::json!({"experiment": vx.status, "trials": rows})
+                    &serde_json::json!({"experiment": vx.status, "trials": rows, "notes": client.report_notes(&list)})
                 )?
             );
         }

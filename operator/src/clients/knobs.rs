@@ -91,6 +91,8 @@ pub enum How {
     Env(&'static str),
     /// A key of the client's config file (dotted path).
     ConfigKey(&'static str),
+    /// A container beside the validator that the value sizes (e.g. a memory hog).
+    Sidecar(&'static str),
 }
 
 impl How {
@@ -101,6 +103,7 @@ impl How {
             How::Arg(a) => format!("`{a} VALUE`"),
             How::Env(e) => format!("env `{e}`"),
             How::ConfigKey(k) => format!("config key `{k}`"),
+            How::Sidecar(what) => format!("a sidecar: {what}"),
         }
     }
 }
@@ -400,7 +403,7 @@ pub fn apply(
             How::Arg(flag) => out.args.extend([flag.to_string(), value]),
             How::Env(name) => out.env.push((name.into(), value)),
             How::ConfigKey(key) => out.config.push((key.into(), value)),
-            How::Resource(_) | How::Image => {}
+            How::Resource(_) | How::Image | How::Sidecar(_) => {}
         }
     }
     Ok(out)
