@@ -7,6 +7,7 @@
 //! Adding a client: a module here implementing [`SimClient`] and one line in [`CLIENTS`].
 
 pub mod agave;
+pub mod nodeos;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use super::clock::Clock;
 use super::pod_view::PodView;
 
 /// Every client the lab plays.
-pub static CLIENTS: [&dyn SimClient; 1] = [&agave::AgaveSim];
+pub static CLIENTS: [&dyn SimClient; 2] = [&agave::AgaveSim, &nodeos::NodeosSim];
 
 /// The model of a client whose pod the lab plays.
 pub trait SimClient: Send + Sync {
@@ -108,6 +109,11 @@ pub trait Process: Send + Sync {
     }
     /// Its /proc entries at `t`.
     fn proc(&self, t: f64) -> ProcFigures;
+    /// More files under /proc/<pid>/ at `t` than [`ProcFigures`] makes (name, content in
+    /// the kernel's format), e.g. `smaps_rollup`.
+    fn proc_files(&self, _t: f64) -> Vec<(String, String)> {
+        Vec::new()
+    }
     /// Native Prometheus pages it serves: (port, path) -> exposition at `t`.
     fn metrics(&self, _t: f64, _port: u16, _path: &str) -> Option<String> {
         None
