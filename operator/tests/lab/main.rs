@@ -7,3 +7,4 @@ mod common;
 mod e2e;
 mod lifecycle;
 mod manifests;
+mod nodeos;

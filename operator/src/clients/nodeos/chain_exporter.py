@@ -36,7 +36,7 @@ def parse_args():
                    help="caught up once at most this many blocks behind")
     p.add_argument("--marker", default="caught-up",
                    help="file written once caught up (relative to the working directory)")
-    p.add_argument("--poll-seconds", type=float, default=0.5)
+    p.add_argument("--poll-seconds", type=float, default=0.25)
     p.add_argument("--process", default="nodeos", help="the process name (comm)")
     return p.parse_args()
 
@@ -92,14 +92,16 @@ class Chain:
             self.head = head
             if head is None or self.caught_up:
                 return now, head
+            if max(0.0, now - head[1]) / BLOCK_SECONDS <= self.args.caught_up_blocks:
+                # The last interval ended in sync: it is not all catching up, leave it out.
+                self.caught_up = True
+                with open(self.args.marker, "w") as f:
+                    f.write("caught up at head block %d\n" % head[0])
+                return now, head
             if self.previous is not None:
                 self.catch_up_seconds += now - self.previous[0]
                 self.catch_up_blocks += head[0] - self.previous[1]
             self.previous = (now, head[0])
-            if max(0.0, now - head[1]) / BLOCK_SECONDS <= self.args.caught_up_blocks:
-                self.caught_up = True
-                with open(self.args.marker, "w") as f:
-                    f.write("caught up at head block %d\n" % head[0])
         return now, head
 
     def page(self):

@@ -7,6 +7,8 @@ use super::render::OC_CACHE_MIB;
 use crate::api::version::{cel_known, cel_version};
 
 const N: &str = "self.template.nodeos";
+/// nodeos' own memory beside its state, for the rules' arithmetic.
+const NODEOS_MIB: i64 = 2048;
 const R: &str = "self.template.resources";
 
 /// A rule on nodeos experiments only.
@@ -84,7 +86,7 @@ pub fn rules() -> Vec<Rule> {
         ),
         rule(
             format!(
-                "!{} || !{version}.matches('^:?v?0*[234]\\\\.')",
+                "!({}) || !{version}.matches('^:?v?0*[234]\\\\.')",
                 cel_known(&version)
             ),
             "valtune runs nodeos of leap 5.x or spring 1.x (their prometheus_plugin serves /v1/prometheus/metrics on the HTTP server; leap 4 has its own listener and no mapped_private mode): use a newer image, or set template.nodeos.version if the tag misleads",
@@ -107,7 +109,7 @@ pub fn rules() -> Vec<Rule> {
                 "!{modes}.exists(m, m == 'locked') || !{no_hugepages} || {budgets}",
                 no_hugepages = no_hugepages(),
                 budgets = every_budget(|b| format!(
-                    "quantity({b}).compareTo(quantity(string({db}) + 'Mi')) > 0"
+                    "quantity({b}).asApproximateFloat() > double({db}) * 1048576.0"
                 )),
             ),
             "databaseMapMode locked keeps the whole state (chainStateDbSizeMb) in memory, which is more than a trial's memory: raise the memory, lower chainStateDbSizeMb, or give it hugepages (template.resources.hugepages1Gi)",
@@ -117,11 +119,21 @@ pub fn rules() -> Vec<Rule> {
             format!(
                 "{medium} != 'memory' || {}",
                 every_budget(|b| format!(
-                    "quantity({b}).compareTo(quantity(string({db} + {OC_CACHE_MIB}) + 'Mi')) > 0"
+                    "quantity({b}).asApproximateFloat() > double({db} + {OC_CACHE_MIB}) * 1048576.0"
                 ))
             ),
             "state.medium memory is a memory-backed emptyDir (tmpfs): it counts in the pod's memory, cannot be larger than its limit and never swaps (the kubelet mounts it noswap since Kubernetes 1.30), so a chainStateDbSizeMb state plus the 1024 MiB EOS VM OC cache must fit below the memory limit: raise the memory, or use state.medium hostTmpfs (a node tmpfs that swap backs) or disk",
             ".template.nodeos.state.medium",
+        ),
+        rule(
+            format!(
+                "{medium} != 'memory' || !has(self.sweep.memoryPressure) || self.sweep.memoryPressure.all(p, !isQuantity(p) || {})",
+                every_budget(|b| format!(
+                    "quantity({b}).asApproximateFloat() > quantity(p).asApproximateFloat() + double({db} + {OC_CACHE_MIB} + {NODEOS_MIB}) * 1048576.0"
+                ))
+            ),
+            "with state.medium memory nothing of the state can swap, so the memory hog, the state (chainStateDbSizeMb plus the 1024 MiB OC cache) and nodeos (2 GiB) must all fit the memory limit, or the kernel OOM-kills the hog and the trial measures no pressure: lower memoryPressure or chainStateDbSizeMb, or raise the memory",
+            ".sweep.memoryPressure",
         ),
         rule(
             format!(

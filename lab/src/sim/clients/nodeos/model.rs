@@ -310,8 +310,12 @@ impl NodeosModel {
             now.reported += rate * report * DT;
             now.latency_us += rate * report * DT * lag_s * 1e6;
             now.behind = (now.behind + (BLOCKS_PER_SECOND - rate) * DT).max(0.0);
+            // The real hog takes its memory seconds after the exporter's marker, while
+            // the operator scrapes every 15 s and sees the node in sync first. Time runs
+            // compressed here, so the hog waits a stretch (three scrapes of the lab) for
+            // the operator to see the same.
             if s.hog_gib > 0.0 && self.hog_from.is_none() && now.behind <= s.caught_up_blocks {
-                self.hog_from = Some(t + DT);
+                self.hog_from = Some(t + DT + self.stretch_s);
             }
         }
     }
@@ -402,7 +406,9 @@ impl NodeosModel {
         let f = self.fit(t);
         let state = if f.hugetlb { 0.0 } else { f.resident_gib };
         let w = 1.0 + 0.01 * normal(self.seed, NOISE + 10, (t / self.stretch_s) as u64);
-        (ANON_GIB + state) * w
+        // Never more than the budget leaves it beside the sidecars and the hog.
+        let room = self.setup.budget_gib - SIDECARS_GIB - self.hog_at(t);
+        ((ANON_GIB + state) * w).min(room)
     }
 
     pub fn vsz_gib(&self) -> f64 {
