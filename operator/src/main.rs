@@ -162,13 +162,17 @@ async fn report(experiment: &str, namespace: &str, format: ReportFormat) -> anyh
     let trials: Api<ValidatorTrial> = Api::namespaced(client, namespace);
     let lp = ListParams::default().labels(&format!("{}={experiment}", labels::EXPERIMENT));
     let list = valtune::report::sorted(trials.list(&lp).await?.items, &vx.spec.sweep);
-    let layout = valtune::clients::client_for(&vx.spec.template)?.report(&vx.spec.sweep);
+    let client = valtune::clients::client_for(&vx.spec.template)?;
+    let layout = client.report(&vx.spec.sweep);
     match format {
         ReportFormat::Table => {
             print!("{}", valtune::report::table(&list, &layout));
             print!("{}", valtune::report::coverage_notes(&list));
             println!();
             print!("{}", valtune::report::summary(&vx));
+            for note in client.report_notes(&list) {
+                println!("{note}");
+            }
         }
         ReportFormat::Csv => print!("{}", valtune::report::csv(&list, &layout)),
         ReportFormat::Json => {
@@ -179,7 +183,7 @@ async fn report(experiment: &str, namespace: &str, format: ReportFormat) -> anyh
             println!(
                 "{}",
                 serde_json::to_string_pretty(
-                    &serde_json::json!({"experiment": vx.status, "trials": rows})
+                    &serde_json::json!({"experiment": vx.status, "trials": rows, "notes": client.report_notes(&list)})
                 )?
             );
         }

@@ -117,6 +117,10 @@ fn every_example_renders_a_pod_the_lab_plays_and_serves_its_profile() {
             {
                 if let Some(program) = sidecars::program_of(c.image.as_deref().unwrap_or("")) {
                     served.extend(sidecars::metric_names(&program, process.as_ref(), t));
+                    // A script serves what it declares (the lab runs it as it is).
+                    if let Some((_, script)) = sidecars::python_script(&view, c) {
+                        served.extend(sidecars::script_metric_names(&script));
+                    }
                 }
             }
             let profile = clients::profile(&trial).unwrap();

@@ -20,10 +20,35 @@ pub struct PodView {
     pub node: String,
     /// The ports the pod's containers declare: what `localhost:PORT` reaches in the pod.
     pub ports: BTreeSet<u16>,
+    /// The node's machine, as its kubelet knows it.
+    pub machine: Machine,
     config_maps: BTreeMap<String, BTreeMap<String, String>>,
     secrets: BTreeMap<String, BTreeMap<String, String>>,
     /// What the lab's registry says is inside the images (a kubelet has pulled them).
     pub registry: Vec<crate::topology::ImageEntry>,
+}
+
+/// What a kubelet knows of its machine beyond the Node object: its memory and swap, its
+/// swap behaviour, and what the admin prepared (lab/topology*.yaml).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Machine {
+    pub memory: u128,
+    pub prepared: crate::topology::Prepared,
+}
+
+impl Machine {
+    pub fn swap(&self) -> u128 {
+        self.prepared
+            .swap
+            .as_deref()
+            .and_then(parse_bytes)
+            .unwrap_or(0)
+    }
+
+    /// Whether the kubelet gives Burstable containers swap (`LimitedSwap`).
+    pub fn limited_swap(&self) -> bool {
+        self.prepared.swap_behavior.as_deref() == Some("LimitedSwap") && self.swap() > 0
+    }
 }
 
 fn containers(pod: &Pod) -> impl Iterator<Item = &Container> {
@@ -122,6 +147,7 @@ impl PodView {
             pod,
             ip,
             ports,
+            machine: Machine::default(),
             config_maps,
             secrets,
             registry: Vec::new(),

@@ -73,6 +73,17 @@ pub fn write(
     namespace(root, boot)
 }
 
+/// More files of a process (e.g. `smaps_rollup`), as its model writes them.
+pub fn write_files(root: &Path, pid: u32, files: &[(String, String)]) -> std::io::Result<()> {
+    let dir = root.join(pid.to_string());
+    for (name, content) in files {
+        let tmp = dir.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, content)?;
+        std::fs::rename(&tmp, dir.join(name))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,8 +2,8 @@
 //! names the program (the lab's image store maps it to a local binary), the container's
 //! command and args are its argv, its pod-local addresses are on the pod's IP, and its
 //! /proc is the pod's process-namespace directory. Programs that build here run for real
-//! (process-exporter, vmagent); solana-exporter, which does not, is played from its
-//! source at v3.0.2 ([`solana_exporter`]).
+//! (process-exporter, vmagent, Python scripts of the pod); solana-exporter, which does
+//! not, is played from its source at v3.0.2 ([`solana_exporter`]).
 //!
 //! A native sidecar (an init container with `restartPolicy: Always`) that exits is
 //! restarted with the kubelet's back-off; any other container that exits stays down, as
@@ -26,6 +26,10 @@ pub enum Program {
     Real(Real),
     /// asymmetric-research/solana-exporter, played (it does not build here).
     SolanaExporter { tag: String },
+    /// A Python script of the pod's ConfigMaps, run by this machine's `python3` (the
+    /// official `python` image runs it the same way). Its /proc is the pod's
+    /// process-namespace directory, given as `PROCFS`.
+    Python,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +71,7 @@ pub fn program_of(image: &str) -> Option<Program> {
         "asymmetric-research/solana-exporter" => Some(Program::SolanaExporter {
             tag: tag.to_string(),
         }),
+        "python" | "library/python" => Some(Program::Python),
         _ => None,
     }
 }
@@ -126,7 +131,33 @@ pub fn metric_names(
             .iter()
             .map(|n| n.to_string())
             .collect(),
+        // A script's names are its own: see [`script_metric_names`].
+        Program::Python => Vec::new(),
     }
+}
+
+/// The metric names a script serves: those it declares with `# TYPE <name>` lines.
+pub fn script_metric_names(script: &str) -> Vec<String> {
+    script
+        .match_indices("# TYPE ")
+        .filter_map(|(i, m)| {
+            let rest = &script[i + m.len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            (!name.is_empty()).then_some(name)
+        })
+        .collect()
+}
+
+/// The script a Python sidecar runs (its first `.py` argument) and its text, read from
+/// the ConfigMap mounted there.
+pub fn python_script(view: &PodView, c: &Container) -> Option<(String, String)> {
+    let line = view.command_line(c);
+    let path = line.iter().find(|a| a.ends_with(".py"))?.clone();
+    let text = view.file(c, &path)?;
+    Some((path, text))
 }
 
 /// Where a pod's programs keep their files.
@@ -183,6 +214,7 @@ pub async fn run(
         let started = std::time::Instant::now();
         let code = match &program {
             Program::Real(real) => run_real(*real, &view, &container, &dirs, &tools).await,
+            Program::Python => run_python(&view, &container, &dirs).await,
             Program::SolanaExporter { tag } => {
                 solana_exporter::run(
                     &view,
@@ -214,6 +246,56 @@ pub async fn run(
 
 fn log_name(view: &PodView, c: &Container) -> String {
     format!("{}_{}_{}.log", view.namespace, view.name, c.name)
+}
+
+/// Runs a Python sidecar's script with this machine's `python3`; its exit code.
+async fn run_python(view: &PodView, c: &Container, dirs: &PodDirs) -> Option<i32> {
+    let Some((path, text)) = python_script(view, c) else {
+        warn!(container = %c.name, "no script of the pod's ConfigMaps to run");
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        return None;
+    };
+    let work = dirs.root.join(&c.name);
+    let _ = std::fs::create_dir_all(&work);
+    let local = work.join(path.rsplit('/').next().unwrap_or("script.py"));
+    if let Err(e) = std::fs::write(&local, text) {
+        warn!(error = %e, "writing a sidecar's script");
+        return None;
+    }
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dirs.logs.join(log_name(view, c)))
+        .ok()?;
+    // Its arguments after the script, with the pod's addresses as they are here; its
+    // working directory is its own scratch space.
+    let args: Vec<String> = view
+        .command_line(c)
+        .iter()
+        .skip_while(|a| **a != path)
+        .skip(1)
+        .map(|a| view.local_addr(a))
+        .collect();
+    let mut cmd = tokio::process::Command::new("python3");
+    cmd.arg(&local)
+        .args(&args)
+        .current_dir(&work)
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone().ok()?)
+        .stderr(log)
+        .kill_on_drop(true);
+    for (k, v) in view.env(c) {
+        cmd.env(k, v);
+    }
+    cmd.env("PROCFS", &dirs.proc);
+    match cmd.spawn() {
+        Ok(mut child) => child.wait().await.ok().and_then(|s| s.code()),
+        Err(e) => {
+            warn!(error = %e, "starting python3 for a sidecar");
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            None
+        }
+    }
 }
 
 /// Runs a local build of the program; its exit code.
@@ -292,6 +374,11 @@ mod tests {
             })
         );
         assert_eq!(program_of("anzaxyz/agave:v2.0.5"), None);
+        assert_eq!(program_of("python:3.13-alpine"), Some(Program::Python));
+        assert_eq!(
+            script_metric_names("x = '# TYPE a_b gauge'\n# TYPE c:d counter\n"),
+            vec!["a_b", "c:d"]
+        );
         assert_eq!(
             program_of("registry.local:5000/ncabatoff/process-exporter"),
             Some(Program::Real(Real::ProcessExporter))

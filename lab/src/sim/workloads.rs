@@ -225,7 +225,8 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
     let api: Api<Pod> = Api::namespaced(client, &ns);
     // The init steps first, against the node's settings (they only read them, so a
     // restarted simulator may run them again).
-    let prepared = node_settings(&state, &view.node);
+    view.machine = machine(&state, &view.node);
+    let prepared = view.machine.prepared.clone();
     let sys = state.dir.join("nodes").join(&view.node).join("sys");
     if let Err((container, code, message)) = init_steps::run(&view, &sys, &prepared).await {
         info!(pod = %name, %container, code, %message, "init step failed");
@@ -348,12 +349,15 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
 }
 
 /// What the node's machine gives a validator (its topology entry).
-fn node_settings(state: &LabState, node: &str) -> crate::topology::Prepared {
+fn machine(state: &LabState, node: &str) -> super::pod_view::Machine {
     crate::topology::Topology::load(&state.topology)
         .ok()
         .and_then(|t| t.nodes().ok())
         .and_then(|ns| ns.into_iter().find(|n| n.name == node))
-        .map(|n| n.prepared)
+        .map(|n| super::pod_view::Machine {
+            memory: super::pod_view::parse_bytes(&n.memory).unwrap_or(0),
+            prepared: n.prepared,
+        })
         .unwrap_or_default()
 }
 
@@ -376,8 +380,11 @@ async fn keep_proc(live: Arc<Live>, root: PathBuf, pid: u32, cmdline: Vec<String
             let _ = std::fs::remove_dir_all(root.join(pid.to_string()));
             return;
         }
-        let figures = live.process.proc(live.now());
-        if let Err(e) = procfs::write(&root, pid, boot, started, &cmdline, &figures) {
+        let now = live.now();
+        let figures = live.process.proc(now);
+        if let Err(e) = procfs::write(&root, pid, boot, started, &cmdline, &figures)
+            .and_then(|()| procfs::write_files(&root, pid, &live.process.proc_files(now)))
+        {
             warn!(error = %e, "writing /proc entries");
         }
         tokio::time::sleep(Duration::from_millis(500)).await;

@@ -93,6 +93,8 @@ pub enum How {
     ConfigKey(&'static str),
     /// Rendered by the client module itself (several parts of the pod at once), as said.
     Client(&'static str),
+    /// A container beside the validator that the value sizes (e.g. a memory hog).
+    Sidecar(&'static str),
 }
 
 impl How {
@@ -104,6 +106,7 @@ impl How {
             How::Env(e) => format!("env `{e}`"),
             How::ConfigKey(k) => format!("config key `{k}`"),
             How::Client(what) => what.to_string(),
+            How::Sidecar(what) => format!("a sidecar: {what}"),
         }
     }
 }
@@ -403,7 +406,7 @@ pub fn apply(
             How::Arg(flag) => out.args.extend([flag.to_string(), value]),
             How::Env(name) => out.env.push((name.into(), value)),
             How::ConfigKey(key) => out.config.push((key.into(), value)),
-            How::Resource(_) | How::Image | How::Client(_) => {}
+            How::Resource(_) | How::Image | How::Client(_) | How::Sidecar(_) => {}
         }
     }
     Ok(out)

@@ -164,6 +164,11 @@ pub trait ValidatorClient: Send + Sync {
     fn summary(&self) -> fn(&crate::api::trial::TrialResults) -> String {
         profile::ram_summary
     }
+    /// What `valtune report` says under the table beyond the recommendation: the
+    /// experiment's conclusion in the seed's terms (e.g. nodeos' working-set estimate).
+    fn report_notes(&self, _trials: &[ValidatorTrial]) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// What a client adds to the pod skeleton.

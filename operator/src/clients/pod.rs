@@ -56,6 +56,11 @@ pub struct Tweaks {
     pub share_process_namespace: bool,
     /// e.g. `nvidia` for GPU pods.
     pub runtime_class_name: Option<String>,
+    /// Pod-level requests and limits (Kubernetes 1.34 beta `PodLevelResources`): a
+    /// memory budget the containers share, e.g. a validator and a memory hog.
+    pub pod_resources: Option<ResourceRequirements>,
+    /// Node labels the pod needs beyond the template's selector (a prepared node).
+    pub node_selector: BTreeMap<String, String>,
 }
 
 /// What the skeleton gives a client to render on.
@@ -259,6 +264,8 @@ pub fn assemble(
         });
     }
     let tweaks = part.tweaks;
+    let mut node_selector = placement.node_selector.clone();
+    node_selector.extend(tweaks.node_selector.clone());
     let mut volumes = skeleton.volumes;
     volumes.extend(part.volumes);
     let pod = Pod {
@@ -283,8 +290,8 @@ pub fn assemble(
             enable_service_links: Some(false),
             // Time for a clean shutdown that flushes the ledger.
             termination_grace_period_seconds: Some(120),
-            node_selector: (!placement.node_selector.is_empty())
-                .then(|| placement.node_selector.clone()),
+            node_selector: (!node_selector.is_empty()).then_some(node_selector),
+            resources: tweaks.pod_resources,
             tolerations: (!placement.tolerations.is_empty()).then(|| placement.tolerations.clone()),
             affinity: (affinity != Affinity::default()).then_some(affinity),
             init_containers: (!part.init_containers.is_empty()).then_some(part.init_containers),

@@ -61,9 +61,11 @@ impl Window {
     }
 
     fn range(&self) -> String {
+        // A window shorter than a step (a validator that died within its first second)
+        // still reads one step: PromQL refuses an empty range.
         format!(
             "[{}:{}]",
-            promql_duration(self.length()),
+            promql_duration(self.length().max(self.step)),
             promql_duration(self.step)
         )
     }
@@ -209,7 +211,7 @@ async fn figures(
         let q = expand(
             &f.query
                 .replace("$range", &w.range())
-                .replace("$window", &promql_duration(w.length())),
+                .replace("$window", &promql_duration(w.length().max(w.step))),
             selector,
             w.step,
         );
@@ -318,6 +320,14 @@ mod tests {
         assert!(!q.contains_key("maxTps") && !q.contains_key("maxVsz"));
         // Without a TPS series, the lag series says whether there are samples.
         assert!(q["samples"].contains("solana_node_num_slots_behind"));
+    }
+
+    #[test]
+    fn an_empty_window_still_reads_one_step() {
+        let mut w = window();
+        w.end = w.start;
+        let q = result_queries(&profile(), "pod=\"x\"", &w);
+        assert!(q["maxTps"].ends_with(")[1s:1s])"), "{}", q["maxTps"]);
     }
 
     #[test]

@@ -9,3 +9,4 @@ mod e2e;
 mod firedancer;
 mod lifecycle;
 mod manifests;
+mod nodeos;

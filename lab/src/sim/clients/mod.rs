@@ -8,6 +8,7 @@
 
 pub mod agave;
 pub mod firedancer;
+pub mod nodeos;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,7 +20,11 @@ use super::clock::Clock;
 use super::pod_view::PodView;
 
 /// Every client the lab plays.
-pub static CLIENTS: [&dyn SimClient; 2] = [&agave::AgaveSim, &firedancer::FiredancerSim];
+pub static CLIENTS: [&dyn SimClient; 3] = [
+    &agave::AgaveSim,
+    &firedancer::FiredancerSim,
+    &nodeos::NodeosSim,
+];
 
 /// The model of a client whose pod the lab plays.
 pub trait SimClient: Send + Sync {
@@ -109,6 +114,11 @@ pub trait Process: Send + Sync {
     }
     /// Its /proc entries at `t`.
     fn proc(&self, t: f64) -> ProcFigures;
+    /// More files under /proc/<pid>/ at `t` than [`ProcFigures`] makes (name, content in
+    /// the kernel's format), e.g. `smaps_rollup`.
+    fn proc_files(&self, _t: f64) -> Vec<(String, String)> {
+        Vec::new()
+    }
     /// Native Prometheus pages it serves: (port, path) -> exposition at `t`.
     fn metrics(&self, _t: f64, _port: u16, _path: &str) -> Option<String> {
         None

@@ -176,8 +176,27 @@ pub fn classify(pod: Option<&Pod>, validator: &str, node_exists: Option<bool>) -
                 && c.status == "False"
                 && c.reason.as_deref() == Some("Unschedulable")
         })
-        .map(|c| c.message.clone().unwrap_or_default());
+        .map(|c| {
+            let message = c.message.clone().unwrap_or_default();
+            with_required_labels(message, pod)
+        });
     PodState::Waiting { unschedulable }
+}
+
+/// The scheduler says a node "didn't match Pod's node affinity/selector" without saying
+/// which labels: name the ones the pod requires, so the reason says what to prepare.
+fn with_required_labels(message: String, pod: &Pod) -> String {
+    let selector = pod.spec.as_ref().and_then(|s| s.node_selector.as_ref());
+    match selector {
+        Some(labels) if message.contains("node affinity/selector") && !labels.is_empty() => {
+            let wanted: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!(
+                "{message} (the pod needs nodes labelled {})",
+                wanted.join(", ")
+            )
+        }
+        _ => message,
+    }
 }
 
 /// The label matchers of the current attempt's pod.

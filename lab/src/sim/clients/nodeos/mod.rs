@@ -1,0 +1,310 @@
+//! nodeos as the lab plays it: recognised by its command (alone, or `exec`ed by a
+//! `sh -c` wrapper), started with its container's arguments and config.ini, exiting as
+//! the real one does on an option its version lacks or a setting chainbase refuses, and
+//! then serving its HTTP API (`/v1/chain/get_info`, the prometheus_plugin's
+//! `/v1/prometheus/metrics`) and its /proc entries (with `smaps_rollup`) from the
+//! [`model`], which reads what the pod gives it: the memory budget and the hog beside it,
+//! the state's volume, hugepages, the swap the kubelet grants. Sources: AntelopeIO/leap
+//! v5.0.3, AntelopeIO/spring v1.2.2 and chainbase at their submodule commits (cited per
+//! item; docs/clients/nodeos.md).
+
+pub mod model;
+mod options;
+mod pod_reading;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use serde_json::json;
+
+use super::{Env, Exit, ProcFigures, Process, SimClient, Started, flag_values, seed};
+use crate::sim::clock::Clock;
+use crate::sim::pod_view::PodView;
+use model::{BLOCKS_PER_SECOND, NodeosModel, TRX_PER_BLOCK};
+
+pub struct NodeosSim;
+
+const PROCESS: &str = "nodeos";
+/// WAX mainnet's chain id (it is in every WAX client configuration; nodeos shows it in
+/// get_info and `nodeos_info`).
+const WAX_CHAIN_ID: &str = "1064487b3cd1a897ce03ae5b6a865651747e2e152090f99c1d19d44e01aea5a4";
+/// WAX's head block number when the lab's runs start (any base will do).
+const HEAD_BASE: f64 = 125_000_000.0;
+/// Irreversibility trails the head by two thirds of a producer round (leap's DPoS).
+const LIB_BEHIND: f64 = 325.0;
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// `OTHER_FAIL` (-2) of programs/nodeos/main.cpp: exit status 254.
+const OTHER_FAIL: i32 = 254;
+
+/// Where a container's nodeos arguments start: after `nodeos` as the command, or as
+/// `$0` of a `sh -c 'script' nodeos ...` wrapper.
+fn nodeos_args(line: &[String]) -> Option<usize> {
+    let is = |a: &String| a.rsplit('/').next() == Some(PROCESS);
+    match line {
+        [first, ..] if is(first) => Some(1),
+        [sh, c, _, zero, ..] if sh.ends_with("sh") && c == "-c" && is(zero) => Some(4),
+        _ => None,
+    }
+}
+
+fn exit_now(code: i32, message: String) -> Started {
+    Started::Exited(Exit {
+        at: 0.0,
+        reason: "Error",
+        code,
+        message,
+    })
+}
+
+impl SimClient for NodeosSim {
+    fn name(&self) -> &'static str {
+        "nodeos"
+    }
+
+    fn recognise<'a>(&self, pod: &'a Pod) -> Option<&'a Container> {
+        pod.spec.as_ref()?.containers.iter().find(|c| {
+            let line: Vec<String> = c
+                .command
+                .iter()
+                .flatten()
+                .chain(c.args.iter().flatten())
+                .cloned()
+                .collect();
+            nodeos_args(&line).is_some()
+        })
+    }
+
+    fn start(&self, pod: &PodView, container: &Container, env: &Env, clock: &Clock) -> Started {
+        let line = pod.command_line(container);
+        let args = &line[nodeos_args(&line).unwrap_or(line.len())..];
+        let reading = match pod_reading::read(pod, container, args, env) {
+            Ok(r) => r,
+            Err((code, message)) => return exit_now(code, message),
+        };
+        let model = NodeosModel::new(
+            reading.setup.clone(),
+            seed(&pod.name),
+            clock.stretch_s(),
+            reading.spring,
+        );
+        // A state larger than its file, or a lock chainbase cannot take (chainbase
+        // src/pinnable_mapped_file.cpp: mlock without IPC_LOCK under a smaller
+        // RLIMIT_MEMLOCK), ends the start part way through loading.
+        let exit_at_load = reading
+            .load_failure
+            .clone()
+            .map(|(share, code, message)| Exit {
+                at: model.http_from() * share.min(0.95),
+                reason: "Error",
+                code,
+                message,
+            });
+        let crash_after = env
+            .get("VALTUNE_LAB_CRASH_AFTER")
+            .and_then(|v| crate::state::parse_seconds(v));
+        Started::Running(Arc::new(Nodeos {
+            model,
+            reading,
+            exit_at_load,
+            crash_after,
+            clock: clock.clone(),
+        }))
+    }
+}
+
+/// A running nodeos.
+pub struct Nodeos {
+    model: NodeosModel,
+    reading: pod_reading::Reading,
+    exit_at_load: Option<Exit>,
+    crash_after: Option<f64>,
+    clock: Clock,
+}
+
+impl Nodeos {
+    /// Counters (and block numbers, whose rates are read) grow `scale` times slower than
+    /// the simulated ones, so per-second rates read in simulated units (docs/lab.md).
+    fn lab(&self, simulated: f64) -> f64 {
+        simulated / self.clock.scale
+    }
+
+    fn head(&self, t: f64) -> f64 {
+        HEAD_BASE + BLOCKS_PER_SECOND * t - self.model.lag_blocks(t)
+    }
+
+    fn up(&self, t: f64) -> bool {
+        t >= self.model.http_from()
+    }
+
+    /// `/v1/chain/get_info` (spring plugins/chain_plugin/include/eosio/chain_plugin/
+    /// get_info_db.hpp). The head block time is the wall clock less the simulated lag, so
+    /// whoever subtracts it from the time reads the lag in simulated seconds.
+    fn get_info(&self, t: f64) -> String {
+        let head = self.lab(self.head(t)).floor();
+        let lag = self.model.lag_blocks(t) / BLOCKS_PER_SECOND;
+        let when = |behind_s: f64| {
+            let at = jiff::Timestamp::now() - jiff::SignedDuration::from_secs_f64(behind_s);
+            at.strftime("%Y-%m-%dT%H:%M:%S%.3f").to_string()
+        };
+        let lib = self.lab(self.head(t) - LIB_BEHIND).floor();
+        json!({
+            "server_version": "8d6d6a5a",
+            "chain_id": WAX_CHAIN_ID,
+            "head_block_num": head as u64,
+            "last_irreversible_block_num": lib as u64,
+            "last_irreversible_block_id": format!("{:016x}{:048x}", lib as u64, self.reading.seed),
+            "head_block_id": format!("{:016x}{:048x}", head as u64, self.reading.seed),
+            "head_block_time": when(lag),
+            "head_block_producer": "waxswedenorg",
+            "virtual_block_cpu_limit": 200_000_000,
+            "virtual_block_net_limit": 1_048_576_000,
+            "block_cpu_limit": 199_900,
+            "block_net_limit": 1_048_576,
+            "server_version_string": self.reading.version_string,
+            "fork_db_head_block_num": head as u64,
+            "fork_db_head_block_id": format!("{:016x}{:048x}", head as u64, self.reading.seed),
+            "server_full_version_string": self.reading.version_string,
+            "total_cpu_weight": "384830000000000",
+            "total_net_weight": "54430000000000",
+            "earliest_available_block_num": self.lab(HEAD_BASE) as u64,
+            "last_irreversible_block_time": when(lag + LIB_BEHIND / BLOCKS_PER_SECOND),
+        })
+        .to_string()
+    }
+
+    /// The prometheus_plugin's page (spring plugins/prometheus_plugin/metrics.hpp; names
+    /// exactly as registered: prometheus-cpp adds no `_total`). Spring reports block
+    /// metrics every 1000th block while more than 5 minutes behind.
+    fn plugin_page(&self, t: f64) -> String {
+        let head = self.head(t);
+        let lag_s = self.model.lag_blocks(t) / BLOCKS_PER_SECOND;
+        let shown = if self.model.gated() && lag_s > 300.0 {
+            (head / 1000.0).floor() * 1000.0
+        } else {
+            head
+        };
+        let (blocks, latency_us) = self.model.reported(t);
+        let v = &self.reading.version_string;
+        let mut out = String::new();
+        let mut put = |name: &str, kind: &str, help: &str, value: String| {
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
+            ));
+        };
+        put(
+            "nodeos_head_block_num",
+            "gauge",
+            "head block number",
+            format!("{}", self.lab(shown).floor()),
+        );
+        put(
+            "nodeos_last_irreversible",
+            "gauge",
+            "last irreversible block number",
+            format!("{}", self.lab(shown - LIB_BEHIND).floor()),
+        );
+        put(
+            "nodeos_blocks_incoming",
+            "counter",
+            "number of incoming blocks",
+            format!("{}", self.lab(blocks)),
+        );
+        put(
+            "nodeos_trxs_incoming_total",
+            "counter",
+            "number of incoming transactions",
+            format!("{}", self.lab(blocks * TRX_PER_BLOCK)),
+        );
+        put(
+            "nodeos_incoming_us_block_latency",
+            "counter",
+            "total incoming block latency",
+            format!("{}", self.lab(latency_us)),
+        );
+        out.push_str(&format!(
+            "# HELP nodeos_info info for this nodeos instance\n# TYPE nodeos_info gauge\nnodeos_info{{server_version=\"8d6d6a5a\",chain_id=\"{WAX_CHAIN_ID}\",server_version_string=\"{v}\",server_full_version_string=\"{v}\",earliest_available_block_num=\"{}\"}} 1\n",
+            HEAD_BASE as u64
+        ));
+        out
+    }
+}
+
+impl Process for Nodeos {
+    fn exit(&self) -> Option<Exit> {
+        let oom = self.model.oom_at().map(|at| Exit {
+            at,
+            reason: "OOMKilled",
+            code: 137,
+            message: String::new(),
+        });
+        let crash = self.crash_after.map(|at| Exit {
+            at,
+            reason: "Error",
+            code: 1,
+            message: "nodeos crashed (VALTUNE_LAB_CRASH_AFTER)".into(),
+        });
+        [oom, crash, self.exit_at_load.clone()]
+            .into_iter()
+            .flatten()
+            .min_by(|a, b| a.at.total_cmp(&b.at))
+    }
+
+    fn metrics(&self, t: f64, port: u16, path: &str) -> Option<String> {
+        if port != self.reading.http_port || !self.up(t) {
+            return None;
+        }
+        match path {
+            "/v1/chain/get_info" if self.reading.chain_api => Some(self.get_info(t)),
+            "/v1/prometheus/metrics" if self.reading.prometheus => Some(self.plugin_page(t)),
+            _ => None,
+        }
+    }
+
+    fn metrics_ports(&self) -> Vec<u16> {
+        vec![self.reading.http_port]
+    }
+
+    fn proc(&self, t: f64) -> ProcFigures {
+        let (major, minor) = self.model.faults(t);
+        let fit = self.model.fit(t);
+        let pages = self.model.dirtied_pages(t);
+        ProcFigures {
+            comm: PROCESS.into(),
+            rss_bytes: (self.model.rss_gib(t) * GIB) as u64,
+            vsz_bytes: (self.model.vsz_gib() * GIB) as u64,
+            // VmSwap: anonymous pages only (proc(5)).
+            swap_bytes: (fit.anon_swap_gib * GIB) as u64,
+            minor_faults: self.lab(minor) as u64,
+            major_faults: self.lab(major) as u64,
+            read_bytes: self.lab(major * 4096.0) as u64,
+            write_bytes: self.lab(pages * 4096.0) as u64,
+            threads: 40,
+        }
+    }
+
+    /// `smaps_rollup`: its `Swap` counts the tmpfs pages of the state's mapping in swap
+    /// too (fs/proc/task_mmu.c, shmem_swap_usage), `SwapPss` only anonymous ones.
+    fn proc_files(&self, t: f64) -> Vec<(String, String)> {
+        let fit = self.model.fit(t);
+        let kb = |gib: f64| (gib * GIB / 1024.0) as u64;
+        let rss = kb(self.model.rss_gib(t));
+        let swap = kb(fit.anon_swap_gib + fit.shmem_swap_gib);
+        let anon = kb(fit.anon_swap_gib);
+        vec![(
+            "smaps_rollup".into(),
+            format!(
+                "00400000-7ffc00000000 ---p 00000000 00:00 0                          [rollup]\nRss:            {rss:>8} kB\nPss:            {rss:>8} kB\nShared_Clean:          0 kB\nShared_Dirty:          0 kB\nPrivate_Clean:         0 kB\nPrivate_Dirty:  {rss:>8} kB\nReferenced:     {rss:>8} kB\nAnonymous:      {:>8} kB\nSwap:           {swap:>8} kB\nSwapPss:        {anon:>8} kB\nLocked:                0 kB\n",
+                kb(model::ANON_GIB)
+            ),
+        )]
+    }
+}
+
+/// The last value of an option on the command line (a later one wins).
+fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    flag_values(args, name).last().copied()
+}
+
+#[cfg(test)]
+mod tests;

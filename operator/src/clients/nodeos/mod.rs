@@ -1,0 +1,162 @@
+//! Antelope nodeos (AntelopeIO/leap 5.x, AntelopeIO/spring 1.x), e.g. a WAX node
+//! following its chain: seed 002's state larger than RAM, swap, and a memory hog inside
+//! the pod's memory. The pod is in [`render`], how results are read in [`profile`], the
+//! admission rules in [`rules`], the report in [`report`]; why each choice, with the
+//! upstream sources, in docs/clients/nodeos.md.
+
+mod knobs;
+mod profile;
+mod render;
+mod report;
+mod rules;
+
+use kube::core::Rule;
+
+pub use render::{CHAIN_EXPORTER, EXPORTER_SCRIPT, HOG_CONTAINER, STATE_TMPFS_LABEL, SWAP_LABEL};
+
+use super::knobs::KnobTable;
+use super::pod::Skeleton;
+use super::profile::{Layout, MetricProfile, Objective};
+use super::{ClientPod, RenderError, ValidatorClient};
+use crate::api::nodeos::{NodeosMapMode, NodeosSpec, StateMedium};
+use crate::api::quantity::parse_quantity;
+use crate::api::settings::QueryKey;
+use crate::api::sweep::SweepSpec;
+use crate::api::template::{ClientSpec, ValidatorTemplate};
+use crate::api::trial::{TrialResults, ValidatorTrial};
+
+pub const VALIDATOR_CONTAINER: &str = "nodeos";
+pub const PROCESS_NAME: &str = "nodeos";
+
+pub struct Nodeos;
+
+fn spec(t: &ValidatorTemplate) -> Result<&NodeosSpec, RenderError> {
+    t.client
+        .nodeos
+        .as_ref()
+        .ok_or_else(|| RenderError::Invalid("the template has no nodeos settings".into()))
+}
+
+/// What one trial runs, from its point and template.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub mode: NodeosMapMode,
+    /// Bytes the memory hog holds (0: no hog).
+    pub hog: u128,
+    /// The pod's memory limit: the RAM under test.
+    pub budget: u128,
+    /// nodeos' memory request (it sizes the swap the kubelet gives).
+    pub request: u128,
+    pub swap: bool,
+}
+
+/// The trial's plan; errors are what admission refuses, for objects that bypassed it.
+pub fn trial_plan(trial: &ValidatorTrial, spec: &NodeosSpec) -> Result<Plan, RenderError> {
+    let point = &trial.spec.point;
+    let invalid = |m: String| RenderError::Invalid(m);
+    let mode = match point.settings.get("databaseMapMode") {
+        Some(m) => NodeosMapMode::parse(m)
+            .ok_or_else(|| invalid(format!("unknown databaseMapMode {m:?}")))?,
+        None => spec.database_map_mode,
+    };
+    let quantity =
+        |what: &str, q: &str| parse_quantity(q).map_err(|e| invalid(format!("{what} {q:?}: {e}")));
+    let hog = match point.settings.get("memoryPressure") {
+        Some(q) => quantity("memoryPressure", q)?,
+        None => 0,
+    };
+    let r = &trial.spec.template.resources;
+    let memory = r.memory.as_deref().ok_or_else(|| {
+        invalid("no memory: set template.resources.memory or sweep.memory".into())
+    })?;
+    let request = quantity("memory", memory)?;
+    let budget = match &r.memory_limit {
+        Some(l) => quantity("memoryLimit", l)?,
+        None => request,
+    };
+    if hog >= budget {
+        return Err(invalid(format!(
+            "memoryPressure {q} leaves nodeos no memory in a {} budget",
+            crate::api::quantity::Bytes(budget),
+            q = point.settings["memoryPressure"]
+        )));
+    }
+    if spec.state.medium != StateMedium::Disk && mode != NodeosMapMode::Mapped {
+        return Err(invalid(format!(
+            "databaseMapMode {} with the state on tmpfs: chainbase refuses it ('We recommend storing the state db file on tmpfs only when database-map-mode=mapped')",
+            mode.as_str()
+        )));
+    }
+    Ok(Plan {
+        mode,
+        hog,
+        budget,
+        request,
+        swap: spec.swap,
+    })
+}
+
+impl ValidatorClient for Nodeos {
+    fn name(&self) -> &'static str {
+        "nodeos"
+    }
+
+    fn runs(&self, spec: &ClientSpec) -> bool {
+        spec.nodeos.is_some()
+    }
+
+    fn image_and_version<'a>(&self, t: &'a ValidatorTemplate) -> (&'a str, Option<&'a str>) {
+        t.client
+            .nodeos
+            .as_ref()
+            .map(|n| (n.image.as_str(), n.version.as_deref()))
+            .unwrap_or(("", None))
+    }
+
+    fn knobs(&self) -> &'static KnobTable {
+        &knobs::NODEOS
+    }
+
+    fn rules(&self) -> Vec<Rule> {
+        rules::rules()
+    }
+
+    fn render(
+        &self,
+        trial: &ValidatorTrial,
+        skeleton: &Skeleton,
+    ) -> Result<ClientPod, RenderError> {
+        let nodeos = spec(&trial.spec.template)?;
+        render::pod(self, trial, nodeos, skeleton)
+    }
+
+    fn profile(&self, _t: &ValidatorTemplate) -> MetricProfile {
+        profile::profile()
+    }
+
+    fn profile_keys(&self) -> Option<Vec<QueryKey>> {
+        Some(profile::profile().queries.keys().copied().collect())
+    }
+
+    fn report(&self, _sweep: &SweepSpec) -> Layout {
+        Layout {
+            numbers: report::COLUMNS.to_vec(),
+            ..Default::default()
+        }
+    }
+
+    fn objective(&self, _sweep: &SweepSpec) -> Objective {
+        report::OBJECTIVE
+    }
+
+    fn summary(&self) -> fn(&TrialResults) -> String {
+        report::summary
+    }
+
+    fn report_notes(&self, trials: &[ValidatorTrial]) -> Vec<String> {
+        report::working_set(trials)
+    }
+}
+
+#[cfg(test)]
+mod tests;
