@@ -91,6 +91,9 @@ pub enum How {
     Env(&'static str),
     /// A key of the client's config file (dotted path).
     ConfigKey(&'static str),
+    /// Rendered by the client module itself, as described (one value may set several
+    /// env vars, or a part of one).
+    Client(&'static str),
 }
 
 impl How {
@@ -101,6 +104,7 @@ impl How {
             How::Arg(a) => format!("`{a} VALUE`"),
             How::Env(e) => format!("env `{e}`"),
             How::ConfigKey(k) => format!("config key `{k}`"),
+            How::Client(d) => d.to_string(),
         }
     }
 }
@@ -383,7 +387,8 @@ pub struct Applied {
 }
 
 /// Applies a point's knobs that reach the process as an argument, env var or config key
-/// (resources and images are the skeleton's and the client's to apply). Pure.
+/// (resources, images and [`How::Client`] are the skeleton's and the client's to apply).
+/// Pure.
 pub fn apply(
     table: &KnobTable,
     point: &TrialPoint,
@@ -400,7 +405,7 @@ pub fn apply(
             How::Arg(flag) => out.args.extend([flag.to_string(), value]),
             How::Env(name) => out.env.push((name.into(), value)),
             How::ConfigKey(key) => out.config.push((key.into(), value)),
-            How::Resource(_) | How::Image => {}
+            How::Resource(_) | How::Image | How::Client(_) => {}
         }
     }
     Ok(out)

@@ -175,6 +175,8 @@ pub struct ClientPod {
     pub volumes: Vec<Volume>,
     /// ConfigMaps the pod mounts, created with it.
     pub config_maps: Vec<ConfigMap>,
+    /// Secrets the pod mounts, created once with random values if they do not exist.
+    pub secrets: Vec<pod::GeneratedSecret>,
     pub tweaks: pod::Tweaks,
 }
 
@@ -183,6 +185,7 @@ pub struct ClientPod {
 pub struct Rendered {
     pub pod: Pod,
     pub config_maps: Vec<ConfigMap>,
+    pub secrets: Vec<pod::GeneratedSecret>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]

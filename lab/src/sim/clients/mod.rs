@@ -7,6 +7,7 @@
 //! Adding a client: a module here implementing [`SimClient`] and one line in [`CLIENTS`].
 
 pub mod agave;
+pub mod besu;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use super::clock::Clock;
 use super::pod_view::PodView;
 
 /// Every client the lab plays.
-pub static CLIENTS: [&dyn SimClient; 1] = [&agave::AgaveSim];
+pub static CLIENTS: [&dyn SimClient; 2] = [&agave::AgaveSim, &besu::BesuSim];
 
 /// The model of a client whose pod the lab plays.
 pub trait SimClient: Send + Sync {
@@ -106,6 +107,11 @@ pub trait Process: Send + Sync {
     fn datapoints(&self, _t0: f64, _t1: f64) -> Vec<Datapoint> {
         Vec::new()
     }
+    /// The HTTP POSTs it makes on its own in (t0, t1] (e.g. a log appender posting
+    /// lines), the timestamps in their bodies already on the wall clock.
+    fn posts(&self, _t0: f64, _t1: f64) -> Vec<Post> {
+        Vec::new()
+    }
     /// Its /proc entries at `t`.
     fn proc(&self, t: f64) -> ProcFigures;
     /// Native Prometheus pages it serves: (port, path) -> exposition at `t`.
@@ -116,6 +122,13 @@ pub trait Process: Send + Sync {
     fn metrics_ports(&self) -> Vec<u16> {
         Vec::new()
     }
+}
+
+/// An HTTP POST a process makes: where (an address as the pod sees it) and what.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Post {
+    pub url: String,
+    pub body: String,
 }
 
 /// Where a process pushes its datapoints (Agave's `SOLANA_METRICS_CONFIG`).
