@@ -3,6 +3,7 @@
 
 mod admission;
 mod analysis;
+mod besu;
 mod common;
 mod e2e;
 mod lifecycle;

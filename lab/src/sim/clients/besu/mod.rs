@@ -454,6 +454,82 @@ impl Process for Besu {
 mod tests {
     use super::*;
 
+    fn pod(teku_args: &str, secrets: &[(&str, &str)]) -> PodView {
+        let pod: Pod = serde_saphyr::from_str(&format!(
+            "metadata: {{name: t-1, namespace: ns}}
+spec:
+  volumes:
+  - {{name: jwt, secret: {{secretName: x-engine-jwt}}}}
+  - {{name: other, secret: {{secretName: other-jwt}}}}
+  initContainers:
+  - name: teku
+    image: consensys/teku:25.12.0
+    args: [{teku_args}]
+    volumeMounts: [{{name: jwt, mountPath: /jwt}}, {{name: other, mountPath: /other}}]
+  containers:
+  - name: besu
+    image: hyperledger/besu:25.12.0
+    command: [sh, -c, 'exec /opt/besu/bin/besu \"$@\"', besu]
+    args: [--engine-jwt-secret=/jwt/jwt.hex]
+    volumeMounts: [{{name: jwt, mountPath: /jwt}}]
+"
+        ))
+        .unwrap();
+        let secrets = secrets
+            .iter()
+            .map(|(name, value)| {
+                (
+                    name.to_string(),
+                    [("jwt.hex".to_string(), value.to_string())].into(),
+                )
+            })
+            .collect();
+        PodView::new(
+            pod,
+            "127.0.0.9".parse().unwrap(),
+            Default::default(),
+            secrets,
+        )
+    }
+
+    #[test]
+    fn teku_drives_besu_only_with_the_same_secret_on_its_engine_port() {
+        let key = "ab".repeat(32);
+        let other = "cd".repeat(32);
+        let secrets = [
+            ("x-engine-jwt", key.as_str()),
+            ("other-jwt", other.as_str()),
+        ];
+        let options = [(
+            "--engine-jwt-secret".to_string(),
+            "/jwt/jwt.hex".to_string(),
+        )]
+        .into();
+        let check = |args: &str| {
+            let view = pod(args, &secrets);
+            let besu = view.pod.spec.as_ref().unwrap().containers[0].clone();
+            wiring(&view, &besu, &options)
+        };
+        assert_eq!(
+            check("--ee-endpoint=http://127.0.0.1:8551, --ee-jwt-secret-file=/jwt/jwt.hex"),
+            Ok(())
+        );
+        assert_eq!(
+            check("--ee-endpoint=http://127.0.0.1:8551, --ee-jwt-secret-file=/other/jwt.hex"),
+            Err("Besu and Teku read different JWT secrets".into())
+        );
+        assert!(
+            check("--ee-endpoint=http://127.0.0.1:8552, --ee-jwt-secret-file=/jwt/jwt.hex")
+                .unwrap_err()
+                .contains("is not Besu's Engine API (port 8551)")
+        );
+        assert!(
+            check("--ee-endpoint=http://127.0.0.1:8551, --ee-jwt-secret-file=/jwt/jwt.hex, --network=hoodi")
+                .unwrap_err()
+                .contains("Besu follows mainnet and Teku hoodi")
+        );
+    }
+
     #[test]
     fn versions_come_from_the_image_tag() {
         assert_eq!(version_of("hyperledger/besu:25.12.0"), (25, 12, 0));
