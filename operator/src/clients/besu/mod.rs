@@ -227,6 +227,33 @@ mod tests {
         assert_eq!(secret.string_data.unwrap()["jwt.hex"], "ab".repeat(32));
     }
 
+    /// Each entry of the knob table, rendered: the value reaches the pod as the table says.
+    #[test]
+    fn every_knob_reaches_the_pod_the_way_the_table_says() {
+        let yaml = "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {name: knobs}\nspec:\n  template:\n    besu: {image: 'hyperledger/besu:25.12.0', mimallocLibrary: /opt/mi/libmimalloc.so}\n    resources: {cpu: 8, memory: 32Gi}\n    storage: [{role: data, size: 2Ti}]\n  sweep:\n    memory: [24Gi]\n    cpu: [6]\n    allocator: [mimalloc]\n    mallocArenaMax: [3]\n    heap: [1536Mi]\n    knobs: [{name: sync, configKey: sync-mode, values: ['\"FULL\"']}]\n";
+        let t = golden::trial(yaml, 0);
+        for knob in knobs::BESU.knobs {
+            let value = knob
+                .dim
+                .value(&t.spec.point)
+                .expect("the fixture sweeps every knob");
+            assert!(!value.is_empty());
+        }
+        let pod = golden::rendered(&t);
+        for expected in [
+            "cpu: \"6\"",
+            "memory: 24Gi",
+            "name: BESU_USING_JEMALLOC\n      value: \"false\"",
+            "name: VALTUNE_ALLOCATOR_LIBRARY\n      value: /opt/mi/libmimalloc.so",
+            "name: MALLOC_ARENA_MAX\n      value: \"3\"",
+            "-Xmx1536m -XX:+ExitOnOutOfMemoryError",
+            "--config-file=/etc/valtune/besu/besu.toml",
+            "sync-mode=\"FULL\"",
+        ] {
+            assert!(pod.contains(expected), "{expected} not in\n{pod}");
+        }
+    }
+
     #[test]
     fn rules_are_valid_cel_shapes_and_name_fields() {
         let text = serde_json::to_string(&besu_rules()).unwrap();
