@@ -61,6 +61,20 @@ async fn start_attempt(
     let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
     for generated in &rendered.secrets {
         let name = generated.metadata.name.clone().unwrap_or_default();
+        // One create per Secret and operator process, not per attempt (each would count as
+        // an API write): later attempts, of this trial or another sharing it, skip it.
+        let owner = generated
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|o| o.uid.clone())
+            .next()
+            .unwrap_or_default();
+        let key = format!("{ns}/{name}/{owner}");
+        if ENSURED_SECRETS.lock().is_ok_and(|s| s.contains(&key)) {
+            continue;
+        }
         let step = format!("creating Secret {ns}/{name}");
         let random = random_bytes(generated.bytes)
             .map_err(|e| Error::Invalid(format!("{step}: reading /dev/urandom: {e}")))?;
@@ -73,6 +87,9 @@ async fn start_attempt(
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 409 => {}
             Err(e) => return refused_or_retry(e, step),
+        }
+        if let Ok(mut s) = ENSURED_SECRETS.lock() {
+            s.insert(key);
         }
     }
     let cms: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns);
@@ -89,6 +106,10 @@ async fn start_attempt(
         Err(e) => refused_or_retry(e, format!("applying pod {ns}/{name}")),
     }
 }
+
+/// Generated Secrets this process created or found (namespace/name/owner uid).
+static ENSURED_SECRETS: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<String>>> =
+    std::sync::LazyLock::new(Default::default);
 
 /// Random bytes from the kernel's CSPRNG.
 fn random_bytes(n: usize) -> std::io::Result<Vec<u8>> {
