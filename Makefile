@@ -17,7 +17,7 @@ TEST_LAB_DIR ?= target/test-lab
 # Simulated seconds per real second in the lab (manifests/examples are written for 720).
 TIME_SCALE ?= 720
 
-.PHONY: help tools build crds check-crds golden lint unit test lab-up lab-down demo demo-down
+.PHONY: help tools build crds check-crds golden lint unit test bench lab-up lab-down demo demo-down
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -55,6 +55,10 @@ test: tools build check-crds lint ## all tests: unit, and the lab tests against 
 	if [ $$status -ne 0 ]; then $(LAB) down --dir $(TEST_LAB_DIR) --keep; \
 	  echo "tests failed; the lab's logs are kept in $(TEST_LAB_DIR)/logs" >&2; \
 	else $(LAB) down --dir $(TEST_LAB_DIR); fi; exit $$status
+
+bench: tools ## the operator's footprint on a lab of its own (BENCH_EXPERIMENTS x BENCH_TRIALS, default 10 x 20)
+	$(CARGO) build --release -p valtune-lab --bin valtune-lab
+	VALTUNE_LAB_EXE=$$(pwd)/target/release/valtune-lab $(CARGO) test --release -p valtune --test bench -- --ignored --nocapture
 
 lab-up: tools build ## start the lab in .lab (kubeconfig: .lab/kubeconfig)
 	$(LAB) up --dir $(LAB_DIR) --time-scale $(TIME_SCALE)

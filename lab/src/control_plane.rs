@@ -22,6 +22,8 @@ use crate::state::LabState;
 use crate::topology::{LAB_LABEL, Topology, storage_class};
 
 pub const FIELD_MANAGER: &str = "valtune-lab";
+/// The user of `operator.kubeconfig`: an operator run against the lab by hand.
+pub const OPERATOR_USER: &str = "valtune-operator";
 
 /// Settings for `up`.
 #[derive(Debug, Clone)]
@@ -140,11 +142,22 @@ async fn start(
     let pki = dir.join("pki");
     std::fs::create_dir_all(&pki)?;
 
-    // Credentials: a static admin token and a service-account signing key.
+    // Credentials: a static admin token, one for an operator run by hand (its own user,
+    // so the audit log tells its writes apart), and a service-account signing key.
     let token = random_hex();
+    let operator_token = random_hex();
     std::fs::write(
         dir.join("tokens.csv"),
-        format!("{token},valtune-lab-admin,valtune-lab-admin,\"system:masters\"\n"),
+        format!(
+            "{token},valtune-lab-admin,valtune-lab-admin,\"system:masters\"\n{operator_token},{OPERATOR_USER},{OPERATOR_USER},\"system:masters\"\n"
+        ),
+    )?;
+    // The audit log records every write of that operator user, and nothing else.
+    std::fs::write(
+        dir.join("audit-policy.yaml"),
+        format!(
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n  users: [{OPERATOR_USER}]\n  verbs: [create, update, patch, delete, deletecollection]\n- level: None\n"
+        ),
     )?;
     openssl(&["genrsa", "-out", path_str(&pki.join("sa.key"))?, "2048"])?;
     openssl(&[
@@ -247,6 +260,14 @@ async fn start(
             format!("--secure-port={api_port}"),
             format!("--cert-dir={}", pki.display()),
             format!("--token-auth-file={}", dir.join("tokens.csv").display()),
+            format!(
+                "--audit-policy-file={}",
+                dir.join("audit-policy.yaml").display()
+            ),
+            format!(
+                "--audit-log-path={}",
+                dir.join("logs").join("audit.log").display()
+            ),
             format!("--client-ca-file={}", ca_crt.display()),
             "--authorization-mode=RBAC".into(),
             format!(
@@ -266,7 +287,13 @@ async fn start(
             "--profiling=false".into(),
         ],
     )?;
-    write_kubeconfig(state, &token, &pki.join("apiserver.crt"))?;
+    write_kubeconfig(state, &state.kubeconfig, &token, &pki.join("apiserver.crt"))?;
+    write_kubeconfig(
+        state,
+        &state.operator_kubeconfig(),
+        &operator_token,
+        &pki.join("apiserver.crt"),
+    )?;
     let client = wait_apiserver(state, Duration::from_secs(90)).await?;
 
     let kubeconfig = state.kubeconfig.display().to_string();
@@ -430,6 +457,40 @@ pub fn down(dir: &Path, keep: bool) -> anyhow::Result<()> {
         log("stopped and removed");
     }
     Ok(())
+}
+
+/// Stops one of the lab's processes (e.g. Prometheus, for an outage), keeping its record
+/// and its data so [`start_again`] can bring it back.
+pub fn stop_one(dir: &Path, name: &str) -> anyhow::Result<()> {
+    let state = LabState::load(dir)?;
+    let p = state
+        .process(name)
+        .with_context(|| format!("the lab in {} has no process {name}", dir.display()))?;
+    p.stop(Duration::from_secs(10));
+    anyhow::ensure!(!p.is_alive(), "{name} (pid {}) did not stop", p.pid);
+    Ok(())
+}
+
+/// Starts a stopped process of the lab again, with its arguments and data.
+pub fn start_again(dir: &Path, name: &str) -> anyhow::Result<()> {
+    let mut state = LabState::load(dir)?;
+    let i = state
+        .processes
+        .iter()
+        .position(|p| p.name == name)
+        .with_context(|| format!("the lab in {} has no process {name}", dir.display()))?;
+    let old = state.processes[i].clone();
+    if old.is_alive() {
+        return Ok(());
+    }
+    anyhow::ensure!(
+        !old.program.as_os_str().is_empty(),
+        "{name} was started by an older valtune-lab that did not record how; restart the lab"
+    );
+    let mut new = ProcessRecord::spawn(name, &old.program, &old.args, &old.log)?;
+    new.adopted = old.adopted;
+    state.processes[i] = new;
+    state.save()
 }
 
 /// Starts a process as part of a running lab, replacing one of the same name.
@@ -650,7 +711,7 @@ pub async fn apply_yaml(client: &Client, yaml: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn write_kubeconfig(state: &LabState, token: &str, ca: &Path) -> anyhow::Result<()> {
+fn write_kubeconfig(state: &LabState, path: &Path, token: &str, ca: &Path) -> anyhow::Result<()> {
     let kubeconfig = serde_json::json!({
         "apiVersion": "v1",
         "kind": "Config",
@@ -662,7 +723,7 @@ fn write_kubeconfig(state: &LabState, token: &str, ca: &Path) -> anyhow::Result<
         "contexts": [{"name": state.name, "context": {"cluster": state.name, "user": "admin", "namespace": "default"}}],
         "current-context": state.name,
     });
-    std::fs::write(&state.kubeconfig, serde_saphyr::to_string(&kubeconfig)?)?;
+    std::fs::write(path, serde_saphyr::to_string(&kubeconfig)?)?;
     Ok(())
 }
 

@@ -56,6 +56,14 @@ enum Command {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// Stop or start the lab's Prometheus (its data stays), to see how valtune rides out
+    /// an outage.
+    Prometheus {
+        #[arg(long, env = "VALTUNE_LAB_DIR", default_value = ".lab")]
+        dir: PathBuf,
+        #[arg(value_parser = ["stop", "start"])]
+        action: String,
+    },
     /// Run the simulator in the foreground (`up` starts it).
     Sim {
         #[arg(long, env = "VALTUNE_LAB_DIR", default_value = ".lab")]
@@ -94,6 +102,16 @@ async fn main() -> anyhow::Result<()> {
                 "[lab] started {name} (pid {pid}); logs in {}/logs/{name}.log",
                 dir.display()
             );
+            Ok(())
+        }
+        Command::Prometheus { dir, action } => {
+            if action == "stop" {
+                control_plane::stop_one(&dir, "prometheus")?;
+                eprintln!("[lab] Prometheus stopped (its data is kept)");
+            } else {
+                control_plane::start_again(&dir, "prometheus")?;
+                eprintln!("[lab] Prometheus started again");
+            }
             Ok(())
         }
         Command::Env { dir } => {

@@ -1,7 +1,6 @@
 //! The lab's processes: started detached in their own process group, recorded by pid and
 //! kernel start time, so `down` stops exactly those processes and never a recycled pid.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -23,6 +22,11 @@ pub struct ProcessRecord {
     /// `down` stops it, but its exit does not make the lab unhealthy.
     #[serde(default)]
     pub adopted: bool,
+    /// What was started, so it can be started again (`valtune-lab prometheus start`).
+    #[serde(default)]
+    pub program: PathBuf,
+    #[serde(default)]
+    pub args: Vec<String>,
 }
 
 /// Reads a process's start time and state from /proc; None if it no longer exists.
@@ -40,7 +44,11 @@ impl ProcessRecord {
     /// Starts `program` detached (own process group, output to `log`).
     pub fn spawn(name: &str, program: &Path, args: &[String], log: &Path) -> anyhow::Result<Self> {
         use std::os::unix::process::CommandExt;
-        let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .with_context(|| format!("opening {}", log.display()))?;
         let child = Command::new(program)
             .args(args)
             .stdin(Stdio::null())
@@ -58,6 +66,8 @@ impl ProcessRecord {
             start_ticks,
             log: log.into(),
             adopted: false,
+            program: program.into(),
+            args: args.to_vec(),
         })
     }
 

@@ -36,6 +36,8 @@ pub fn render_config(c: &Config) -> String {
 pub const OUT_OF_ORDER_WINDOW: &str = "10m";
 
 pub const NAMESPACE: &str = "monitoring";
+/// PodMonitors with this label are not selected by the lab's Prometheus.
+pub const UNSELECTED_LABEL: &str = "valtune.dev/lab-unselected";
 pub const NAME: &str = "lab";
 
 /// The Prometheus resource: every PodMonitor, ServiceMonitor and PrometheusRule in every
@@ -61,7 +63,11 @@ spec:
   enableRemoteWriteReceiver: true
   tsdb:
     outOfOrderTimeWindow: {OUT_OF_ORDER_WINDOW}
-  podMonitorSelector: {{}}
+  # Every PodMonitor but those labelled to be left alone (a test's stand-in for a
+  # PodMonitor a kube-prometheus-stack Prometheus does not select).
+  podMonitorSelector:
+    matchExpressions:
+    - {{key: {UNSELECTED_LABEL}, operator: DoesNotExist}}
   podMonitorNamespaceSelector: {{}}
   serviceMonitorSelector: {{}}
   serviceMonitorNamespaceSelector: {{}}

@@ -70,6 +70,11 @@ impl LabState {
                 .all(ProcessRecord::is_alive)
     }
 
+    /// A kubeconfig for an operator of its own user (writes audited in logs/audit.log).
+    pub fn operator_kubeconfig(&self) -> PathBuf {
+        self.dir.join("operator.kubeconfig")
+    }
+
     pub fn process(&self, name: &str) -> Option<&ProcessRecord> {
         self.processes.iter().find(|p| p.name == name)
     }

@@ -62,6 +62,11 @@ pub struct Prepared {
     /// The locked memory limit containers get, in KiB (None: unlimited).
     #[serde(default)]
     pub memlock_kib: Option<u64>,
+    /// fs.nr_open and fs.file-max (Firedancer checks both: 1,024,000).
+    #[serde(default = "nr_open")]
+    pub nr_open: u64,
+    #[serde(default = "file_max")]
+    pub file_max: u64,
 }
 
 fn million() -> u64 {
@@ -69,6 +74,12 @@ fn million() -> u64 {
 }
 fn socket_buffers() -> u64 {
     134_217_728
+}
+fn nr_open() -> u64 {
+    1_048_576
+}
+fn file_max() -> u64 {
+    9_223_372_036_854_775_807
 }
 
 impl Default for Prepared {
@@ -79,6 +90,8 @@ impl Default for Prepared {
             wmem_max: socket_buffers(),
             nofile: million(),
             memlock_kib: None,
+            nr_open: nr_open(),
+            file_max: file_max(),
         }
     }
 }
@@ -90,6 +103,8 @@ impl Prepared {
             ("vm/max_map_count", self.max_map_count),
             ("net/core/rmem_max", self.rmem_max),
             ("net/core/wmem_max", self.wmem_max),
+            ("fs/nr_open", self.nr_open),
+            ("fs/file-max", self.file_max),
         ] {
             let file = dir.join(path);
             std::fs::create_dir_all(file.parent().expect("a parent"))?;

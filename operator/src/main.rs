@@ -48,6 +48,16 @@ enum Command {
         #[arg(long, value_enum, default_value = "table")]
         format: ReportFormat,
     },
+    /// Read a finished trial's window from Prometheus again (after an outage, say), without
+    /// running it again: sets its `valtune.dev/collect` annotation and waits for the result.
+    Collect {
+        trial: String,
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+        /// How long to wait for the new result (0: do not wait).
+        #[arg(long, default_value = "10m")]
+        wait: String,
+    },
     /// Compute trial results from a Prometheus for one pod and time window (no cluster needed).
     Analyze {
         #[arg(long, env = "PROMETHEUS_URL")]
@@ -109,6 +119,11 @@ async fn main() -> anyhow::Result<()> {
             namespace,
             format,
         } => report(&experiment, &namespace, format).await,
+        Command::Collect {
+            trial,
+            namespace,
+            wait,
+        } => collect(&trial, &namespace, &wait).await,
         Command::Analyze {
             prometheus_url,
             client,
@@ -147,14 +162,16 @@ async fn report(experiment: &str, namespace: &str, format: ReportFormat) -> anyh
     let trials: Api<ValidatorTrial> = Api::namespaced(client, namespace);
     let lp = ListParams::default().labels(&format!("{}={experiment}", labels::EXPERIMENT));
     let list = valtune::report::sorted(trials.list(&lp).await?.items);
-    let columns = valtune::clients::client_for(&vx.spec.template)?.report_columns();
+    let client = valtune::clients::client_for(&vx.spec.template)?;
+    let (columns, text) = (client.report_columns(), client.report_text_columns());
     match format {
         ReportFormat::Table => {
-            print!("{}", valtune::report::table(&list, &columns));
+            print!("{}", valtune::report::table_with(&list, &columns, &text));
+            print!("{}", valtune::report::coverage_notes(&list));
             println!();
             print!("{}", valtune::report::summary(&vx));
         }
-        ReportFormat::Csv => print!("{}", valtune::report::csv(&list, &columns)),
+        ReportFormat::Csv => print!("{}", valtune::report::csv_with(&list, &columns, &text)),
         ReportFormat::Json => {
             let rows: Vec<_> = list
                 .iter()
@@ -169,6 +186,54 @@ async fn report(experiment: &str, namespace: &str, format: ReportFormat) -> anyh
         }
     }
     Ok(())
+}
+
+async fn collect(trial: &str, namespace: &str, wait: &str) -> anyhow::Result<()> {
+    use kube::api::{Patch, PatchParams};
+    let wait = valtune::api::settings::parse_duration(wait).context("--wait")?;
+    let client = Client::try_default()
+        .await
+        .context("connecting to Kubernetes")?;
+    let api: Api<ValidatorTrial> = Api::namespaced(client, namespace);
+    let t = api
+        .get_opt(trial)
+        .await?
+        .with_context(|| format!("no ValidatorTrial {trial} in namespace {namespace}"))?;
+    let st = t.status.clone().unwrap_or_default();
+    anyhow::ensure!(
+        st.phase.is_finished(),
+        "trial {trial} is {:?}: only a finished trial is collected again",
+        st.phase
+    );
+    let token = jiff::Timestamp::now().to_string();
+    let patch = serde_json::json!({"metadata": {"annotations": {labels::COLLECT: token}}});
+    api.patch(trial, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .with_context(|| format!("annotating trial {trial}"))?;
+    eprintln!(
+        "asked the operator to collect {namespace}/{trial} again ({}={token})",
+        labels::COLLECT
+    );
+    if wait.is_zero() {
+        return Ok(());
+    }
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        let st = api.get(trial).await?.status.unwrap_or_default();
+        if st.collected_for.as_deref() == Some(token.as_str()) && st.phase.is_finished() {
+            println!(
+                "{trial}: {} {}",
+                st.outcome.map(|o| o.as_str()).unwrap_or("-"),
+                st.message.unwrap_or_default()
+            );
+            return Ok(());
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "trial {trial} was not collected within {wait:?}: is the operator running? (kubectl describe vtrial {trial})"
+        );
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

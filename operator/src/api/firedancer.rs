@@ -1,46 +1,136 @@
 //! Firedancer and Frankendancer (firedancer-io/firedancer): the settings of a trial.
+//! What each field becomes in the TOML config and the pod, with the upstream sources, is
+//! in docs/clients/firedancer.md.
 
 use std::collections::BTreeMap;
 
+use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::agave::SolanaCluster;
 use super::version::VERSION_PATTERN;
 
-use super::agave::SolanaCluster;
-
-/// Firedancer or Frankendancer, run by `fdctl run --config` (or `firedancer run`).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+/// Frankendancer (`fdctl run`, or `fddev bench` for the leader benchmark), from a TOML
+/// config valtune writes for each trial.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("self.cluster != 'custom' || self.workload == 'bench' || (has(self.entrypoints) && size(self.entrypoints) > 0)")
+        .message("cluster custom needs at least one entrypoint: set entrypoints to host:port of a gossip node")
+        .field_path(".entrypoints"),
+    validation = Rule::new("self.exporters.rpcPort != self.exporters.datapointsPort && !(self.exporters.rpcPort in [self.rpcPort, self.rpcPort + 1, self.metricsPort]) && !(self.exporters.datapointsPort in [self.rpcPort, self.rpcPort + 1, self.metricsPort]) && self.metricsPort != self.rpcPort && self.metricsPort != self.rpcPort + 1")
+        .message("the metrics, RPC (and its websocket, rpcPort + 1) and exporter ports share the node's network: make metricsPort, rpcPort, exporters.rpcPort and exporters.datapointsPort differ")
+        .field_path(".exporters"),
+)]
 pub struct FiredancerSpec {
+    /// An image with `fdctl` (and `fddev` for the bench workload), a POSIX shell with
+    /// `sed`, and the non-root `user` (upstream publishes no image; docs say how to build one).
     #[schemars(length(min = 1, max = 512))]
     pub image: String,
-    /// The client version, for flags and knobs that exist only in some versions; read
-    /// from the image tag (`:vX.Y.Z`) when unset.
+    /// The client version (`0.1106.40201`); read from the image tag (`:v0.1106.40201`)
+    /// when unset. Config keys, tile names and metric names depend on it, so it must be known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64), regex(pattern = VERSION_PATTERN))]
     pub version: Option<String>,
-    /// Frankendancer executes inside an Agave child process; full Firedancer does not.
+    /// Frankendancer (Firedancer tiles around an Agave child) or full Firedancer.
     #[serde(default)]
     pub flavor: FiredancerFlavor,
-    /// Which Solana cluster to join.
+    /// `follow`: `fdctl run` joins `cluster` and is measured like Agave (slot lag, TPS);
+    /// `bench`: `fddev bench`, a local single-node cluster under generated load (seed 003).
+    #[serde(default)]
+    pub workload: FiredancerWorkload,
+    /// Which Solana cluster a follower joins (ignored by the bench).
     #[serde(default)]
     pub cluster: SolanaCluster,
-    /// `[net] provider`: `xdp` needs hostNetwork and CAP_NET_RAW; `socket` runs in a pod network.
+    /// `[gossip] entrypoints`, host:port; added to the cluster's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), inner(length(min = 3, max = 253)))]
+    pub entrypoints: Vec<String>,
+    /// `[consensus] known_validators`; added to the cluster's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16), inner(length(min = 32, max = 44)))]
+    pub known_validators: Vec<String>,
+    /// `[consensus] expected_genesis_hash`; defaults to the known cluster's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 32, max = 44))]
+    pub expected_genesis_hash: Option<String>,
+    /// `[net] provider`: `socket` runs in the pod's network (from v0.501); `xdp` attaches
+    /// to the node's interface and needs `privileged: true` (the pod then uses the node's
+    /// network).
     #[serde(default)]
     pub net_provider: FiredancerNetProvider,
-    /// Config keys (dotted TOML paths such as `layout.verify_tile_count`) to TOML values.
+    /// Tile counts of every trial (`[layout] *_tile_count`); a swept count
+    /// (`sweep.threads`) replaces its entry. Unset counts keep fdctl's defaults.
+    #[serde(default)]
+    pub layout: FiredancerLayout,
+    /// `[development.bench]` and `[development.genesis]` of the bench workload.
+    #[serde(default)]
+    pub bench: FiredancerBench,
+    /// Run the validator container privileged (all capabilities, no AppArmor or seccomp
+    /// confinement). Needed for XDP. An explicit opt-in.
+    #[serde(default)]
+    pub privileged: bool,
+    /// Capabilities added to the validator container, an explicit opt-in: `fdctl run`
+    /// checks NET_RAW and SYS_ADMIN even with the socket provider, SYS_ADMIN also mounts
+    /// hugetlbfs, and SYS_RESOURCE raises the memlock, nofile and nice limits
+    /// (shared/commands/run/run.c `run_cmd_perm`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    #[x_kube(validation = Rule::new("self.all(c, self.exists_one(d, d == c))").message("each capability may appear once: remove the repeated one"))]
+    pub capabilities: Vec<Capability>,
+    /// `user` in the config: the non-root user of the image Firedancer drops to (it
+    /// refuses root: shared/fd_config.c).
+    #[serde(default = "default_user")]
+    #[schemars(length(min = 1, max = 32), regex(pattern = r"^[a-z_][a-z0-9_-]*$"))]
+    #[x_kube(validation = Rule::new("self != 'root'").message("Firedancer refuses to run as root ('firedancer cannot run as root'): name a non-root user of the image"))]
+    pub user: String,
+    /// `[tiles.gui] enabled`: the GUI adds two tiles (plugin, gui) and its default port 80
+    /// needs CAP_NET_BIND_SERVICE; valtune turns it off unless asked, and then serves it
+    /// on 127.0.0.1:`guiPort` (kubectl port-forward).
+    #[serde(default)]
+    pub gui: bool,
+    #[serde(default = "default_gui_port")]
+    #[schemars(range(min = 1024, max = 65535))]
+    pub gui_port: i32,
+    /// `[rpc] port` of a follower, private to the node, read by the RPC exporter.
+    #[serde(default = "default_rpc_port")]
+    #[schemars(range(min = 1024, max = 65534))]
+    pub rpc_port: i32,
+    /// More config keys (dotted TOML paths such as `rpc.transaction_history`) to TOML
+    /// values (`30`, `true`, `"text"`; other text is written as a string). Keys valtune
+    /// sets from the fields above are refused; an unknown key makes fdctl exit at start.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = 64))]
     pub config: BTreeMap<String, String>,
-    /// `[tiles.metric] prometheus_listen_port`.
+    /// `[tiles.metric] prometheus_listen_port` (valtune listens on 0.0.0.0 so Prometheus
+    /// can scrape it; fdctl's default is 127.0.0.1).
     #[serde(default = "default_firedancer_metrics_port")]
     #[schemars(range(min = 1024, max = 65535))]
     pub metrics_port: i32,
+    /// Check the node's kernel settings fdctl needs before starting, and end the trial
+    /// NodeNotPrepared naming what is missing.
+    #[serde(default = "yes")]
+    pub preflight: bool,
+    /// The sidecars that carry a follower's slot lag and TPS to Prometheus.
+    #[serde(default)]
+    pub exporters: FiredancerExporters,
 }
 
 fn default_firedancer_metrics_port() -> i32 {
     7999
+}
+fn default_user() -> String {
+    "firedancer".into()
+}
+fn default_gui_port() -> i32 {
+    8080
+}
+fn default_rpc_port() -> i32 {
+    8899
+}
+fn yes() -> bool {
+    true
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
@@ -53,8 +143,169 @@ pub enum FiredancerFlavor {
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
+pub enum FiredancerWorkload {
+    #[default]
+    Follow,
+    Bench,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
 pub enum FiredancerNetProvider {
     Xdp,
     #[default]
     Socket,
+}
+
+/// A Linux capability, as a container's `securityContext.capabilities.add` names it.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema,
+)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Capability {
+    NetRaw,
+    SysAdmin,
+    SysResource,
+    SysNice,
+    NetAdmin,
+    NetBindService,
+    IpcLock,
+    Bpf,
+    Perfmon,
+    Setuid,
+    Setgid,
+}
+
+impl Capability {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capability::NetRaw => "NET_RAW",
+            Capability::SysAdmin => "SYS_ADMIN",
+            Capability::SysResource => "SYS_RESOURCE",
+            Capability::SysNice => "SYS_NICE",
+            Capability::NetAdmin => "NET_ADMIN",
+            Capability::NetBindService => "NET_BIND_SERVICE",
+            Capability::IpcLock => "IPC_LOCK",
+            Capability::Bpf => "BPF",
+            Capability::Perfmon => "PERFMON",
+            Capability::Setuid => "SETUID",
+            Capability::Setgid => "SETGID",
+        }
+    }
+}
+
+/// Tile counts (`[layout] *_tile_count`); unset keeps the version's default.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FiredancerLayout {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 64))]
+    pub net_tiles: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 64))]
+    pub quic_tiles: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 128))]
+    pub verify_tiles: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 64))]
+    pub bank_tiles: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 64))]
+    pub shred_tiles: Option<i32>,
+    /// `resolv_tile_count` before v0.901, `resolh_tile_count` from v0.901.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 64))]
+    pub resolv_tiles: Option<i32>,
+}
+
+/// The load generator of `fddev bench` (`[development.bench]`, `[development.genesis]`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FiredancerBench {
+    /// `benchg_tile_count`: tiles that generate and sign transactions (one core each).
+    #[serde(default = "default_benchg")]
+    #[schemars(range(min = 1, max = 64))]
+    pub benchg_tiles: i32,
+    /// `benchs_tile_count`: tiles that send them over QUIC (one core each).
+    #[serde(default = "default_benchs")]
+    #[schemars(range(min = 1, max = 16))]
+    pub benchs_tiles: i32,
+    /// `[development.genesis] fund_initial_accounts` (fdctl's default 1024; the seed
+    /// uses 32768 so more transfers run in parallel).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10_000_000))]
+    pub fund_initial_accounts: Option<i64>,
+    /// `larger_max_cost_per_block`: lift the consensus block limits that hold the
+    /// benchmark near 81,000 TPS.
+    #[serde(default)]
+    pub larger_max_cost_per_block: bool,
+    /// `larger_shred_limits_per_block`.
+    #[serde(default)]
+    pub larger_shred_limits_per_block: bool,
+}
+
+fn default_benchg() -> i32 {
+    4
+}
+fn default_benchs() -> i32 {
+    2
+}
+
+impl Default for FiredancerBench {
+    fn default() -> Self {
+        Self {
+            benchg_tiles: default_benchg(),
+            benchs_tiles: default_benchs(),
+            fund_initial_accounts: None,
+            larger_max_cost_per_block: false,
+            larger_shred_limits_per_block: false,
+        }
+    }
+}
+
+/// The sidecars of a follower (native sidecars, restarted if they exit). The pod uses
+/// the node's network, so their ports are on the node.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FiredancerExporters {
+    /// asymmetric-research/solana-exporter: slot lag (getHealth) from the Agave RPC.
+    #[serde(default = "default_rpc_exporter")]
+    #[schemars(length(min = 1, max = 512))]
+    pub rpc: String,
+    #[serde(default = "default_rpc_exporter_port")]
+    #[schemars(range(min = 1024, max = 65535))]
+    pub rpc_port: i32,
+    /// VictoriaMetrics vmagent: receives the Agave child's datapoints (`[reporting]
+    /// solana_metrics_config`) and remote-writes every point to Prometheus.
+    #[serde(default = "default_datapoints_exporter")]
+    #[schemars(length(min = 1, max = 512))]
+    pub datapoints: String,
+    #[serde(default = "default_datapoints_port")]
+    #[schemars(range(min = 1024, max = 65535))]
+    pub datapoints_port: i32,
+}
+
+fn default_rpc_exporter() -> String {
+    "ghcr.io/asymmetric-research/solana-exporter:v3.0.2".into()
+}
+fn default_rpc_exporter_port() -> i32 {
+    9634
+}
+fn default_datapoints_exporter() -> String {
+    "victoriametrics/vmagent:v1.110.0".into()
+}
+fn default_datapoints_port() -> i32 {
+    8429
+}
+
+impl Default for FiredancerExporters {
+    fn default() -> Self {
+        Self {
+            rpc: default_rpc_exporter(),
+            rpc_port: default_rpc_exporter_port(),
+            datapoints: default_datapoints_exporter(),
+            datapoints_port: default_datapoints_port(),
+        }
+    }
 }

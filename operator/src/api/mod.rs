@@ -29,6 +29,9 @@ pub mod labels {
     /// On volumes: the role (ledger, accounts, ...).
     pub const VOLUME_ROLE: &str = "valtune.dev/volume-role";
     pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+    /// On a trial: collect its results again when this annotation's value changes
+    /// (`valtune collect` sets it).
+    pub const COLLECT: &str = "valtune.dev/collect";
     pub const MANAGER: &str = "valtune";
 }
 

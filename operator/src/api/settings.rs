@@ -50,6 +50,17 @@ pub struct TrialSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 2_592_000))]
     pub ttl_seconds_after_finished: Option<i32>,
+    /// How long a trial waits for an unreachable (or failing) Prometheus before it ends
+    /// without results. Generous: a Prometheus restart, upgrade or OOM kill must not throw
+    /// away hours of measurement whose samples are still in its storage.
+    #[serde(default = "default_collection_deadline")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = duration_rule())]
+    pub collection_deadline: String,
+}
+
+fn default_collection_deadline() -> String {
+    "24h".into()
 }
 
 fn one() -> i32 {
@@ -86,6 +97,7 @@ impl Default for TrialSettings {
             retries: default_retries(),
             abort_when: Vec::new(),
             ttl_seconds_after_finished: None,
+            collection_deadline: default_collection_deadline(),
         }
     }
 }
@@ -130,6 +142,21 @@ pub struct MeasurementSettings {
     #[schemars(length(max = 32))]
     #[x_kube(validation = duration_rule())]
     pub duration: String,
+    /// Where the window starts: `caughtUp` (once the validator is within
+    /// `warmup.maxLag` of the chain: steady-state figures), or `firstExecution` (at the first
+    /// transaction it processes, catch-up included and snapshot download excluded: how the
+    /// paper measured).
+    #[serde(default)]
+    pub from: WindowStart,
+}
+
+/// Where a measurement window starts.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum WindowStart {
+    #[default]
+    CaughtUp,
+    FirstExecution,
 }
 
 fn default_measurement() -> String {
@@ -140,6 +167,7 @@ impl Default for MeasurementSettings {
     fn default() -> Self {
         Self {
             duration: default_measurement(),
+            from: WindowStart::default(),
         }
     }
 }
@@ -243,6 +271,12 @@ pub struct MetricsSettings {
     #[schemars(length(max = 32))]
     #[x_kube(validation = duration_rule())]
     pub scrape_interval: String,
+    /// The least share of the window Prometheus must have scraped for a trial's figures to
+    /// count as complete; below it the trial says so (condition Complete=False, and
+    /// `valtune report`), so a gap is never taken for a quiet validator.
+    #[serde(default = "default_min_coverage")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub min_coverage: f64,
     /// Create a PodMonitor (prometheus-operator) that selects the experiment's pods.
     #[serde(default = "yes")]
     pub pod_monitor: bool,
@@ -266,6 +300,10 @@ pub struct MetricsSettings {
     pub queries: BTreeMap<QueryKey, String>,
 }
 
+fn default_min_coverage() -> f64 {
+    0.9
+}
+
 fn default_scrape_interval() -> String {
     "15s".into()
 }
@@ -279,6 +317,7 @@ impl Default for MetricsSettings {
             prometheus_url: None,
             remote_write_url: None,
             scrape_interval: default_scrape_interval(),
+            min_coverage: default_min_coverage(),
             pod_monitor: true,
             pod_monitor_labels: BTreeMap::new(),
             queries: BTreeMap::new(),

@@ -138,6 +138,9 @@ pub enum TrialOutcome {
     /// preflight check says what.
     NodeNotPrepared,
     MetricsUnavailable,
+    /// Prometheus could not be read for longer than trial.collectionDeadline while the
+    /// trial warmed up or measured: nothing could be judged.
+    Unobserved,
     /// The trial cannot run as written: its pod cannot be rendered, or the API server
     /// refused one of its objects (the message quotes why).
     Invalid,
@@ -167,6 +170,7 @@ impl TrialOutcome {
             TrialOutcome::NodeLost => "NodeLost",
             TrialOutcome::NodeNotPrepared => "NodeNotPrepared",
             TrialOutcome::MetricsUnavailable => "MetricsUnavailable",
+            TrialOutcome::Unobserved => "Unobserved",
             TrialOutcome::Invalid => "Invalid",
         }
     }
@@ -207,6 +211,13 @@ pub struct ValidatorTrialStatus {
     pub scheduling_since: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<Time>,
+    /// When the validator first said how far behind it is (its RPC answered: the snapshot
+    /// was downloaded and loaded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answering_at: Option<Time>,
+    /// When it processed its first transaction (for windows from its first execution).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_execution_at: Option<Time>,
     /// When the validator caught up with the chain (warm-up ended).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caught_up_at: Option<Time>,
@@ -220,6 +231,17 @@ pub struct ValidatorTrialStatus {
     /// (refreshed every few minutes, not every scrape).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag: Option<LagReading>,
+    /// Since when Prometheus has been unreachable or failing for this trial (while it is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blind_since: Option<Time>,
+    /// Seconds Prometheus could not be read while the trial warmed up or measured: the
+    /// warm-up deadline and the window's end were moved by as much.
+    #[serde(default, skip_serializing_if = "is_zero_f64")]
+    pub blind_seconds: f64,
+    /// The `valtune.dev/collect` annotation value last acted on (collect again when it
+    /// changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collected_for: Option<String>,
     /// Collection attempts that found no data yet.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub collect_attempts: i32,
@@ -251,6 +273,10 @@ pub struct AttemptRecord {
 
 fn is_zero(n: &i32) -> bool {
     *n == 0
+}
+
+fn is_zero_f64(n: &f64) -> bool {
+    *n == 0.0
 }
 
 /// What the trial measured over its window, computed by Prometheus (server-side
@@ -288,9 +314,17 @@ pub struct TrialResults {
     /// How far behind it was at the window's end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_lag: Option<f64>,
-    /// Seconds from start to caught up (warm-up).
+    /// Seconds from the validator's first answer to caught up (replaying to the tip).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catch_up_seconds: Option<f64>,
+    /// Seconds from the pod's start to the validator's first answer (downloading and
+    /// loading a snapshot, or opening its state).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_seconds: Option<f64>,
+    /// The share of the window Prometheus scraped the pod (0 to 1): the figures describe
+    /// that part only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<f64>,
     /// Seconds actually measured (shorter than the window when the pod died in it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_seconds: Option<f64>,

@@ -139,6 +139,11 @@ pub trait ValidatorClient: Send + Sync {
     fn hugetlbfs_path(&self) -> &'static str {
         "/mnt/hugepages"
     }
+    /// Secrets of random bytes the client's pods mount, created once if they do not exist
+    /// (e.g. an Engine API JWT). Pure: the value is the operator's to generate.
+    fn secrets(&self, _trial: &ValidatorTrial) -> Vec<pod::GeneratedSecret> {
+        Vec::new()
+    }
     /// The client's part of an attempt's pod, on the shared skeleton. Pure.
     fn render(
         &self,
@@ -154,6 +159,10 @@ pub trait ValidatorClient: Send + Sync {
     /// experiments reproduce.
     fn report_columns(&self) -> Vec<profile::Column> {
         profile::RAM_COLUMNS.to_vec()
+    }
+    /// Text columns after [`ValidatorClient::report_columns`] (names rather than figures).
+    fn report_text_columns(&self) -> Vec<profile::TextColumn> {
+        Vec::new()
     }
     /// What the recommendation optimises when the sweep has no memory values.
     fn objective(&self) -> profile::Objective {
@@ -175,8 +184,6 @@ pub struct ClientPod {
     pub volumes: Vec<Volume>,
     /// ConfigMaps the pod mounts, created with it.
     pub config_maps: Vec<ConfigMap>,
-    /// Secrets the pod mounts, created once with random values if they do not exist.
-    pub secrets: Vec<pod::GeneratedSecret>,
     pub tweaks: pod::Tweaks,
 }
 
@@ -213,14 +220,9 @@ pub fn render(
     }
     let skeleton = pod::skeleton(trial, attempt, client, prometheus_url)?;
     let part = client.render(trial, &skeleton)?;
-    Ok(pod::assemble(
-        trial,
-        attempt,
-        client,
-        skeleton,
-        part,
-        avoid_nodes,
-    ))
+    let mut rendered = pod::assemble(trial, attempt, client, skeleton, part, avoid_nodes);
+    rendered.secrets = client.secrets(trial);
+    Ok(rendered)
 }
 
 /// How a trial's results are read: its client's profile with the experiment's queries.

@@ -330,7 +330,7 @@ pub fn assemble(
     Rendered {
         pod,
         config_maps: part.config_maps,
-        secrets: part.secrets,
+        secrets: Vec::new(),
     }
 }
 

@@ -49,6 +49,13 @@ pub struct Column {
     pub value: fn(&crate::api::trial::TrialResults) -> Option<f64>,
 }
 
+/// A column of text (e.g. the name of the tile that limited the trial).
+#[derive(Debug, Clone, Copy)]
+pub struct TextColumn {
+    pub header: &'static str,
+    pub value: fn(&crate::api::trial::TrialResults) -> Option<String>,
+}
+
 /// The columns of the paper's Figure 3, the default.
 pub const RAM_COLUMNS: [Column; 5] = [
     Column {

@@ -3,7 +3,7 @@
 use crate::api::ValidatorExperiment;
 use crate::api::quantity::parse_quantity;
 use crate::api::trial::ValidatorTrial;
-use crate::clients::profile::Column;
+use crate::clients::profile::{Column, TextColumn};
 
 fn num(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
@@ -26,17 +26,18 @@ pub fn sorted(mut trials: Vec<ValidatorTrial>) -> Vec<ValidatorTrial> {
 }
 
 /// The columns every table starts with.
-const FIXED: [&str; 5] = ["TRIAL", "POINT", "REP", "PHASE", "OUTCOME"];
+const FIXED: [&str; 6] = ["TRIAL", "POINT", "REP", "PHASE", "OUTCOME", "COVER %"];
 
-fn header(columns: &[Column]) -> Vec<&'static str> {
+fn header(columns: &[Column], text: &[TextColumn]) -> Vec<&'static str> {
     FIXED
         .iter()
         .copied()
         .chain(columns.iter().map(|c| c.header))
+        .chain(text.iter().map(|c| c.header))
         .collect()
 }
 
-fn rows(trials: &[ValidatorTrial], columns: &[Column]) -> Vec<Vec<String>> {
+fn rows(trials: &[ValidatorTrial], columns: &[Column], text: &[TextColumn]) -> Vec<Vec<String>> {
     trials
         .iter()
         .map(|t| {
@@ -50,8 +51,15 @@ fn rows(trials: &[ValidatorTrial], columns: &[Column]) -> Vec<Vec<String>> {
                 st.outcome
                     .map(|o| o.as_str().to_string())
                     .unwrap_or_else(|| "-".into()),
+                r.coverage
+                    .map(|c| format!("{:.0}", c * 100.0))
+                    .unwrap_or_else(|| "-".into()),
             ];
             row.extend(columns.iter().map(|c| num((c.value)(&r))));
+            row.extend(
+                text.iter()
+                    .map(|c| (c.value)(&r).unwrap_or_else(|| "-".into())),
+            );
             row
         })
         .collect()
@@ -59,8 +67,13 @@ fn rows(trials: &[ValidatorTrial], columns: &[Column]) -> Vec<Vec<String>> {
 
 /// The trials as a table with the client's columns (`columns`).
 pub fn table(trials: &[ValidatorTrial], columns: &[Column]) -> String {
-    let header = header(columns);
-    let rows = rows(trials, columns);
+    table_with(trials, columns, &[])
+}
+
+/// The trials as a table with the client's number and then text columns.
+pub fn table_with(trials: &[ValidatorTrial], columns: &[Column], text: &[TextColumn]) -> String {
+    let header = header(columns, text);
+    let rows = rows(trials, columns, text);
     let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (w, cell) in width.iter_mut().zip(row) {
@@ -86,6 +99,10 @@ pub fn table(trials: &[ValidatorTrial], columns: &[Column]) -> String {
 }
 
 pub fn csv(trials: &[ValidatorTrial], columns: &[Column]) -> String {
+    csv_with(trials, columns, &[])
+}
+
+pub fn csv_with(trials: &[ValidatorTrial], columns: &[Column], text: &[TextColumn]) -> String {
     let quote = |s: &str| {
         if s.contains([',', '"']) {
             format!("\"{}\"", s.replace('"', "\"\""))
@@ -94,18 +111,45 @@ pub fn csv(trials: &[ValidatorTrial], columns: &[Column]) -> String {
         }
     };
     let mut out = vec![
-        header(columns)
+        header(columns, text)
             .iter()
-            .map(|h| h.to_lowercase().replace(' ', "_"))
+            .map(|h| h.to_lowercase().replace(' ', "_").replace('%', "pct"))
             .collect::<Vec<_>>()
             .join(","),
     ];
     out.extend(
-        rows(trials, columns)
+        rows(trials, columns, text)
             .iter()
             .map(|r| r.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",")),
     );
     out.join("\n") + "\n"
+}
+
+/// A line for each trial whose figures cover less of its window than asked, so a gap in
+/// scraping is never read as a quiet validator.
+pub fn coverage_notes(trials: &[ValidatorTrial]) -> String {
+    let mut out = String::new();
+    for t in trials {
+        let Some(c) = t
+            .status
+            .as_ref()
+            .and_then(|s| s.results.as_ref())
+            .and_then(|r| r.coverage)
+        else {
+            continue;
+        };
+        let min = t.spec.metrics.min_coverage;
+        if c < min {
+            out.push_str(&format!(
+                "note: {} ({}): Prometheus scraped {:.0}% of its window, below metrics.minCoverage ({:.0}%): its figures describe the scraped part only\n",
+                t.metadata.name.clone().unwrap_or_default(),
+                t.spec.point.describe(),
+                c * 100.0,
+                min * 100.0
+            ));
+        }
+    }
+    out
 }
 
 /// The experiment's own summary lines: phase, counts, recommendation.
@@ -132,7 +176,7 @@ pub fn summary(vx: &ValidatorExperiment) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clients::profile::RAM_COLUMNS;
+    use crate::clients::profile::{RAM_COLUMNS, TextColumn};
 
     #[test]
     fn the_table_lines_up_and_sorts_by_memory() {
@@ -156,6 +200,21 @@ mod tests {
         );
         assert!(lines[2].contains("memory=1Ti"));
         assert_eq!(lines[1].find("OOMKilled"), lines[2].find("KeptUp"));
-        assert!(csv(&trials, &RAM_COLUMNS).starts_with("trial,point,rep,phase,outcome,avg_tps"));
+        assert!(
+            csv(&trials, &RAM_COLUMNS)
+                .starts_with("trial,point,rep,phase,outcome,cover_pct,avg_tps")
+        );
+        // Text columns follow the numbers.
+        let text = [TextColumn {
+            header: "NOTE",
+            value: |r| r.avg_tps.map(|t| format!("{t} tps")),
+        }];
+        let t = table_with(&trials, &RAM_COLUMNS[..1], &text);
+        assert!(t.lines().next().unwrap().ends_with("AVG TPS  NOTE"), "{t}");
+        assert!(
+            t.lines().nth(1).unwrap().ends_with("1200.00  1200 tps"),
+            "{t}"
+        );
+        assert!(csv_with(&trials, &RAM_COLUMNS[..1], &text).contains(",1200.00,1200 tps\n"));
     }
 }

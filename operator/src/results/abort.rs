@@ -22,6 +22,16 @@ pub enum Verdict {
     TooEarly,
     /// The rule cannot be judged, and why.
     Unknown(String),
+    /// Prometheus could not be read (unreachable, failing): no verdict now.
+    Blind(String),
+}
+
+fn failed(e: super::prometheus::PromError) -> Verdict {
+    if e.is_transient() {
+        Verdict::Blind(e.to_string())
+    } else {
+        Verdict::Unknown(e.to_string())
+    }
 }
 
 /// The PromQL of one rule: the extreme of its series over the last `for`, and how many
@@ -92,11 +102,11 @@ async fn judge_one(
     let value = match prom.value(&extreme, None).await {
         Ok(Some(v)) => v,
         Ok(None) => return Verdict::Holds,
-        Err(e) => return Verdict::Unknown(e.to_string()),
+        Err(e) => return failed(e),
     };
     let samples = match prom.value(&count, None).await {
         Ok(n) => n.unwrap_or(0.0),
-        Err(e) => return Verdict::Unknown(e.to_string()),
+        Err(e) => return failed(e),
     };
     // Require most of the samples: a gap in scraping is not evidence.
     let want = (hold.as_secs_f64() / step.as_secs_f64()).floor() * 0.8;
@@ -189,9 +199,9 @@ mod tests {
             matches!(&v[1], Verdict::Unknown(e) if e.contains("no vszBytes series")),
             "{v:?}"
         );
-        // The third was judged: it asked Prometheus (unreachable here).
+        // The third was judged: it asked Prometheus, unreachable here (no verdict now).
         assert!(
-            matches!(&v[2], Verdict::Unknown(e) if e.contains("unreachable")),
+            matches!(&v[2], Verdict::Blind(e) if e.contains("unreachable")),
             "{v:?}"
         );
     }

@@ -172,10 +172,29 @@ pub async fn collect(
         max_lag: get("maxLag").map(round2),
         final_lag: final_lag.map(round2),
         catch_up_seconds: None,
+        startup_seconds: None,
+        coverage: coverage(prom, selector, w).await?,
         measured_seconds: Some(round2(w.length().as_secs_f64())),
         kept_up: final_lag.map(|lag| lag <= max_lag),
         figures: figures(prom, profile, selector, w).await?,
     }))
+}
+
+/// The share of the window Prometheus scraped the pod: the samples of `up` per target
+/// over the ones a scrape every step would give. Raw samples, not instant lookups, so a
+/// Prometheus outage (no samples at all) counts as missing.
+async fn coverage(prom: &Prometheus, selector: &str, w: &Window) -> Result<Option<f64>, PromError> {
+    let range = promql_duration(w.length());
+    let q = format!(
+        "sum(count_over_time(up{{{selector}}}[{range}])) / count(count_over_time(up{{{selector}}}[{range}]))"
+    );
+    let expected = (w.length().as_secs_f64() / w.step.as_secs_f64())
+        .floor()
+        .max(1.0);
+    Ok(prom
+        .value(&q, Some(w.end))
+        .await?
+        .map(|per_target| round2((per_target / expected).min(1.0))))
 }
 
 /// The client's own figures over the window.
@@ -205,6 +224,32 @@ async fn figures(
 
 fn gib2(bytes: f64) -> f64 {
     round2(bytes / (1u64 << 30) as f64)
+}
+
+/// The pod's scrapes in the three steps before `end`, and between `end` and `now`: whether
+/// the end of a window was observed, and whether the pod has been seen since.
+pub async fn scrapes_around(
+    prom: &Prometheus,
+    selector: &str,
+    end: Timestamp,
+    now: Timestamp,
+    step: Duration,
+) -> Result<(f64, f64), PromError> {
+    let before = format!(
+        "sum(count_over_time(up{{{selector}}}[{}]))",
+        promql_duration(step * 3)
+    );
+    let since = Duration::try_from(now.duration_since(end))
+        .unwrap_or_default()
+        .max(Duration::from_secs(1));
+    let after = format!(
+        "sum(count_over_time(up{{{selector}}}[{}]))",
+        promql_duration(Duration::from_secs(since.as_secs().max(1)))
+    );
+    Ok((
+        prom.value(&before, Some(end)).await?.unwrap_or(0.0),
+        prom.value(&after, Some(now)).await?.unwrap_or(0.0),
+    ))
 }
 
 /// Whether Prometheus has scraped the pod at or after `t` (its `up` series, which every

@@ -24,6 +24,18 @@ pub enum PromError {
     Decode { query: String, detail: String },
 }
 
+impl PromError {
+    /// Whether trying again later may succeed: Prometheus unreachable, restarting,
+    /// overloaded or timing out (its data may well be there), as opposed to refusing the
+    /// query itself (`bad_data`).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            PromError::Http { .. } | PromError::Decode { .. } => true,
+            PromError::Query { error_type, .. } => error_type != "bad_data",
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct Prometheus {
     http: reqwest::Client,

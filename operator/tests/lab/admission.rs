@@ -255,6 +255,18 @@ fn invalid_cases() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             "Agave has no such series to watch",
         ),
         (
+            "solana-exporter v3.0.2 without the full RPC API it needs",
+            json!({"spec": {"template": {"agave": {"fullRpcApi": false}}}}),
+            "spec.template.agave.fullRpcApi",
+            "answers HTTP 500 on every scrape",
+        ),
+        (
+            "an extra argument this Agave version does not know",
+            json!({"spec": {"template": {"extraArgs": ["--rayon-global-threads=4"]}}}),
+            "spec.template.extraArgs",
+            "this Agave version has no --rayon-global-threads",
+        ),
+        (
             "a Prometheus URL that is not one",
             json!({"spec": {"metrics": {"prometheusUrl": "prometheus:9090"}}}),
             "spec.metrics.prometheusUrl",

@@ -134,6 +134,11 @@ impl Lab {
 }
 
 impl Operator {
+    #[allow(dead_code)] // the outage tests read its memory
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The identity it competes for the lease with (hostname and pid).
     pub fn identity(&self) -> String {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
@@ -268,4 +273,23 @@ pub async fn wait_released(lab: &Lab, ns: &str, trials_too: bool, timeout: std::
         }
     })
     .await;
+}
+
+/// A fresh namespace with its own operator, and the quickstart experiment in it, named
+/// `name` and patched with `patch`.
+pub async fn start_experiment(
+    lab: &Lab,
+    name: &str,
+    patch: serde_json::Value,
+) -> (String, Operator) {
+    let ns = lab.namespace(name).await;
+    let op = lab.start_operator(&ns);
+    create(lab, &quickstart_with(&ns, name, patch)).await;
+    (ns, op)
+}
+
+pub async fn create(lab: &Lab, vx: &valtune::api::ValidatorExperiment) {
+    let ns = vx.metadata.namespace.clone().unwrap();
+    let api: Api<valtune::api::ValidatorExperiment> = Api::namespaced(lab.client.clone(), &ns);
+    api.create(&PostParams::default(), vx).await.unwrap();
 }

@@ -79,6 +79,18 @@ async fn check_against_prometheus(lab: &Lab, ns: &str, t: &ValidatorTrial) -> Re
         .await
         .map(|b| b / (1u64 << 30) as f64);
     let mut errors = Vec::new();
+    // Every datapoint the validator pushed is in Prometheus with its own timestamp (the lab's
+    // Agave pushes ten a second): none was flattened into the last value of a batch.
+    let points = query(
+        p,
+        &format!("sum(count_over_time(replay_slot_stats_total_transactions{{{sel}}}[{w}s]))"),
+        end,
+    )
+    .await
+    .unwrap_or(0.0);
+    if st.outcome == Some(TrialOutcome::KeptUp) && points < 8.0 * w as f64 {
+        errors.push(format!("only {points} datapoints in a {w}s window"));
+    }
     for (field, s, e) in [
         ("avgTps", r.avg_tps, avg),
         ("maxTps", r.max_tps, max),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 use valtune::api::experiment::ExperimentPhase;
 use valtune::api::sweep::plan;
@@ -15,23 +15,9 @@ use valtune::api::trial::{TrialOutcome, TrialPhase};
 use valtune::api::{ValidatorExperiment, ValidatorTrial};
 
 use crate::common::{
-    Lab, Operator, experiment, lab, quickstart_with, trials, wait_finished, wait_for, wait_released,
+    Lab, create, experiment, lab, quickstart_with, start_experiment, trials, wait_finished,
+    wait_for, wait_released,
 };
-
-/// A fresh namespace with its own operator, and the quickstart experiment in it, named
-/// `name` and patched with `patch`.
-async fn start_experiment(lab: &Lab, name: &str, patch: serde_json::Value) -> (String, Operator) {
-    let ns = lab.namespace(name).await;
-    let op = lab.start_operator(&ns);
-    create(lab, &quickstart_with(&ns, name, patch)).await;
-    (ns, op)
-}
-
-async fn create(lab: &Lab, vx: &ValidatorExperiment) {
-    let ns = vx.metadata.namespace.clone().unwrap();
-    let api: Api<ValidatorExperiment> = Api::namespaced(lab.client.clone(), &ns);
-    api.create(&PostParams::default(), vx).await.unwrap();
-}
 
 async fn set_suspend(lab: &Lab, ns: &str, name: &str, suspend: bool) {
     let api: Api<ValidatorExperiment> = Api::namespaced(lab.client.clone(), ns);

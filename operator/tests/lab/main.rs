@@ -2,9 +2,11 @@
 //! They are ignored by a plain `cargo test`; `make test` runs them with --include-ignored.
 
 mod admission;
+mod agave;
 mod analysis;
 mod besu;
 mod common;
 mod e2e;
+mod firedancer;
 mod lifecycle;
 mod manifests;

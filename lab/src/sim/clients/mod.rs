@@ -8,6 +8,7 @@
 
 pub mod agave;
 pub mod besu;
+pub mod firedancer;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,7 +20,8 @@ use super::clock::Clock;
 use super::pod_view::PodView;
 
 /// Every client the lab plays.
-pub static CLIENTS: [&dyn SimClient; 2] = [&agave::AgaveSim, &besu::BesuSim];
+pub static CLIENTS: [&dyn SimClient; 3] =
+    [&agave::AgaveSim, &firedancer::FiredancerSim, &besu::BesuSim];
 
 /// The model of a client whose pod the lab plays.
 pub trait SimClient: Send + Sync {

@@ -91,6 +91,23 @@ fn agave_rules() -> Vec<Rule> {
                 .field_path(".template.agave.dynamicPortRange"),
         );
     }
+    for (flag, versions, _) in knobs::VERSIONED_FLAGS {
+        let used = format!(
+            "((has(self.template.extraArgs) && self.template.extraArgs.exists(x, x == '{flag}' || x.startsWith('{flag}='))) || (has(self.sweep.knobs) && self.sweep.knobs.exists(k, has(k.arg) && k.arg == '{flag}')))"
+        );
+        rules.push(
+            Rule::new(format!("!has({a}) || !({known}) || ({}) || !{used}", versions.cel_contains(&version)))
+                .message(format!("this Agave version has no {flag} (it exists {}), and agave-validator exits on a flag it does not know: remove it from template.extraArgs and sweep.knobs, or use another version", versions.describe()).as_str())
+                .field_path(".template.extraArgs"),
+        );
+    }
+    // solana-exporter up to v3.0.x calls minimumLedgerSlot and getFirstAvailableBlock on
+    // every scrape (collector.go L339-341 at v3.0.2), served only with --full-rpc-api.
+    rules.push(
+        Rule::new(format!("!has({a}) || {a}.fullRpcApi || !{a}.exporters.rpc.matches(':v?([0-2][.]|3[.]0[.])')"))
+            .message("solana-exporter v3.0.x answers HTTP 500 on every scrape of an Agave without --full-rpc-api: keep fullRpcApi true, or use an exporter built after commit d112d7b (its light mode skips the full-API methods)")
+            .field_path(".template.agave.fullRpcApi"),
+    );
     // The node's network is the pod's: the sidecars' and RPC ports must not collide with
     // Agave's range (gossip, TPU, TVU, repair) or its RPC and websocket ports.
     for (field, what) in [

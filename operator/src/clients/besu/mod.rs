@@ -12,7 +12,7 @@ mod render;
 use kube::core::Rule;
 
 use super::knobs::KnobTable;
-use super::pod::Skeleton;
+use super::pod::{GeneratedSecret, Skeleton};
 use super::profile::{Column, MetricProfile, Objective};
 use super::{ClientPod, RenderError, ValidatorClient};
 use crate::api::besu::BesuSpec;
@@ -147,6 +147,10 @@ impl ValidatorClient for Besu {
     ) -> Result<ClientPod, RenderError> {
         let besu = spec(&trial.spec.template)?;
         render::pod(trial, besu, self.version(&trial.spec.template), skeleton)
+    }
+
+    fn secrets(&self, trial: &ValidatorTrial) -> Vec<GeneratedSecret> {
+        vec![render::jwt_secret(trial)]
     }
 
     fn profile(&self, _t: &ValidatorTemplate) -> MetricProfile {

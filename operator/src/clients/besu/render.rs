@@ -110,7 +110,7 @@ fn besu_toml(config: &BTreeMap<String, String>) -> String {
 
 /// The experiment's JWT Secret: one per experiment (its trials' pods all mount it), owned
 /// by the experiment like its trials, created once: one API write per experiment.
-fn jwt_secret(trial: &ValidatorTrial) -> GeneratedSecret {
+pub fn jwt_secret(trial: &ValidatorTrial) -> GeneratedSecret {
     let experiment = &trial.spec.experiment;
     GeneratedSecret {
         metadata: ObjectMeta {
@@ -270,7 +270,6 @@ pub fn pod(
         termination_message_policy: Some("FallbackToLogsOnError".into()),
         ..Default::default()
     };
-    let jwt = jwt_secret(trial);
     Ok(ClientPod {
         init_containers: vec![teku(trial, besu, skeleton), vmagent(besu, &remote_write)],
         containers: vec![validator],
@@ -286,7 +285,7 @@ pub fn pod(
             Volume {
                 name: "engine-jwt".into(),
                 secret: Some(SecretVolumeSource {
-                    secret_name: jwt.metadata.name.clone(),
+                    secret_name: Some(secret_name(&trial.spec.experiment)),
                     default_mode: Some(0o440),
                     ..Default::default()
                 }),
@@ -299,7 +298,6 @@ pub fn pod(
             },
         ],
         config_maps: vec![config],
-        secrets: vec![jwt],
         tweaks: Tweaks {
             // Both images' user; fsGroup makes the data volume theirs (the image's entry
             // script would otherwise chown it as root on every start: besu-entry.sh L26-50).

@@ -31,7 +31,23 @@ pub async fn reconcile(trial: Arc<ValidatorTrial>, ctx: Arc<Context>) -> Result<
     let planned = clients::client_for(&trial.spec.template)
         .and_then(|c| Ok((c, clients::profile(&trial)?)))
         .map_err(|e| e.to_string())
-        .and_then(|(c, p)| Settings::of(&trial, &p, c.summary(), prom.is_some()).map(|s| (p, s)));
+        .and_then(|(c, p)| {
+            let monitor = (ctx.pod_monitors && trial.spec.metrics.pod_monitor).then(|| {
+                format!(
+                    "{}/{}",
+                    trial.namespace().unwrap_or_default(),
+                    trial.spec.experiment
+                )
+            });
+            Settings::of(
+                &trial,
+                &p,
+                c.summary(),
+                prom.as_ref().map(|p| p.url()),
+                monitor,
+            )
+            .map(|s| (p, s))
+        });
     let mut step = match planned {
         Ok((profile, settings)) => {
             let needs = transition::needs(&old, &settings, now);
@@ -103,7 +119,9 @@ pub async fn reconcile(trial: Arc<ValidatorTrial>, ctx: Arc<Context>) -> Result<
         .unwrap_or_else(Action::await_change))
 }
 
-/// Ready (finished with a measurement), Progressing, Degraded (finished without one).
+/// Ready (finished with a measurement), Progressing, Degraded (finished without one),
+/// MetricsReadable (Prometheus answers), and Complete once there are results (Prometheus
+/// scraped at least metrics.minCoverage of the window).
 fn conditions(
     trial: &ValidatorTrial,
     st: &ValidatorTrialStatus,
@@ -118,7 +136,7 @@ fn conditions(
         .unwrap_or(phase.clone());
     let message = st.message.clone().unwrap_or_default();
     let finished = st.phase.is_finished();
-    vec![
+    let mut out = vec![
         condition(
             prev,
             "Ready",
@@ -142,9 +160,48 @@ fn conditions(
             "Degraded",
             st.phase == TrialPhase::Failed,
             &reason,
-            message,
+            message.clone(),
             g,
             now,
         ),
-    ]
+    ];
+    let readable = st.blind_since.is_none();
+    out.push(condition(
+        prev,
+        "MetricsReadable",
+        readable,
+        if readable {
+            "PrometheusAnswers"
+        } else {
+            "PrometheusUnreachable"
+        },
+        if readable { String::new() } else { message },
+        g,
+        now,
+    ));
+    if let Some(coverage) = st.results.as_ref().and_then(|r| r.coverage) {
+        let min = trial.spec.metrics.min_coverage;
+        let complete = coverage >= min;
+        out.push(condition(
+            prev,
+            "Complete",
+            complete,
+            if complete { "Covered" } else { "LowCoverage" },
+            format!(
+                "Prometheus scraped {:.0}% of the window{}",
+                coverage * 100.0,
+                if complete {
+                    String::new()
+                } else {
+                    format!(
+                        ", below metrics.minCoverage ({:.0}%): the figures describe the scraped part only",
+                        min * 100.0
+                    )
+                }
+            ),
+            g,
+            now,
+        ));
+    }
+    out
 }

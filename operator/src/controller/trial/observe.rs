@@ -11,7 +11,19 @@ use crate::api::trial::{ValidatorTrial, ValidatorTrialStatus};
 use crate::clients::pod::{PREFLIGHT_CONTAINER, pod_name};
 use crate::clients::{self, profile::MetricProfile};
 use crate::controller::{Context, Error, now};
-use crate::results::abort;
+use crate::results::abort::{self, Verdict};
+use crate::results::prometheus::PromError;
+
+/// A Prometheus answer as the transition reads it; a transient failure also marks the
+/// pass blind.
+fn reading<T>(obs: &mut Observed, r: Result<T, PromError>) -> Result<T, String> {
+    r.map_err(|e| {
+        if e.is_transient() && obs.blind.is_none() {
+            obs.blind = Some(e.to_string());
+        }
+        e.to_string()
+    })
+}
 use crate::results::analysis::{self, Window};
 use crate::results::prometheus::Prometheus;
 
@@ -201,12 +213,47 @@ pub async fn observe(
                 .map_err(|e| e.to_string()),
             );
         }
-        Needs::Follow { lag, aborts } => {
+        Needs::Follow {
+            scraped,
+            lag,
+            tps,
+            aborts,
+            end,
+        } => {
             obs.pod = Some(pod_state(trial, ctx, st, profile).await?);
             let sel = selector(trial, st);
+            let running = matches!(obs.pod, Some(PodState::Running { .. }));
+            if let (true, true, Some(prom)) = (*scraped, running, prom) {
+                obs.up = Some(
+                    analysis::scraped_since(
+                        prom,
+                        &sel,
+                        st.started_at.as_ref().map(|t| t.0).unwrap_or_else(now),
+                    )
+                    .await
+                    .map_err(|e| e.to_string()),
+                );
+            }
             if let (true, Some(prom)) = (*lag, prom) {
                 let q = analysis::expand(profile.query(profile.lag).unwrap_or(""), &sel, s.step);
                 obs.lag = Some(prom.value(&q, None).await.map_err(|e| e.to_string()));
+            }
+            if let (true, Some(prom), Some(q)) = (
+                *tps,
+                prom,
+                profile.query(crate::api::settings::QueryKey::Tps),
+            ) {
+                // Datapoints reach Prometheus a flush or two after they happen (Agave pushes
+                // every 10 s): look back a minute, or four scrapes, for the first execution.
+                let lookback = (s.step * 4).max(std::time::Duration::from_secs(60));
+                let q = format!(
+                    "max_over_time(({})[{}:{}])",
+                    analysis::expand(q, &sel, s.step),
+                    analysis::promql_duration(lookback),
+                    analysis::promql_duration(s.step)
+                );
+                let r = prom.value(&q, None).await;
+                obs.tps = Some(reading(&mut obs, r));
             }
             if let (true, Some(prom), Some(start)) = (*aborts, prom, &st.window_start) {
                 obs.aborts = abort::judge(
@@ -219,6 +266,17 @@ pub async fn observe(
                     &trial.spec.settings.abort_when,
                 )
                 .await;
+                if let Some(Verdict::Blind(why)) =
+                    obs.aborts.iter().find(|v| matches!(v, Verdict::Blind(_)))
+                {
+                    obs.blind = Some(why.clone());
+                }
+            }
+            if let (true, true, Some(prom), Some(window_end)) =
+                (*end, running, prom, st.window_end.as_ref().map(|t| t.0))
+            {
+                let r = analysis::scrapes_around(prom, &sel, window_end, now(), s.step).await;
+                obs.end_scrapes = Some(reading(&mut obs, r));
             }
         }
         Needs::Collect { check_scraped } => {
@@ -233,20 +291,16 @@ pub async fn observe(
                 step: s.step,
             };
             if *check_scraped {
-                let scraped = analysis::scraped_since(prom, &sel, window.end)
-                    .await
-                    .map_err(|e| e.to_string());
+                let r = analysis::scraped_since(prom, &sel, window.end).await;
+                let scraped = reading(&mut obs, r);
                 let go_on = matches!(scraped, Ok(true));
                 obs.scraped = Some(scraped);
                 if !go_on {
                     return Ok(obs);
                 }
             }
-            obs.results = Some(
-                analysis::collect(prom, profile, &sel, &window, s.max_lag)
-                    .await
-                    .map_err(|e| e.to_string()),
-            );
+            let r = analysis::collect(prom, profile, &sel, &window, s.max_lag).await;
+            obs.results = Some(reading(&mut obs, r));
         }
         Needs::Nothing | Needs::Wait(_) | Needs::Finished => {}
     }

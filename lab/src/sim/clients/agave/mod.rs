@@ -187,6 +187,19 @@ impl SimClient for AgaveSim {
                 ));
             }
         }
+        // Behind a pod's SNAT the cluster cannot reach the validator's ports, and the
+        // start-up port check exits (net-utils verify_reachable_ports).
+        let host_network = pod.pod.spec.as_ref().and_then(|s| s.host_network) == Some(true);
+        if !host_network && !args.iter().any(|a| a == "--no-port-check") {
+            let gossip = flag_values(args, "--dynamic-port-range")
+                .first()
+                .and_then(|r| r.split('-').next())
+                .unwrap_or("8000")
+                .to_string();
+            return exit_now(format!(
+                "Received no response at tcp/{gossip}, check your port configuration: timed out waiting on channel"
+            ));
+        }
         let sink = match metrics_sink(
             env.get("SOLANA_METRICS_CONFIG")
                 .map(String::as_str)

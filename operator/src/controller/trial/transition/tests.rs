@@ -26,6 +26,11 @@ fn settings() -> Settings {
         prometheus: true,
         abort_rules: 0,
         summary: crate::clients::profile::ram_summary,
+        from: WindowStart::CaughtUp,
+        prometheus_url: "http://prometheus:9090".into(),
+        pod_monitor: Some("validators/agave-ram".into()),
+        collection_deadline: (SignedDuration::from_hours(24), "24h".into()),
+        recollect: None,
     }
 }
 
@@ -196,7 +201,10 @@ fn scheduling_waits_quoting_the_scheduler_until_its_deadline() {
     let obs = with_pod(PodState::Waiting {
         unschedulable: Some("0/4 nodes are available".into()),
     });
-    let step = transition(&scheduling(0), &obs, &settings(), at(60));
+    // A passing reason (the pod's volumes being made) is not written.
+    let brief = transition(&scheduling(0), &obs, &settings(), at(30));
+    assert_eq!(brief.status, scheduling(0));
+    let step = transition(&scheduling(0), &obs, &settings(), at(90));
     assert_eq!(step.status.phase, TrialPhase::Scheduling);
     assert_eq!(
         step.status.message.as_deref(),
@@ -379,14 +387,20 @@ fn an_oom_kill_while_warming_up_is_measured_from_the_start() {
 
 // ---- Measuring --------------------------------------------------------------------
 
+fn ended(at_end: f64, since: f64) -> Observed {
+    Observed {
+        end_scrapes: Some(Ok((at_end, since))),
+        ..with_pod(running(0))
+    }
+}
+
 #[test]
 fn the_window_ends_in_collection() {
-    let step = transition(
-        &measuring(0, 100),
-        &with_pod(running(0)),
-        &settings(),
-        at(100),
-    );
+    assert!(matches!(
+        needs(&measuring(0, 100), &settings(), at(100)),
+        Needs::Follow { end: true, .. }
+    ));
+    let step = transition(&measuring(0, 100), &ended(3.0, 0.0), &settings(), at(100));
     assert_eq!(step.status.phase, TrialPhase::Collecting);
     assert_eq!(step.status.outcome, None);
     let step = transition(
@@ -669,4 +683,309 @@ fn restarts_change_nothing_the_same_inputs_give_the_same_step() {
         transition(&st, &obs, &settings(), at(1200)),
         transition(&st, &obs, &settings(), at(1200))
     );
+}
+
+// ---- Scraping, windows from the first execution --------------------------------------
+
+#[test]
+fn a_pod_prometheus_never_scrapes_ends_the_trial_naming_the_pod_monitor() {
+    let not_scraped = Observed {
+        up: Some(Ok(false)),
+        ..lag(Ok(None))
+    };
+    // Within 20 scrape intervals of the start: keep waiting.
+    let step = transition(&warming(0), &not_scraped, &settings(), at(299));
+    assert_eq!(step.status.phase, TrialPhase::WarmingUp);
+    let step = transition(&warming(0), &not_scraped, &settings(), at(300));
+    assert_eq!(step.status.phase, TrialPhase::Failed);
+    assert_eq!(step.status.outcome, Some(TrialOutcome::MetricsUnavailable));
+    let message = step.status.message.unwrap();
+    assert!(
+        message.contains("Prometheus at http://prometheus:9090 has not scraped"),
+        "{message}"
+    );
+    assert!(
+        message.contains("PodMonitor validators/agave-ram"),
+        "{message}"
+    );
+    assert!(message.contains("podMonitorLabels"), "{message}");
+    assert_eq!(step.acts, vec![Act::DeletePods]);
+    // Prometheus unreachable is no evidence either way.
+    let unknown = Observed {
+        up: Some(Err("unreachable".into())),
+        ..lag(Ok(None))
+    };
+    assert_eq!(
+        transition(&warming(0), &unknown, &settings(), at(600))
+            .status
+            .phase,
+        TrialPhase::WarmingUp
+    );
+    // Once scraped, recorded (and not asked again).
+    let scraped = Observed {
+        up: Some(Ok(true)),
+        ..lag(Ok(Some(5000.0)))
+    };
+    let step = transition(&warming(0), &scraped, &settings(), at(30));
+    assert_eq!(step.status.answering_at, Some(Time(at(30))));
+    assert!(matches!(
+        needs(&step.status, &settings(), at(31)),
+        Needs::Follow { scraped: false, .. }
+    ));
+}
+
+#[test]
+fn from_the_first_execution_the_window_includes_catching_up() {
+    let s = Settings {
+        from: WindowStart::FirstExecution,
+        ..settings()
+    };
+    let mut st = warming(0);
+    st.answering_at = Some(Time(at(600)));
+    // Behind the chain but processing transactions: the window starts.
+    let obs = Observed {
+        tps: Some(Ok(Some(1200.0))),
+        ..lag(Ok(Some(9000.0)))
+    };
+    let step = transition(&st, &obs, &s, at(900));
+    let st = step.status;
+    assert_eq!(st.phase, TrialPhase::Measuring);
+    assert_eq!(st.first_execution_at, Some(Time(at(900))));
+    assert_eq!(st.window_start, Some(Time(at(900))));
+    assert_eq!(st.caught_up_at, None);
+    // Catching up inside the window is recorded...
+    assert!(matches!(
+        needs(&st, &s, at(1000)),
+        Needs::Follow { lag: true, .. }
+    ));
+    let step = transition(&st, &lag(Ok(Some(20.0))), &s, at(4500));
+    assert_eq!(step.status.caught_up_at, Some(Time(at(4500))));
+    // ...and timed from the validator's first answer; starting up is reported apart.
+    let mut done = step.status.clone();
+    done.phase = TrialPhase::Collecting;
+    let end = done.window_end.clone().unwrap().0;
+    let step = transition(
+        &done,
+        &read(Ok(Some(results(0.0, true)))),
+        &s,
+        end + SignedDuration::from_secs(60),
+    );
+    let r = step.status.results.unwrap();
+    assert_eq!(r.catch_up_seconds, Some(3900.0));
+    assert_eq!(r.startup_seconds, Some(600.0));
+}
+
+// ---- Prometheus away ------------------------------------------------------------------
+
+fn blind_obs(base: Observed) -> Observed {
+    Observed {
+        blind: Some("Prometheus at http://prometheus:9090 is unreachable".into()),
+        ..base
+    }
+}
+
+#[test]
+fn while_prometheus_is_away_the_warm_up_is_not_judged_and_its_deadline_moves() {
+    let away_at = 3 * 3600 + 1800;
+    // Blind, even past the warm-up deadline: no TimedOut on no evidence.
+    let step = transition(
+        &warming(0),
+        &blind_obs(lag(Err("unreachable".into()))),
+        &settings(),
+        at(away_at),
+    );
+    assert_eq!(step.status.phase, TrialPhase::WarmingUp);
+    assert_eq!(step.status.blind_since, Some(Time(at(away_at))));
+    let Act::Event(note) = &step.acts[0] else {
+        panic!("{:?}", step.acts)
+    };
+    assert_eq!(note.reason, "PrometheusUnreachable");
+    assert_eq!(
+        step.requeue,
+        Some(Duration::from_secs(30)),
+        "two scrapes at first"
+    );
+    let past_deadline = transition(
+        &step.status,
+        &blind_obs(lag(Err("x".into()))),
+        &settings(),
+        at(4 * 3600 + 10),
+    );
+    assert_eq!(past_deadline.status.phase, TrialPhase::WarmingUp);
+    // Still away ten minutes on: waits longer between looks, reports nothing new.
+    let later = transition(
+        &step.status,
+        &blind_obs(lag(Err("unreachable".into()))),
+        &settings(),
+        at(away_at + 600),
+    );
+    assert_eq!(later.status.blind_since, step.status.blind_since);
+    assert!(later.acts.is_empty(), "reported once");
+    assert_eq!(later.requeue, Some(Duration::from_secs(150)));
+    // Back after 15 minutes, still behind: the deadline moved by the 15 minutes.
+    let back = transition(
+        &later.status,
+        &lag(Ok(Some(5000.0))),
+        &settings(),
+        at(away_at + 900),
+    );
+    assert_eq!(
+        back.status.phase,
+        TrialPhase::WarmingUp,
+        "{:?}",
+        back.status.message
+    );
+    assert_eq!(back.status.blind_seconds, 900.0);
+    assert_eq!(back.status.blind_since, None);
+    let still = transition(
+        &back.status,
+        &lag(Ok(Some(5000.0))),
+        &settings(),
+        at(4 * 3600 + 899),
+    );
+    assert_eq!(still.status.phase, TrialPhase::WarmingUp);
+    let timed_out = transition(
+        &back.status,
+        &lag(Ok(Some(5000.0))),
+        &settings(),
+        at(4 * 3600 + 900),
+    );
+    assert_eq!(timed_out.status.outcome, Some(TrialOutcome::TimedOut));
+}
+
+#[test]
+fn a_window_whose_end_prometheus_did_not_see_ends_when_it_sees_the_pod_again() {
+    let st = measuring(0, 1000);
+    // Blind before and after the end: no verdict, still measuring.
+    let away = transition(&st, &blind_obs(with_pod(running(0))), &settings(), at(900));
+    let later = transition(
+        &away.status,
+        &blind_obs(with_pod(running(0))),
+        &settings(),
+        at(1100),
+    );
+    assert_eq!(later.status.phase, TrialPhase::Measuring);
+    // Back, but nothing scraped near the end, nor since yet: keep waiting.
+    let back = transition(&later.status, &ended(0.0, 0.0), &settings(), at(1150));
+    assert_eq!(back.status.phase, TrialPhase::Measuring);
+    // Scraped again: the window ends there, so the verdict rests on what was seen.
+    let seen = transition(&back.status, &ended(0.0, 2.0), &settings(), at(1200));
+    assert_eq!(seen.status.phase, TrialPhase::Collecting);
+    assert_eq!(seen.status.window_end, Some(Time(at(1200))));
+    assert!(
+        seen.status
+            .message
+            .unwrap()
+            .contains("did not scrape the pod at the window's end")
+    );
+    // Never seen again within the collection deadline: Unobserved, not a verdict.
+    let gone = transition(
+        &back.status,
+        &ended(0.0, 0.0),
+        &settings(),
+        at(1000 + 24 * 3600),
+    );
+    assert_eq!(gone.status.outcome, Some(TrialOutcome::Unobserved));
+}
+
+#[test]
+fn away_past_the_collection_deadline_the_trial_ends_unobserved() {
+    let s = Settings {
+        collection_deadline: (SignedDuration::from_mins(10), "10m".into()),
+        ..settings()
+    };
+    let mut st = warming(0);
+    st.blind_since = Some(Time(at(100)));
+    let step = transition(&st, &blind_obs(lag(Err("x".into()))), &s, at(700));
+    assert_eq!(step.status.outcome, Some(TrialOutcome::Unobserved));
+    assert_eq!(step.status.phase, TrialPhase::Failed);
+    let message = step.status.message.unwrap();
+    assert!(
+        message.contains("Prometheus at http://prometheus:9090 was unreachable for 600s"),
+        "{message}"
+    );
+}
+
+#[test]
+fn collection_waits_out_an_outage_without_spending_attempts() {
+    let st = collecting(0, 100, None);
+    let step = transition(
+        &st,
+        &blind_obs(read(Err("unreachable".into()))),
+        &settings(),
+        at(200),
+    );
+    assert_eq!(
+        step.status.collect_attempts, 0,
+        "unreachable is not 'no data'"
+    );
+    assert_eq!(step.status.phase, TrialPhase::Collecting);
+    assert_eq!(step.status.blind_since, Some(Time(at(200))));
+    // Back: the results are read as if nothing happened.
+    let back = transition(
+        &step.status,
+        &read(Ok(Some(results(0.0, true)))),
+        &settings(),
+        at(3000),
+    );
+    assert_eq!(back.status.outcome, Some(TrialOutcome::KeptUp));
+    assert_eq!(back.status.blind_since, None);
+    // Away for good: the message names Prometheus, how long, and how to collect later.
+    let s = Settings {
+        collection_deadline: (SignedDuration::from_mins(2), "2m".into()),
+        ..settings()
+    };
+    let gone = transition(
+        &step.status,
+        &blind_obs(read(Err("unreachable".into()))),
+        &s,
+        at(320),
+    );
+    assert_eq!(gone.status.outcome, Some(TrialOutcome::MetricsUnavailable));
+    let message = gone.status.message.unwrap();
+    assert!(
+        message.contains("http://prometheus:9090 was unreachable for 120s"),
+        "{message}"
+    );
+    assert!(message.contains("valtune collect"), "{message}");
+}
+
+#[test]
+fn a_finished_trial_is_collected_again_when_asked() {
+    let mut st = collecting(0, 100, None);
+    finish(
+        &mut st,
+        Some(TrialOutcome::MetricsUnavailable),
+        "no results".into(),
+        at(400),
+    );
+    let s = Settings {
+        recollect: Some("2026-01-01T01:00:00Z".into()),
+        ..settings()
+    };
+    let step = transition(&st, &Observed::default(), &s, at(3600));
+    assert_eq!(step.status.phase, TrialPhase::Collecting);
+    assert_eq!(step.status.outcome, None);
+    assert_eq!(step.status.collected_for, s.recollect);
+    assert_eq!(
+        needs(&step.status, &s, at(3601)),
+        Needs::Collect {
+            check_scraped: false
+        }
+    );
+    let done = transition(
+        &step.status,
+        &read(Ok(Some(results(0.0, true)))),
+        &s,
+        at(3602),
+    );
+    assert_eq!(done.status.outcome, Some(TrialOutcome::KeptUp));
+    // Asked once: the next pass cleans up, it does not collect again.
+    let next = transition(&done.status, &Observed::default(), &s, at(3603));
+    assert_eq!(next.acts, vec![Act::DeletePods]);
+    // An outcome the pod gave stays.
+    let mut oom = collecting(0, 100, Some(TrialOutcome::OOMKilled));
+    finish(&mut oom, Some(TrialOutcome::OOMKilled), "x".into(), at(400));
+    let again = transition(&oom, &Observed::default(), &s, at(3600));
+    assert_eq!(again.status.outcome, Some(TrialOutcome::OOMKilled));
 }

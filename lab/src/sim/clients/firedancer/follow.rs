@@ -1,0 +1,145 @@
+//! A Frankendancer follower's Agave side: it joins the cluster, replays and serves RPC
+//! through its Agave child, so the lab plays that side with Agave's calibrated model
+//! (a non-voting validator on mainnet-beta by memory, `super::super::agave::model`): its
+//! JSON-RPC (`[rpc] port`, the full API with `[rpc] full_api`) and the datapoints it pushes
+//! to `[reporting] solana_metrics_config` (passed to Agave as SOLANA_METRICS_CONFIG).
+
+use serde_json::json;
+
+use super::super::agave::model::{AgaveModel, HEALTH_SLOT_DISTANCE};
+use super::super::{Datapoint, MetricsSink, Rpc};
+
+/// Methods Agave serves without `--full-rpc-api` (rpc/src/rpc.rs `rpc_minimal`), and the
+/// full-API ones solana-exporter calls.
+const MINIMAL: &[&str] = &[
+    "getEpochInfo",
+    "getGenesisHash",
+    "getHealth",
+    "getIdentity",
+    "getSlot",
+    "getTransactionCount",
+    "getVersion",
+    "getVoteAccounts",
+];
+const FULL: &[&str] = &["minimumLedgerSlot", "getFirstAvailableBlock"];
+
+/// `host=..,db=..,u=..,p=..`, all four, as Agave's metrics/src/metrics.rs reads it.
+pub fn sink(value: &str) -> Result<Option<MetricsSink>, String> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let mut parts = std::collections::BTreeMap::new();
+    for pair in value.split(',') {
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("SOLANA_METRICS_CONFIG is invalid: '{pair}'"))?;
+        parts.insert(k, v.to_string());
+    }
+    let get = |k: &str| parts.get(k).filter(|v| !v.is_empty()).cloned();
+    match (get("host"), get("db"), get("u"), get("p")) {
+        (Some(host), Some(db), Some(user), Some(password)) => Ok(Some(MetricsSink {
+            host,
+            db,
+            user,
+            password,
+        })),
+        _ => Err("SOLANA_METRICS_CONFIG is incomplete".into()),
+    }
+}
+
+/// Counters read through RPC grow `scale` times slower, so rates read in simulated units.
+fn lab(simulated: f64, scale: f64) -> u64 {
+    (simulated / scale).max(0.0) as u64
+}
+
+/// The Agave child's JSON-RPC answer at `t`; None while it is not listening.
+pub fn rpc(
+    m: &AgaveModel,
+    full: bool,
+    agave: &str,
+    scale: f64,
+    t: f64,
+    method: &str,
+) -> Option<Rpc> {
+    if t < m.rpc_start_seconds() {
+        return None;
+    }
+    if !(MINIMAL.contains(&method) || (full && FULL.contains(&method))) {
+        return Some(Rpc::Error {
+            code: -32601,
+            message: "Method not found".into(),
+            data: None,
+        });
+    }
+    let slot = m.slot_height(t) as u64;
+    let txs = lab(m.transactions(t), scale);
+    Some(match method {
+        "getHealth" => {
+            let behind = m.slot_lag(t).round();
+            if behind <= HEALTH_SLOT_DISTANCE {
+                Rpc::Result(json!("ok"))
+            } else {
+                Rpc::Error {
+                    code: -32005,
+                    message: format!("Node is behind by {behind} slots"),
+                    data: Some(json!({"numSlotsBehind": behind as u64})),
+                }
+            }
+        }
+        "getSlot" => Rpc::Result(json!(slot)),
+        "getTransactionCount" => Rpc::Result(json!(txs)),
+        "getEpochInfo" => Rpc::Result(json!({
+            "absoluteSlot": slot,
+            "blockHeight": (slot as f64 * 0.95) as u64,
+            "epoch": slot / 432_000,
+            "slotIndex": slot % 432_000,
+            "slotsInEpoch": 432_000,
+            "transactionCount": txs,
+        })),
+        "getVersion" => Rpc::Result(json!({"solana-core": agave, "feature-set": 3_294_202_862u64})),
+        "getIdentity" => {
+            Rpc::Result(json!({"identity": "Va1tune1ab1dentity11111111111111111111111111"}))
+        }
+        "getGenesisHash" => Rpc::Result(json!("5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d")),
+        "getVoteAccounts" => Rpc::Result(json!({"current": [], "delinquent": []})),
+        _ => Rpc::Result(json!(slot.saturating_sub(200_000))),
+    })
+}
+
+/// `replay-slot-stats` points in (t0, t1], one per `step` (Agave's
+/// ledger/src/blockstore_processor.rs reports one per replayed slot; the lab batches them
+/// as the Agave model does).
+pub fn datapoints(m: &AgaveModel, scale: f64, step: f64, t0: f64, t1: f64) -> Vec<Datapoint> {
+    let first = (t0 / step).floor() as u64 + 1;
+    let last = (t1 / step).floor() as u64;
+    (first..=last)
+        .map(|i| i as f64 * step)
+        .filter(|at| *at >= m.rpc_start_seconds())
+        .map(|at| Datapoint {
+            measurement: "replay-slot-stats",
+            fields: vec![
+                ("slot", m.slot_height(at) as i64),
+                (
+                    "total_transactions",
+                    (lab(m.transactions(at), scale) - lab(m.transactions(at - step), scale)) as i64,
+                ),
+            ],
+            at,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reporting_config_needs_all_four_keys() {
+        let s = sink("host=http://127.0.0.1:8429,db=frankendancer,u=valtune,p=valtune")
+            .unwrap()
+            .unwrap();
+        assert_eq!(s.db, "frankendancer");
+        assert_eq!(sink(""), Ok(None));
+        assert!(sink("host=x,db=y").is_err());
+    }
+}

@@ -1,0 +1,467 @@
+//! Frankendancer as the lab plays it: recognised by a container that starts fdctl or
+//! fddev (directly or from its start script, which [`wrapper`] runs for real), exiting as
+//! fdctl does on what it refuses ([`fdctl`]: config keys of the image's version, root,
+//! a layout larger than its cores, missing capabilities, too few hugepages), and then
+//! serving its metric tile's `/metrics` in the version's names ([`metrics`]): the leader
+//! benchmark from the model calibrated on seed 003 ([`bench`]), a follower's Agave side
+//! from Agave's model ([`follow`]).
+
+pub mod bench;
+pub mod fdctl;
+pub mod follow;
+pub mod keys;
+pub mod metrics;
+pub mod perms;
+pub mod toml;
+pub mod topology;
+pub mod wrapper;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+use serde_json::{Value, json};
+
+use super::agave::model::AgaveModel;
+use super::{
+    Datapoint, Env, Exit, MetricsSink, ProcFigures, Process, Rpc, SimClient, Started, seed,
+};
+use crate::sim::clock::Clock;
+use crate::sim::pod_view::{PodView, parse_bytes};
+use keys::V;
+use metrics::TileFigures;
+use perms::Privileges;
+use topology::{Cfg, Tile, Topology};
+
+pub struct FiredancerSim;
+
+/// An untagged image is taken to be the newest release the lab knows.
+const NEWEST: V = (0, 1106, 40201);
+/// Tiles report `booting` this long (simulated seconds) before `running`.
+const BOOT_S: f64 = 240.0;
+
+fn version_of(image: &str) -> V {
+    image
+        .match_indices(':')
+        .find_map(|(i, _)| {
+            let tag = image[i + 1..].trim_start_matches('v');
+            let mut it = tag.splitn(3, '.');
+            let major = it.next()?.parse().ok()?;
+            let minor = it.next()?.parse().ok()?;
+            let rest = it.next()?;
+            let end = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len());
+            Some((major, minor, rest[..end].parse().ok()?))
+        })
+        .unwrap_or(NEWEST)
+}
+
+fn exit_now(message: String) -> Started {
+    Started::Exited(Exit {
+        at: 0.0,
+        reason: "Error",
+        code: 1,
+        message,
+    })
+}
+
+/// The end of a text, as a termination message keeps it.
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
+fn pages(c: &Container) -> fdctl::Pages {
+    let limit = |r: &str, unit: u128| {
+        c.resources
+            .as_ref()
+            .and_then(|x| x.limits.as_ref())
+            .and_then(|l| l.get(r))
+            .and_then(|q| parse_bytes(&q.0))
+            .map(|b| (b / unit) as u32)
+            .unwrap_or(0)
+    };
+    (
+        limit("hugepages-1Gi", 1 << 30),
+        limit("hugepages-2Mi", 2 << 20),
+    )
+}
+
+impl SimClient for FiredancerSim {
+    fn name(&self) -> &'static str {
+        "firedancer"
+    }
+
+    fn recognise<'a>(&self, pod: &'a Pod) -> Option<&'a Container> {
+        pod.spec.as_ref()?.containers.iter().find(|c| {
+            let line: Vec<String> = c
+                .command
+                .iter()
+                .flatten()
+                .chain(c.args.iter().flatten())
+                .cloned()
+                .collect();
+            wrapper::starts_firedancer(&line)
+        })
+    }
+
+    fn start(&self, pod: &PodView, container: &Container, env: &Env, clock: &Clock) -> Started {
+        match boot(pod, container, env, clock) {
+            Ok(p) => Started::Running(Arc::new(p)),
+            Err(message) => exit_now(message),
+        }
+    }
+}
+
+fn boot(view: &PodView, c: &Container, env: &Env, clock: &Clock) -> Result<Frankendancer, String> {
+    let image = c.image.clone().unwrap_or_default();
+    let v = version_of(&image);
+    if !((0, 501, 0)..(1, 0, 0)).contains(&v) {
+        return Err(format!(
+            "the lab plays Frankendancer from v0.501 to v0.1106, not {image}"
+        ));
+    }
+    let ran = wrapper::run(view, c, env)?;
+    if ran.code != 0 {
+        return Err(tail(&ran.stderr));
+    }
+    let last = ran
+        .calls
+        .last()
+        .ok_or("the start script exited without starting fdctl")?
+        .clone();
+    let path = last
+        .iter()
+        .position(|a| a == "--config")
+        .and_then(|i| last.get(i + 1))
+        .cloned()
+        .unwrap_or_default();
+    let text = ran.config.clone().ok_or_else(|| {
+        format!("ERR     failed to open config file `{path}` (2-No such file or directory)")
+    })?;
+    let local = last.first().map(String::as_str) == Some("fddev");
+    let config = fdctl::load(&text, &path, v, local)?;
+    let privileges = Privileges::of(&view.pod, c);
+    let mut topology = None;
+    for argv in &ran.calls {
+        topology = fdctl::invoke(argv, &config, v, &privileges, &ran.cpuset, pages(c))?;
+    }
+    let topology = topology.ok_or("the start script's last command does not run Firedancer")?;
+    let cfg = Cfg(&config);
+    let metrics_port = (cfg.str("tiles.metric.prometheus_listen_address", "127.0.0.1")
+        == "0.0.0.0")
+        .then(|| cfg.int("tiles.metric.prometheus_listen_port", 7999) as u16);
+    let s = seed(&view.name);
+    let kind = if local {
+        Kind::Bench
+    } else {
+        let limit = PodView::memory_limit(c).unwrap_or(1 << 40);
+        Kind::Follow {
+            model: Box::new(AgaveModel::new(s, limit, clock.stretch_s())),
+            rpc_port: match cfg.int("rpc.port", 0) {
+                0 => None,
+                p => Some(p as u16),
+            },
+            full_rpc: cfg.bool("rpc.full_api", false),
+            sink: follow::sink(cfg.str("reporting.solana_metrics_config", ""))?,
+            agave: format!("{}.{}.{}", v.2 / 10000, v.2 / 100 % 100, v.2 % 100),
+        }
+    };
+    Ok(Frankendancer {
+        version: v,
+        clock: clock.clone(),
+        seed: s,
+        comm: last.first().cloned().unwrap_or_else(|| "fdctl".into()),
+        metrics_port,
+        topology,
+        kind,
+        crash_after: env
+            .get("VALTUNE_LAB_CRASH_AFTER")
+            .and_then(|v| crate::state::parse_seconds(v)),
+    })
+}
+
+enum Kind {
+    /// `fddev bench`: the node leads every slot of its own cluster.
+    Bench,
+    /// `fdctl run` joined to a cluster.
+    Follow {
+        model: Box<AgaveModel>,
+        rpc_port: Option<u16>,
+        full_rpc: bool,
+        sink: Option<MetricsSink>,
+        /// The Agave version inside (the tag's patch field, src/app/fdctl/with-version.mk).
+        agave: String,
+    },
+}
+
+/// A running fdctl or fddev.
+pub struct Frankendancer {
+    version: V,
+    clock: Clock,
+    seed: u64,
+    comm: String,
+    metrics_port: Option<u16>,
+    topology: Topology,
+    kind: Kind,
+    crash_after: Option<f64>,
+}
+
+/// The model's name for a tile kind.
+fn stage(kind: &str) -> &str {
+    match kind {
+        "sock" => "net",
+        "resolh" => "resolv",
+        "pohh" => "poh",
+        other => other,
+    }
+}
+
+/// A follower's tiles while it replays: turbine shreds, the blockstore, a little gossip
+/// traffic; it never leads, so pack and bank idle.
+fn follower_busy(stage: &str) -> f64 {
+    match stage {
+        "shred" => 0.18,
+        "store" => 0.22,
+        "poh" => 0.05,
+        "net" => 0.03,
+        "verify" | "quic" | "dedup" => 0.02,
+        _ => 0.01,
+    }
+}
+
+/// Regime shares from busy and backpressure shares (monitor.c's columns in reverse).
+fn regimes(busy: f64, backpressure: f64) -> [f64; 8] {
+    // Housekeeping takes what a saturated tile leaves of it.
+    let hk = 0.004_f64.min((1.0 - busy - backpressure).max(0.0));
+    let wait = (1.0 - hk - busy - backpressure).max(0.0);
+    [
+        0.6 * hk,
+        0.4 * hk,
+        0.0,
+        0.05 * busy,
+        0.15 * busy,
+        backpressure,
+        wait,
+        0.8 * busy,
+    ]
+}
+
+impl Frankendancer {
+    fn stretch(&self) -> f64 {
+        self.clock.stretch_s()
+    }
+
+    /// (start, length, tps) of each stretch of the bench up to `t`, after boot.
+    fn stretches(&self, t: f64) -> impl Iterator<Item = (f64, f64, f64)> + '_ {
+        let len = self.stretch();
+        let n = ((t - BOOT_S).max(0.0) / len).ceil() as u64;
+        (0..n).map(move |i| {
+            let start = BOOT_S + i as f64 * len;
+            (
+                start,
+                len.min(t - start),
+                self.topology.setup.tps(self.seed, i),
+            )
+        })
+    }
+
+    /// Transactions executed by `t` (simulated).
+    fn executed(&self, t: f64) -> f64 {
+        match &self.kind {
+            Kind::Bench => self.stretches(t).map(|(_, d, tps)| d * tps).sum(),
+            Kind::Follow { .. } => 0.0,
+        }
+    }
+
+    /// Seconds a tile spent in each regime by `t` (simulated).
+    fn regime_seconds(&self, kind: &str, t: f64) -> [f64; 8] {
+        let mut out = [0.0; 8];
+        let mut add = |d: f64, busy: f64, bp: f64| {
+            for (o, s) in out.iter_mut().zip(regimes(busy, bp)) {
+                *o += d * s;
+            }
+        };
+        match &self.kind {
+            Kind::Bench => {
+                for (_, d, tps) in self.stretches(t) {
+                    let s = self.topology.setup.share(stage(kind), tps);
+                    let busy = if [
+                        "sign", "metric", "diag", "cswtch", "netlnk", "plugin", "gui", "guih",
+                        "bencho",
+                    ]
+                    .contains(&kind)
+                    {
+                        0.01
+                    } else {
+                        s.busy
+                    };
+                    add(d, busy, s.backpressure);
+                }
+            }
+            Kind::Follow { .. } => add((t - BOOT_S).max(0.0), follower_busy(stage(kind)), 0.0),
+        }
+        out
+    }
+
+    fn lab(&self, simulated: f64) -> u64 {
+        (simulated / self.clock.scale).max(0.0) as u64
+    }
+
+    fn figures(&self, tile: &Tile, t: f64, executed: f64, banks: u32) -> TileFigures {
+        let secs = self.regime_seconds(tile.kind, t);
+        let bp = secs[5];
+        let in_bp = match &self.kind {
+            Kind::Bench => self
+                .stretches(t)
+                .last()
+                .map(|(_, _, tps)| {
+                    self.topology
+                        .setup
+                        .share(stage(tile.kind), tps)
+                        .backpressure
+                        > 0.5
+                })
+                .unwrap_or(false),
+            Kind::Follow { .. } => false,
+        };
+        let per_bank = executed / f64::from(banks.max(1));
+        TileFigures {
+            status: u64::from(t >= BOOT_S),
+            regime_nanos: secs.map(|s| self.lab(s * 1e9)),
+            in_backpressure: u64::from(in_bp),
+            backpressure_count: self.lab(bp * 1000.0),
+            executed: (tile.kind == "bank")
+                .then(|| (self.lab(per_bank * 0.998), self.lab(per_bank * 0.002))),
+            inserted: (tile.kind == "store").then(|| {
+                if self.topology.setup.blockstore {
+                    self.lab(executed)
+                } else {
+                    0
+                }
+            }),
+        }
+    }
+}
+
+impl Process for Frankendancer {
+    fn exit(&self) -> Option<Exit> {
+        let oom = match &self.kind {
+            Kind::Follow { model, .. } => model.oom_at().map(|at| Exit {
+                at,
+                reason: "OOMKilled",
+                code: 137,
+                message: String::new(),
+            }),
+            Kind::Bench => None,
+        };
+        let crash = self.crash_after.map(|at| Exit {
+            at,
+            reason: "Error",
+            code: 1,
+            message: "validator crashed (VALTUNE_LAB_CRASH_AFTER)".into(),
+        });
+        [oom, crash]
+            .into_iter()
+            .flatten()
+            .min_by(|a, b| a.at.total_cmp(&b.at))
+    }
+
+    fn rpc_port(&self) -> Option<u16> {
+        match &self.kind {
+            Kind::Follow { rpc_port, .. } => *rpc_port,
+            // bench forces the Agave RPC on 8899 (shared_dev/commands/bench/bench.c).
+            Kind::Bench => Some(8899),
+        }
+    }
+
+    fn json_rpc(&self, t: f64, method: &str, _params: &Value) -> Option<Rpc> {
+        match &self.kind {
+            Kind::Follow {
+                model,
+                full_rpc,
+                agave,
+                ..
+            } => follow::rpc(model, *full_rpc, agave, self.clock.scale, t, method),
+            Kind::Bench => (t >= BOOT_S).then(|| match method {
+                "getHealth" => Rpc::Result(json!("ok")),
+                "getTransactionCount" => Rpc::Result(json!(self.lab(self.executed(t)))),
+                _ => Rpc::Error {
+                    code: -32601,
+                    message: "Method not found".into(),
+                    data: None,
+                },
+            }),
+        }
+    }
+
+    fn metrics_sink(&self) -> Option<MetricsSink> {
+        match &self.kind {
+            Kind::Follow { sink, .. } => sink.clone(),
+            Kind::Bench => None,
+        }
+    }
+
+    fn datapoints(&self, t0: f64, t1: f64) -> Vec<Datapoint> {
+        match &self.kind {
+            Kind::Follow { model, .. } => {
+                follow::datapoints(model, self.clock.scale, self.clock.datapoint_s(), t0, t1)
+            }
+            Kind::Bench => Vec::new(),
+        }
+    }
+
+    fn proc(&self, t: f64) -> ProcFigures {
+        let (rss, vsz) = match &self.kind {
+            Kind::Follow { model, .. } => (model.rss_bytes(t), model.vsz_bytes(t)),
+            Kind::Bench => (12.0 * (1u64 << 30) as f64, 80.0 * (1u64 << 30) as f64),
+        };
+        ProcFigures {
+            comm: self.comm.clone(),
+            rss_bytes: rss as u64,
+            vsz_bytes: vsz as u64,
+            swap_bytes: 0,
+            minor_faults: 0,
+            major_faults: 0,
+            read_bytes: 0,
+            write_bytes: 0,
+            threads: (self.topology.tiles.len() + self.topology.bench.len() + 40) as u32,
+        }
+    }
+
+    fn metrics(&self, t: f64, port: u16, path: &str) -> Option<String> {
+        // Only GET /metrics answers (src/disco/metrics/fd_metric_tile.c); 404 otherwise.
+        if Some(port) != self.metrics_port || path != "/metrics" {
+            return None;
+        }
+        let executed = self.executed(t);
+        let banks = self.topology.setup.bank;
+        let tiles: Vec<(Tile, TileFigures)> = self
+            .topology
+            .tiles
+            .iter()
+            .chain(&self.topology.bench)
+            .map(|tile| (tile.clone(), self.figures(tile, t, executed, banks)))
+            .collect();
+        Some(metrics::render(self.version, &tiles))
+    }
+
+    fn metrics_ports(&self) -> Vec<u16> {
+        self.metrics_port.into_iter().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_come_from_frankendancer_tags() {
+        assert_eq!(
+            version_of("r/frankendancer:v0.1106.40201"),
+            (0, 1106, 40201)
+        );
+        assert_eq!(version_of("r/frankendancer:0.1006.40100"), (0, 1006, 40100));
+        assert_eq!(version_of("r/frankendancer"), NEWEST);
+    }
+}

@@ -1,0 +1,191 @@
+//! Frankendancer (firedancer-io/firedancer, `fdctl` and `fddev`): a follower of a
+//! cluster measured like Agave, or seed 003's leader benchmark (`fddev bench`), from a
+//! TOML config per trial whose tile counts are swept ([`knobs`]), with every tile on a
+//! core of its own ([`layout`], [`start`]), hugepages as the kubelet grants them and
+//! privileges only as the spec names them ([`rules`]). How results are read is in
+//! [`profile`]; why each choice, with the upstream sources, in docs/clients/firedancer.md.
+
+mod config;
+mod knobs;
+mod layout;
+mod profile;
+mod render;
+mod rules;
+mod start;
+mod versions;
+
+use kube::core::Rule;
+
+use super::knobs::KnobTable;
+use super::pod::Skeleton;
+use super::profile::{Column, MetricProfile, Objective, TextColumn};
+use super::{ClientPod, RenderError, ValidatorClient};
+use crate::api::firedancer::FiredancerSpec;
+use crate::api::settings::QueryKey;
+use crate::api::template::{ClientSpec, ValidatorTemplate};
+use crate::api::trial::{TrialResults, ValidatorTrial};
+use crate::api::version::Version;
+
+pub const VALIDATOR_CONTAINER: &str = "validator";
+
+pub struct Firedancer;
+
+fn spec(t: &ValidatorTemplate) -> Result<&FiredancerSpec, RenderError> {
+    t.client
+        .firedancer
+        .as_ref()
+        .ok_or_else(|| RenderError::Invalid("the template has no firedancer settings".into()))
+}
+
+impl ValidatorClient for Firedancer {
+    fn name(&self) -> &'static str {
+        "firedancer"
+    }
+
+    fn runs(&self, spec: &ClientSpec) -> bool {
+        spec.firedancer.is_some()
+    }
+
+    fn image_and_version<'a>(&self, t: &'a ValidatorTemplate) -> (&'a str, Option<&'a str>) {
+        t.client
+            .firedancer
+            .as_ref()
+            .map(|f| (f.image.as_str(), f.version.as_deref()))
+            .unwrap_or(("", None))
+    }
+
+    fn knobs(&self) -> &'static KnobTable {
+        &knobs::FIREDANCER
+    }
+
+    fn rules(&self) -> Vec<Rule> {
+        rules::rules()
+    }
+
+    /// fdctl's `[hugetlbfs] mount_path`: the kubelet's hugepages volumes go where fdctl
+    /// expects its `.gigantic` and `.huge` mounts (the start script remounts them).
+    fn hugetlbfs_path(&self) -> &'static str {
+        config::HUGETLBFS
+    }
+
+    fn render(
+        &self,
+        trial: &ValidatorTrial,
+        skeleton: &Skeleton,
+    ) -> Result<ClientPod, RenderError> {
+        let t = &trial.spec.template;
+        let spec = spec(t)?;
+        let version = self.version(t).ok_or_else(|| {
+            RenderError::Invalid(
+                "Firedancer's version is not known: set template.firedancer.version or use an image tagged :vX.Y.Z".into(),
+            )
+        })?;
+        render::pod(self, trial, spec, version, skeleton)
+    }
+
+    fn profile(&self, t: &ValidatorTemplate) -> MetricProfile {
+        // Admission insists on a known version; the newest names otherwise.
+        let v = self.version(t).unwrap_or(Version::new(0, 1106, 40201));
+        match t.client.firedancer.as_ref() {
+            Some(spec) => profile::profile(spec, v),
+            None => unsupported_profile(),
+        }
+    }
+
+    fn profile_keys(&self) -> Option<Vec<QueryKey>> {
+        Some(vec![QueryKey::Tps, QueryKey::SlotLag])
+    }
+
+    fn report_columns(&self) -> Vec<Column> {
+        profile::COLUMNS.to_vec()
+    }
+
+    fn report_text_columns(&self) -> Vec<TextColumn> {
+        profile::TEXT_COLUMNS.to_vec()
+    }
+
+    fn objective(&self) -> Objective {
+        profile::OBJECTIVE
+    }
+
+    fn summary(&self) -> fn(&TrialResults) -> String {
+        profile::summary
+    }
+}
+
+/// The profile of a client whose trials are not rendered (nothing reads it); the clients
+/// still without a module of their own use it too.
+pub(super) fn unsupported_profile() -> MetricProfile {
+    MetricProfile {
+        queries: Default::default(),
+        lag: QueryKey::SlotLag,
+        lag_unit: super::profile::LagUnit::Slots,
+        default_max_lag: 0,
+        endpoints: Vec::new(),
+        validator_container: VALIDATOR_CONTAINER,
+        figures: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::clients::golden;
+
+    const FOLLOWER: &str = "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {name: fd-follow}\nspec:\n  template:\n    firedancer: {image: 'r/frankendancer:v0.913.40003', cluster: testnet, capabilities: [NET_RAW, SYS_ADMIN, SYS_RESOURCE]}\n    resources: {cpu: 32, memory: 512Gi, hugepages1Gi: 32, hugepages2Mi: 512}\n    storage: [{role: ledger, size: 2Ti}, {role: accounts, size: 2Ti}]\n  sweep:\n    threads: [{name: resolvTiles, values: [2]}]\n";
+
+    /// A follower: the node's network, its sidecars, an identity and hugetlbfs mounts
+    /// before `fdctl run`, and keys of its version (v0.913: resolh_tile_count).
+    #[test]
+    fn golden_follower_pod() {
+        let t = golden::trial(FOLLOWER, 0);
+        let pod = golden::rendered(&t);
+        for part in [
+            "hostNetwork: true",
+            "name: rpc-exporter",
+            "name: vmagent",
+            "fdctl configure init hugetlbfs",
+            "exec fdctl run",
+            "resolh_tile_count = 2",
+            "solana_metrics_config = \"host=http://127.0.0.1:8429,db=frankendancer,u=valtune,p=valtune\"",
+            "expected_genesis_hash = \"4uhcVJyU9pJkvQyS88uRDiswHXSCkY3zQawwpjk2NsNY\"",
+            "path = \"/mnt/ledger\"",
+        ] {
+            assert!(pod.contains(part), "{part}: {pod}");
+        }
+        golden::check("firedancer", "follow-testnet-v0913", &pod);
+        // Before v0.901 the same sweep writes the old key.
+        let t = golden::trial(&FOLLOWER.replace("v0.913.40003", "v0.505.20216"), 0);
+        assert!(golden::rendered(&t).contains("resolv_tile_count = 2"));
+    }
+
+    /// Privileges are what the spec names: XDP is privileged, on the node's network, and
+    /// needs no AppArmor exception.
+    #[test]
+    fn privileges_are_only_those_named() {
+        let xdp = FOLLOWER.replace(
+            "capabilities: [NET_RAW, SYS_ADMIN, SYS_RESOURCE]",
+            "privileged: true, netProvider: xdp, workload: bench",
+        );
+        let pod = golden::rendered(&golden::trial(&xdp, 0));
+        assert!(
+            pod.contains("privileged: true") && pod.contains("hostNetwork: true"),
+            "{pod}"
+        );
+        assert!(
+            !pod.contains("appArmorProfile") && !pod.contains("capabilities:"),
+            "{pod}"
+        );
+        assert!(pod.contains("provider = \"xdp\""));
+        let pod = golden::rendered(&golden::trial(FOLLOWER, 0));
+        assert!(!pod.contains("privileged: true"), "{pod}");
+        assert!(pod.contains("type: Unconfined"));
+    }
+
+    #[test]
+    fn golden_seed_bench_pod() {
+        // verify 30, bank 6, no blockstore: the guide's last step.
+        let t = golden::trial(&golden::example("frankendancer-bench-tiles.yaml"), 7);
+        let pod = golden::rendered(&t);
+        golden::check("firedancer", "bench-verify30-bank6-no-blockstore", &pod);
+    }
+}

@@ -1,0 +1,338 @@
+//! How a Firedancer trial's results are read, by workload and version.
+//! - Native metrics (firedancer-io/firedancer `src/disco/metrics/metrics.xml`, served at
+//!   `/metrics` of `[tiles.metric]`, labels `kind` and `kind_id`). From c7473a8d80 (v0.1101,
+//!   [`super::versions::renamed_metrics`]) names were normalised and every counter is
+//!   exported with `_total` (src/disco/metrics/fd_prometheus.c `metric_export_name`).
+//! - Bench TPS: the bank tiles' executed transactions (`bank_successful_transactions` +
+//!   `bank_executed_failed_transactions` before, `bank_txn_executed_total{txn_execute_result}`
+//!   after; metrics.xml L690-701 @v0.1006.40100, L1068-1078 @v0.1106.40201): `fddev bench`
+//!   prints no TPS since b297342930 (v0.801), and a single-node bench leads every slot.
+//! - Per tile kind, the shares of time `monitor` shows (shared/commands/monitor/monitor.c
+//!   L344-359 @v0.1106): `% finish` = regimes caught_up_prefrag + processing_prefrag +
+//!   processing_postfrag, `% backp` = backpressure_prefrag, of
+//!   `tile_regime_duration_nanos{tile_regime}` (every release from v0.501).
+//! - A follower like Agave: TPS from its Agave child's `replay-slot-stats` datapoints
+//!   (`[reporting] solana_metrics_config`, every point kept by vmagent) and slot lag from
+//!   solana-exporter v3.0.2 (getHealth) on the Agave RPC.
+//! - The bench leads its own cluster and cannot fall behind: its "lag" is the number of
+//!   tiles not yet running (`tile_status`, 1 = running), 0 once it is up.
+
+use std::collections::BTreeMap;
+
+use super::versions::renamed_metrics;
+use crate::api::firedancer::{FiredancerSpec, FiredancerWorkload};
+use crate::api::settings::QueryKey;
+use crate::api::trial::TrialResults;
+use crate::api::version::Version;
+use crate::clients::profile::{
+    Column, Endpoint, Figure, LagUnit, MetricProfile, Objective, TextColumn,
+};
+
+pub const METRICS_PORT_NAME: &str = "metrics-fd";
+pub const RPC_EXPORTER_PORT_NAME: &str = "metrics-rpc";
+
+/// Tile kinds whose busy share is a figure: (figure prefix, `kind` regex). Kinds renamed
+/// at v0.901 match both names; `net` is `sock` with the socket provider.
+pub const KINDS: [(&str, &str); 12] = [
+    ("net", "net|sock"),
+    ("quic", "quic"),
+    ("verify", "verify"),
+    ("dedup", "dedup"),
+    ("resolv", "resolv|resolh"),
+    ("pack", "pack"),
+    ("bank", "bank"),
+    ("poh", "poh|pohh"),
+    ("shred", "shred"),
+    ("store", "store"),
+    ("benchg", "benchg"),
+    ("benchs", "benchs"),
+];
+
+/// Kinds whose backpressure share is a figure too (the seed reads poh and shred waiting
+/// on the blockstore).
+const BACKPRESSURED: [&str; 4] = ["pack", "bank", "poh", "shred"];
+
+const BUSY_REGIMES: &str = "caught_up_prefrag|processing_prefrag|processing_postfrag";
+
+fn regime_metric(v: Version) -> &'static str {
+    if renamed_metrics(v) {
+        "tile_regime_duration_nanos_total"
+    } else {
+        "tile_regime_duration_nanos"
+    }
+}
+
+fn share(v: Version, kind: &str, regimes: &str) -> String {
+    let m = regime_metric(v);
+    format!(
+        "sum(increase({m}{{$selector,kind=~\"{kind}\",tile_regime=~\"{regimes}\"}}[$window])) / sum(increase({m}{{$selector,kind=~\"{kind}\"}}[$window]))"
+    )
+}
+
+fn figures(v: Version, bench: bool) -> Vec<Figure> {
+    let mut out = Vec::new();
+    for (name, kind) in KINDS {
+        if !bench && name.starts_with("bench") {
+            continue;
+        }
+        out.push(Figure {
+            name: busy_name(name),
+            query: share(v, kind, BUSY_REGIMES),
+            scale: 100.0,
+        });
+        if BACKPRESSURED.contains(&name) {
+            out.push(Figure {
+                name: backpressure_name(name),
+                query: share(v, kind, "backpressure_prefrag"),
+                scale: 100.0,
+            });
+        }
+    }
+    out
+}
+
+fn busy_name(kind: &str) -> &'static str {
+    match kind {
+        "net" => "netBusyPct",
+        "quic" => "quicBusyPct",
+        "verify" => "verifyBusyPct",
+        "dedup" => "dedupBusyPct",
+        "resolv" => "resolvBusyPct",
+        "pack" => "packBusyPct",
+        "bank" => "bankBusyPct",
+        "poh" => "pohBusyPct",
+        "shred" => "shredBusyPct",
+        "store" => "storeBusyPct",
+        "benchg" => "benchgBusyPct",
+        _ => "benchsBusyPct",
+    }
+}
+
+fn backpressure_name(kind: &str) -> &'static str {
+    match kind {
+        "pack" => "packBackpressurePct",
+        "bank" => "bankBackpressurePct",
+        "poh" => "pohBackpressurePct",
+        _ => "shredBackpressurePct",
+    }
+}
+
+/// The bank tiles' executed transactions per second.
+fn bench_tps(v: Version) -> String {
+    if renamed_metrics(v) {
+        "sum(rate(bank_txn_executed_total{$selector}[$rate]))".into()
+    } else {
+        "sum(rate(bank_successful_transactions{$selector}[$rate])) + sum(rate(bank_executed_failed_transactions{$selector}[$rate]))".into()
+    }
+}
+
+pub fn profile(spec: &FiredancerSpec, v: Version) -> MetricProfile {
+    let native = Endpoint {
+        port: METRICS_PORT_NAME,
+        path: "/metrics",
+    };
+    match spec.workload {
+        FiredancerWorkload::Bench => MetricProfile {
+            queries: BTreeMap::from([
+                (QueryKey::Tps, bench_tps(v)),
+                (
+                    QueryKey::SlotLag,
+                    "sum(tile_status{$selector} != bool 1)".into(),
+                ),
+            ]),
+            lag: QueryKey::SlotLag,
+            lag_unit: LagUnit::Slots,
+            default_max_lag: 0,
+            endpoints: vec![native],
+            validator_container: super::VALIDATOR_CONTAINER,
+            figures: figures(v, true),
+        },
+        FiredancerWorkload::Follow => {
+            let behind = "max(solana_node_num_slots_behind{$selector})";
+            MetricProfile {
+                queries: BTreeMap::from([
+                    (
+                        QueryKey::Tps,
+                        "(sum(sum_over_time(replay_slot_stats_total_transactions{$selector}[$step])) or vector(0)) / $stepSeconds and on() (max(max_over_time(up{$selector}[$rate])) == 1)".into(),
+                    ),
+                    (
+                        QueryKey::SlotLag,
+                        format!(
+                            "{behind} unless on() (max(solana_node_is_healthy{{$selector}}) == 0 and on() {behind} == 0)"
+                        ),
+                    ),
+                ]),
+                lag: QueryKey::SlotLag,
+                lag_unit: LagUnit::Slots,
+                default_max_lag: 100,
+                endpoints: vec![
+                    native,
+                    Endpoint {
+                        port: RPC_EXPORTER_PORT_NAME,
+                        path: "/metrics",
+                    },
+                ],
+                validator_container: super::VALIDATOR_CONTAINER,
+                figures: figures(v, false),
+            }
+        }
+    }
+}
+
+/// A kind this busy is saturated: it limits the pipeline (the seed reads 99.7% and
+/// 99.973%; idle followers sit far below).
+const SATURATED_PCT: f64 = 90.0;
+
+/// The busiest tile kind of a trial and its busy percentage.
+pub fn busiest(r: &TrialResults) -> Option<(&'static str, f64)> {
+    KINDS
+        .iter()
+        .filter_map(|(kind, _)| Some((*kind, r.figure(busy_name(kind))?)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// The tile kind that limits a trial: its busiest, if saturated.
+pub fn bottleneck(r: &TrialResults) -> Option<(&'static str, f64)> {
+    busiest(r).filter(|(_, pct)| *pct >= SATURATED_PCT)
+}
+
+fn bottleneck_text(r: &TrialResults) -> Option<String> {
+    match (bottleneck(r), busiest(r)) {
+        (Some((kind, pct)), _) => Some(format!("{kind} ({pct:.2}% busy)")),
+        (None, Some((kind, pct))) => Some(format!("none (busiest: {kind} {pct:.2}%)")),
+        _ => None,
+    }
+}
+
+pub const COLUMNS: [Column; 5] = [
+    Column {
+        header: "AVG TPS",
+        value: |r| r.avg_tps,
+    },
+    Column {
+        header: "MAX TPS",
+        value: |r| r.max_tps,
+    },
+    Column {
+        header: "VERIFY BUSY %",
+        value: |r| r.figure("verifyBusyPct"),
+    },
+    Column {
+        header: "BANK BUSY %",
+        value: |r| r.figure("bankBusyPct"),
+    },
+    Column {
+        header: "STORE BUSY %",
+        value: |r| r.figure("storeBusyPct"),
+    },
+];
+
+pub const TEXT_COLUMNS: [TextColumn; 1] = [TextColumn {
+    header: "BOTTLENECK",
+    value: bottleneck_text,
+}];
+
+pub const OBJECTIVE: Objective = Objective {
+    name: "average TPS",
+    value: |r| r.avg_tps,
+    higher_is_better: true,
+};
+
+pub fn summary(r: &TrialResults) -> String {
+    let f = |v: Option<f64>| v.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into());
+    let mut s = format!("avg {} TPS, max {} TPS", f(r.avg_tps), f(r.max_tps));
+    match (bottleneck(r), busiest(r)) {
+        (Some((kind, pct)), _) => {
+            s.push_str(&format!("; bottleneck: {kind} tiles ({pct:.2}% busy)"))
+        }
+        (None, Some((kind, pct))) => {
+            s.push_str(&format!("; no tile saturated (busiest: {kind}, {pct:.2}%)"))
+        }
+        _ => {}
+    }
+    if let Some(lag) = r.final_lag {
+        s.push_str(&format!("; {lag} slots behind at the end"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(workload: &str) -> FiredancerSpec {
+        serde_saphyr::from_str(&format!("image: x\nworkload: {workload}")).unwrap()
+    }
+
+    #[test]
+    fn bench_tps_reads_the_names_of_the_version() {
+        let old = profile(&spec("bench"), Version::new(0, 1006, 40100));
+        let new = profile(&spec("bench"), Version::new(0, 1106, 40201));
+        assert!(old.queries[&QueryKey::Tps].contains("bank_successful_transactions{"));
+        assert!(!old.queries[&QueryKey::Tps].contains("_total"));
+        assert!(new.queries[&QueryKey::Tps].contains("bank_txn_executed_total{"));
+        let busy = |p: &MetricProfile| {
+            p.figures
+                .iter()
+                .find(|f| f.name == "storeBusyPct")
+                .unwrap()
+                .query
+                .clone()
+        };
+        assert!(busy(&old).contains("tile_regime_duration_nanos{"));
+        assert!(busy(&new).contains("tile_regime_duration_nanos_total{"));
+        assert!(new.figures.iter().any(|f| f.name == "benchgBusyPct"));
+    }
+
+    #[test]
+    fn a_follower_is_measured_like_agave() {
+        let p = profile(&spec("follow"), Version::new(0, 1106, 40201));
+        assert!(p.queries[&QueryKey::Tps].contains("replay_slot_stats_total_transactions"));
+        assert!(p.queries[&QueryKey::SlotLag].contains("solana_node_num_slots_behind"));
+        assert_eq!(p.default_max_lag, 100);
+        assert!(!p.figures.iter().any(|f| f.name.starts_with("bench")));
+    }
+
+    #[test]
+    fn the_bottleneck_is_the_busiest_kind() {
+        let r = TrialResults {
+            avg_tps: Some(89564.0),
+            figures: [
+                ("verifyBusyPct".to_string(), 31.2),
+                ("storeBusyPct".to_string(), 99.97),
+                ("shredBackpressurePct".to_string(), 95.86),
+            ]
+            .into(),
+            ..Default::default()
+        };
+        assert_eq!(bottleneck(&r), Some(("store", 99.97)));
+        assert_eq!(
+            (TEXT_COLUMNS[0].value)(&r).as_deref(),
+            Some("store (99.97% busy)")
+        );
+        assert_eq!(
+            summary(&r),
+            "avg 89564 TPS, max - TPS; bottleneck: store tiles (99.97% busy)"
+        );
+        // A follower's tiles idle: nothing limits it.
+        let idle = TrialResults {
+            figures: [
+                ("storeBusyPct".to_string(), 22.0),
+                ("shredBusyPct".to_string(), 18.0),
+            ]
+            .into(),
+            final_lag: Some(3.0),
+            ..Default::default()
+        };
+        assert_eq!(bottleneck(&idle), None);
+        assert_eq!(
+            (TEXT_COLUMNS[0].value)(&idle).as_deref(),
+            Some("none (busiest: store 22.00%)")
+        );
+        assert!(
+            summary(&idle).ends_with(
+                "; no tile saturated (busiest: store, 22.00%); 3 slots behind at the end"
+            )
+        );
+    }
+}

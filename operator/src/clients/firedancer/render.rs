@@ -1,0 +1,293 @@
+//! A Frankendancer trial's pod: a preflight check of the node's kernel settings, the
+//! config template in a ConfigMap, the start script ([`super::start`]) that fills in the
+//! affinity from the container's cpuset and execs `fdctl run` (a follower, with the RPC
+//! exporter and vmagent beside it) or `fddev bench`, with privileges only as the spec
+//! names them.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    AppArmorProfile, Capabilities, ConfigMapVolumeSource, Container, ContainerPort,
+    EmptyDirVolumeSource, EnvVar, EnvVarSource, ObjectFieldSelector, SecurityContext, Volume,
+    VolumeMount,
+};
+
+use super::config::{self, Inputs, RUN_DIR, SCRATCH_DIR, TEMPLATE_DIR, TEMPLATE_FILE};
+use super::layout::Needs;
+use super::profile::{METRICS_PORT_NAME, RPC_EXPORTER_PORT_NAME};
+use super::{VALIDATOR_CONTAINER, start};
+use crate::api::firedancer::{
+    Capability, FiredancerNetProvider, FiredancerSpec, FiredancerWorkload,
+};
+use crate::api::trial::ValidatorTrial;
+use crate::api::version::Version;
+use crate::clients::pod::{PREFLIGHT_CONTAINER, Skeleton, Tweaks, config_map, sidecar_resources};
+use crate::clients::{ClientPod, RenderError, ValidatorClient};
+
+const VMAGENT_DATA: &str = "/var/lib/vmagent";
+
+/// What fdctl run checks of the node (shared/commands/configure/sysctl.c @v0.1106.40201:
+/// the ENFORCE_MINIMUM params, the socket provider's buffer sizes, default 134217728 in
+/// `[net.socket]`, or XDP's loopback settings). /proc/sys is read-only in a pod, so the
+/// node must be prepared.
+fn preflight_script(provider: FiredancerNetProvider) -> String {
+    let mut s = String::from(
+        r#"set -u
+sys=${SYSCTL_DIR:-/proc/sys}
+missing=""
+need() { # need NAME HAVE WANT
+  if [ "$2" -lt "$3" ]; then missing="$missing $1 is $2 (needs $3);"; fi
+}
+need vm.max_map_count "$(cat $sys/vm/max_map_count)" 1000000
+need fs.file-max "$(cat $sys/fs/file-max)" 1024000
+need fs.nr_open "$(cat $sys/fs/nr_open)" 1024000
+"#,
+    );
+    match provider {
+        FiredancerNetProvider::Socket => s.push_str(
+            "need net.core.rmem_max \"$(cat $sys/net/core/rmem_max)\" 134217728\nneed net.core.wmem_max \"$(cat $sys/net/core/wmem_max)\" 134217728\n",
+        ),
+        // XDP's own (xdp_params), on the node's network.
+        FiredancerNetProvider::Xdp => s.push_str(
+            "need net.ipv4.conf.lo.rp_filter \"$(cat $sys/net/ipv4/conf/lo/rp_filter)\" 2\nneed net.ipv4.conf.lo.accept_local \"$(cat $sys/net/ipv4/conf/lo/accept_local)\" 1\n",
+        ),
+    }
+    s.push_str(
+        r#"if [ -n "$missing" ]; then
+  echo "the node is not prepared for Firedancer:$missing fdctl run refuses to start without them and a pod cannot set them; see docs/clients/firedancer.md (node preparation)" >&2
+  exit 1
+fi
+"#,
+    );
+    s
+}
+
+fn env(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: Some(value.into()),
+        ..Default::default()
+    }
+}
+
+fn field_env(name: &str, path: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn port(name: &str, port: i32) -> ContainerPort {
+    ContainerPort {
+        name: Some(name.into()),
+        container_port: port,
+        protocol: Some("TCP".into()),
+        ..Default::default()
+    }
+}
+
+fn mount(name: &str, path: &str) -> VolumeMount {
+    VolumeMount {
+        name: name.into(),
+        mount_path: path.into(),
+        ..Default::default()
+    }
+}
+
+fn empty_dir(name: &str) -> Volume {
+    Volume {
+        name: name.into(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Default::default()
+    }
+}
+
+/// A native sidecar: an init container that runs beside the validator and restarts if
+/// it exits (Kubernetes 1.29+).
+fn sidecar(name: &str, image: &str, args: Vec<String>, ports: Vec<ContainerPort>) -> Container {
+    Container {
+        name: name.into(),
+        image: Some(image.into()),
+        args: Some(args),
+        ports: Some(ports),
+        resources: Some(sidecar_resources()),
+        restart_policy: Some("Always".into()),
+        ..Default::default()
+    }
+}
+
+/// Root in the container (the start script chowns, mounts hugetlbfs; fdctl drops to
+/// `user` itself), with exactly the privileges the spec opts into.
+fn security(spec: &FiredancerSpec) -> SecurityContext {
+    let caps: Vec<String> = spec
+        .capabilities
+        .iter()
+        .map(|c| c.as_str().to_string())
+        .collect();
+    // The runtime's default AppArmor profile denies mount(2), which fdctl's hugetlbfs
+    // stage needs; naming SYS_ADMIN opts into that too (docs/clients/firedancer.md).
+    let mounts = !spec.privileged && spec.capabilities.contains(&Capability::SysAdmin);
+    SecurityContext {
+        run_as_user: Some(0),
+        run_as_non_root: Some(false),
+        privileged: spec.privileged.then_some(true),
+        capabilities: (!caps.is_empty()).then(|| Capabilities {
+            add: Some(caps),
+            ..Default::default()
+        }),
+        app_armor_profile: mounts.then(|| AppArmorProfile {
+            type_: "Unconfined".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+pub fn pod(
+    client: &super::Firedancer,
+    trial: &ValidatorTrial,
+    spec: &FiredancerSpec,
+    version: Version,
+    skeleton: &Skeleton,
+) -> Result<ClientPod, RenderError> {
+    let t = &trial.spec.template;
+    let follow = spec.workload == FiredancerWorkload::Follow;
+    let x = &spec.exporters;
+    let volumes: Vec<_> = t
+        .storage
+        .iter()
+        .map(|v| (v.role, client.mount_path(v.role)))
+        .collect();
+    let cfg = config::config(&Inputs {
+        spec,
+        point: &trial.spec.point,
+        version: Some(version),
+        volumes: volumes.clone(),
+        datapoints_port: follow.then_some(x.datapoints_port),
+    })?;
+    let header = format!(
+        "# Written by valtune for trial {} (firedancer-io/firedancer {version}). The @...@\n# affinity placeholders are filled in from the container's cpuset at start.\n",
+        trial.metadata.name.clone().unwrap_or_default()
+    );
+    let cm = config_map(
+        trial,
+        skeleton,
+        "config",
+        BTreeMap::from([(TEMPLATE_FILE.to_string(), cfg.render(&header))]),
+    );
+    let needs = Needs::of(spec, &trial.spec.point);
+    let mut dirs = vec![SCRATCH_DIR.to_string()];
+    dirs.extend(volumes.iter().map(|(_, p)| p.clone()));
+    let script = start::script(spec.workload, needs, t.resources.cpu, &spec.user, &dirs);
+
+    let mut init = Vec::new();
+    if spec.preflight {
+        init.push(Container {
+            name: PREFLIGHT_CONTAINER.into(),
+            image: Some(spec.image.clone()),
+            command: Some(vec!["sh".into(), "-c".into()]),
+            args: Some(vec![preflight_script(spec.net_provider)]),
+            resources: Some(sidecar_resources()),
+            termination_message_policy: Some("FallbackToLogsOnError".into()),
+            ..Default::default()
+        });
+    }
+    let mut pod_volumes = vec![
+        Volume {
+            name: "fd-config".into(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: cm.metadata.name.clone().unwrap_or_default(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        empty_dir("fd-run"),
+        empty_dir("fd-scratch"),
+    ];
+    let mut ports = vec![port(METRICS_PORT_NAME, spec.metrics_port)];
+    if follow {
+        ports.push(port("rpc", spec.rpc_port));
+        // Slot lag from getHealth on the Agave child's RPC (solana-exporter, light mode).
+        init.push(sidecar(
+            "rpc-exporter",
+            &x.rpc,
+            vec![
+                format!("-rpc-url=http://127.0.0.1:{}", spec.rpc_port),
+                format!("-listen-address=:{}", x.rpc_port),
+                "-light-mode".into(),
+            ],
+            vec![port(RPC_EXPORTER_PORT_NAME, x.rpc_port)],
+        ));
+        // Every datapoint the Agave child pushes, remote-written with its own timestamp
+        // under the pod's namespace and name (vmagent app/vmagent, lib/protoparser/influx).
+        let remote_write = skeleton.remote_write.clone().ok_or_else(|| {
+            RenderError::Invalid(
+                "a Frankendancer follower's datapoints are remote-written to Prometheus, and no Prometheus is configured: set spec.metrics.prometheusUrl (or remoteWriteUrl), or start the operator with --prometheus-url".into(),
+            )
+        })?;
+        let mut vmagent = sidecar(
+            "vmagent",
+            &x.datapoints,
+            vec![
+                format!("-httpListenAddr=:{}", x.datapoints_port),
+                format!("-remoteWrite.url={remote_write}"),
+                "-remoteWrite.label=namespace=$(POD_NAMESPACE)".into(),
+                "-remoteWrite.label=pod=$(POD_NAME)".into(),
+                "-usePromCompatibleNaming".into(),
+                format!("-remoteWrite.tmpDataPath={VMAGENT_DATA}"),
+            ],
+            vec![port("datapoints", x.datapoints_port)],
+        );
+        vmagent.env = Some(vec![
+            field_env("POD_NAMESPACE", "metadata.namespace"),
+            field_env("POD_NAME", "metadata.name"),
+        ]);
+        vmagent.volume_mounts = Some(vec![mount("vmagent-data", VMAGENT_DATA)]);
+        init.push(vmagent);
+        pod_volumes.push(empty_dir("vmagent-data"));
+    }
+
+    let mut mounts = skeleton.mounts.clone();
+    mounts.extend([
+        mount("fd-config", TEMPLATE_DIR),
+        mount("fd-run", RUN_DIR),
+        mount("fd-scratch", SCRATCH_DIR),
+    ]);
+    let mut validator_env: Vec<EnvVar> = Vec::new();
+    let applied = crate::clients::knobs::apply(client.knobs(), &trial.spec.point, Some(version))?;
+    validator_env.extend(applied.env.iter().map(|(k, v)| env(k, v)));
+    validator_env.extend(t.env.iter().cloned());
+    let validator = Container {
+        name: VALIDATOR_CONTAINER.into(),
+        image: Some(spec.image.clone()),
+        command: Some(vec!["sh".into(), "-c".into()]),
+        args: Some(vec![script]),
+        env: (!validator_env.is_empty()).then_some(validator_env),
+        ports: Some(ports),
+        resources: Some(skeleton.validator_resources.clone()),
+        volume_mounts: Some(mounts),
+        security_context: Some(security(spec)),
+        // fdctl's refusals (a layout too large, a missing capability) explain themselves.
+        termination_message_policy: Some("FallbackToLogsOnError".into()),
+        ..Default::default()
+    };
+    Ok(ClientPod {
+        init_containers: init,
+        containers: vec![validator],
+        volumes: pod_volumes,
+        config_maps: vec![cm],
+        tweaks: Tweaks {
+            // A follower's gossip, turbine and repair ports (and Agave's start-up port
+            // check) must be reachable from the cluster; XDP attaches to the node's NIC.
+            host_network: follow || spec.net_provider == FiredancerNetProvider::Xdp,
+            ..Default::default()
+        },
+    })
+}

@@ -1,0 +1,153 @@
+//! Admission rules only Firedancer has (CEL on the experiment spec), beyond its knob
+//! table's: a known, supported version; privileges only by explicit opt-in; a layout that
+//! fits the trial's cores and hugepages (with the numbers); config keys valtune owns.
+
+use kube::core::Rule;
+
+use super::layout::{STACK_HUGE_PAGES, cel};
+use super::versions::{V0_501, V1};
+use crate::api::version::{Versions, cel_known, cel_version};
+
+/// Keys valtune writes from the spec; setting them as config keys would break the trial.
+pub const RESERVED_KEYS: [&str; 21] = [
+    "user",
+    "scratch_directory",
+    "layout.affinity",
+    "layout.agave_affinity",
+    "layout.solana_labs_affinity",
+    "hugetlbfs.mount_path",
+    "net.provider",
+    "tiles.metric.prometheus_listen_address",
+    "tiles.metric.prometheus_listen_port",
+    "tiles.gui.enabled",
+    "tiles.gui.gui_listen_port",
+    "tiles.bundle.enabled",
+    "rpc.port",
+    "reporting.solana_metrics_config",
+    "consensus.identity_path",
+    "ledger.path",
+    "ledger.accounts_path",
+    "snapshots.path",
+    "development.bench.affinity",
+    "development.bench.benchg_tile_count",
+    "development.bench.benchs_tile_count",
+];
+
+fn reserved(key: &str) -> String {
+    let list = RESERVED_KEYS
+        .iter()
+        .map(|k| format!("'{k}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!("({key} in [{list}] || {key}.endsWith('_tile_count'))")
+}
+
+/// Development-only keys fdctl refuses on a live cluster (shared/fd_config.c L385-390
+/// @v0.1106.40201: "trying to join a live cluster, but configuration enables ...").
+fn development(key: &str) -> String {
+    format!("({key}.startsWith('development.bench.') || {key}.startsWith('development.genesis.'))")
+}
+
+fn rule(cond: String, message: &str, field: &str) -> Rule {
+    Rule::new(format!("!has({}) || {cond}", cel::SPEC))
+        .message(message)
+        .field_path(field)
+}
+
+pub fn rules() -> Vec<Rule> {
+    let f = cel::SPEC;
+    let version = cel_version(f);
+    let known = cel_known(&version);
+    let supported = Versions {
+        since: Some(V0_501),
+        before: Some(V1),
+    };
+    let (tiles, bench, min_cpu, stacks) = (
+        cel::tiles(),
+        cel::bench_cores(),
+        cel::min_cpu(),
+        cel::stack_pages(),
+    );
+    let mut rules = vec![
+        rule(
+            known.clone(),
+            "Firedancer's config keys, tile names and metric names depend on its version, which is not known: set template.firedancer.version (e.g. 0.1106.40201) or use an image tagged :vX.Y.Z",
+            ".template.firedancer.version",
+        ),
+        rule(
+            format!("{f}.flavor != 'firedancer'"),
+            "valtune renders Frankendancer trials (fdctl run, fddev bench); full Firedancer (the firedancer binary, with replay, gossip and snapshot tiles of its own) is not rendered yet: use a Frankendancer image (v0.x) with flavor frankendancer",
+            ".template.firedancer.flavor",
+        ),
+        rule(
+            format!("!({known}) || ({})", supported.cel_contains(&version)),
+            "valtune renders Frankendancer from v0.501.20212 (the socket provider and the topology it counts) and below v1.0.0 (v1.x is full Firedancer): use such an image or set template.firedancer.version",
+            ".template.firedancer.version",
+        ),
+        rule(
+            format!(
+                "{f}.privileged || (has({f}.capabilities) && 'NET_RAW' in {f}.capabilities && 'SYS_ADMIN' in {f}.capabilities)"
+            ),
+            "fdctl run checks CAP_NET_RAW and CAP_SYS_ADMIN even with the socket provider (shared/commands/run/run.c run_cmd_perm), and SYS_ADMIN mounts its hugetlbfs: opt in with template.firedancer.capabilities: [NET_RAW, SYS_ADMIN, SYS_RESOURCE] (SYS_RESOURCE raises the memlock, nofile and nice limits) or privileged: true",
+            ".template.firedancer.capabilities",
+        ),
+        rule(
+            format!("{f}.netProvider != 'xdp' || {f}.privileged"),
+            "XDP loads a BPF program onto the node's network interface, which needs privileged: true (and the pod then uses the node's network): opt in with template.firedancer.privileged: true, or use netProvider: socket",
+            ".template.firedancer.netProvider",
+        ),
+        rule(
+            "has(self.template.resources.hugepages1Gi) || has(self.sweep.hugepages1Gi)".into(),
+            "Firedancer places its workspaces in hugepages (1 GiB pages): set template.resources.hugepages1Gi (or sweep.hugepages1Gi) to at least what `fdctl mem` prints as Required Gigantic Pages",
+            ".template.resources.hugepages1Gi",
+        ),
+        rule(
+            "!has(self.template.extraArgs) || size(self.template.extraArgs) == 0".into(),
+            "fdctl takes its settings from its TOML config, not arguments: use template.firedancer.config instead of extraArgs",
+            ".template.extraArgs",
+        ),
+        rule(
+            format!("!has({f}.config) || {f}.config.all(k, !{})", reserved("k")),
+            "this config key is valtune's: tile counts come from sweep.threads or template.firedancer.layout, affinity from the container's cores, paths from template.storage, and user, netProvider, metricsPort, gui, rpcPort and bench from their fields",
+            ".template.firedancer.config",
+        ),
+        rule(
+            format!(
+                "!has(self.sweep.knobs) || self.sweep.knobs.all(k, !has(k.configKey) || !{})",
+                reserved("k.configKey")
+            ),
+            "this configKey is valtune's: sweep tile counts with sweep.threads; affinity is computed from the container's cores",
+            ".sweep.knobs",
+        ),
+        rule(
+            format!(
+                "{f}.workload == 'bench' || ((!has({f}.config) || {f}.config.all(k, !{})) && (!has(self.sweep.knobs) || self.sweep.knobs.all(k, !has(k.configKey) || !{})))",
+                development("k"),
+                development("k.configKey")
+            ),
+            "development.bench and development.genesis keys are for the bench workload: fdctl refuses them when joining a live cluster ('trying to join a live cluster, but configuration enables [development.bench...] which is a development only feature', shared/fd_config.c): set workload: bench or remove them",
+            ".template.firedancer.workload",
+        ),
+    ];
+    // Each tile owns a core, the bench's generators and senders too, and the Agave child
+    // needs at least one (src/app/fdctl/topology.c refuses fewer affinity cores than tiles).
+    // Messages use `format`: the apiserver's cost estimate of `+ string(n)` is unbounded.
+    rules.push(
+        Rule::new(format!("!has({f}) || {tiles} + {bench} + 1 <= {min_cpu}"))
+            .message(kube::core::Message::Expression(format!(
+                "'the largest layout needs %d tile cores%s and at least 1 for the Agave child, %d cores in all, but a trial gets %d: raise template.resources.cpu (or sweep.cpu) or lower the tile counts (each tile owns a core)'.format([{tiles}, {f}.workload == 'bench' ? ' and %d for the bench generators and senders'.format([{bench}]) : '', {tiles} + {bench} + 1, {min_cpu}])"
+            )))
+            .field_path(".template.resources.cpu"),
+    );
+    rules.push(
+        Rule::new(format!(
+            "!has({f}) || (has(self.template.resources.hugepages2Mi) && self.template.resources.hugepages2Mi >= {stacks})"
+        ))
+        .message(kube::core::Message::Expression(format!(
+            "'the largest layout has %d tiles, each with an 8 MiB stack in 2 MiB pages ({STACK_HUGE_PAGES} each, src/disco/topo/fd_topo.c): set template.resources.hugepages2Mi to at least %d plus its small workspaces (fdctl mem prints Required Huge Pages)'.format([{}, {stacks}])",
+            cel::all_tiles()
+        )))
+        .field_path(".template.resources.hugepages2Mi"),
+    );
+    rules
+}
