@@ -80,11 +80,23 @@ fn every_example_renders_a_pod_the_lab_plays_and_serves_its_profile() {
             let (model, container) = sim::recognise(&pod)
                 .unwrap_or_else(|| panic!("{what}: the lab does not recognise the pod"));
             assert_eq!(model.name(), client.name(), "{what}");
+            // Generated Secrets hold random bytes once the operator creates them.
+            let secrets: BTreeMap<String, BTreeMap<String, String>> = rendered
+                .secrets
+                .iter()
+                .map(|g| {
+                    let s = g.secret(&[0x5a; 64]);
+                    (
+                        s.metadata.name.clone().unwrap(),
+                        s.string_data.clone().unwrap_or_default(),
+                    )
+                })
+                .collect();
             let view = PodView::new(
                 pod.clone(),
                 "127.0.0.9".parse().unwrap(),
                 config_maps,
-                BTreeMap::new(),
+                secrets,
             );
             let env = view.env(container);
             let process = match model.start(&view, container, &env, &clock) {

@@ -122,11 +122,29 @@ pub fn metric_names(
             .iter()
             .map(|n| n.to_string())
             .collect(),
-        Program::Real(Real::Vmagent) => process
-            .datapoints(0.0, t)
-            .iter()
-            .flat_map(|p| p.fields.iter().map(|(f, _)| vmagent_name(p.measurement, f)))
-            .collect(),
+        Program::Real(Real::Vmagent) => {
+            let mut names: Vec<String> = process
+                .datapoints(0.0, t)
+                .iter()
+                .flat_map(|p| p.fields.iter().map(|(f, _)| vmagent_name(p.measurement, f)))
+                .collect();
+            // InfluxDB lines the process posts itself: `measurement[,tags] field=v,... ts`.
+            for post in process.posts(0.0, t) {
+                for line in post.body.lines() {
+                    let mut parts = line.split(' ');
+                    let (Some(head), Some(fields)) = (parts.next(), parts.next()) else {
+                        continue;
+                    };
+                    let measurement = head.split(',').next().unwrap_or(head);
+                    for field in fields.split(',') {
+                        if let Some((f, _)) = field.split_once('=') {
+                            names.push(vmagent_name(measurement, f));
+                        }
+                    }
+                }
+            }
+            names
+        }
         Program::SolanaExporter { .. } => solana_exporter::NAMES
             .iter()
             .map(|n| n.to_string())

@@ -286,6 +286,7 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
                 live.clone(),
             )));
         }
+        tasks.push(tokio::spawn(send_posts(live.clone(), view.clone())));
         if let Some(sink) = live.process.metrics_sink() {
             let url = format!(
                 "{}/write?db={}&u={}&p={}&precision=n",
@@ -523,6 +524,30 @@ async fn serve_metrics(addr: SocketAddr, live: Arc<Live>) {
         }
     });
     let _ = axum::serve(l, app).await;
+}
+
+/// Sends the HTTP POSTs the process makes on its own (a log appender's lines), once per
+/// real second, to their pod-local addresses. A failed POST is dropped.
+async fn send_posts(live: Arc<Live>, view: PodView) {
+    let http = reqwest::Client::new();
+    let mut last = live.now();
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if !live.alive() {
+            return;
+        }
+        let now = live.now();
+        let posts = live.process.posts(last, now);
+        last = now;
+        for post in posts {
+            let url = view.local_addr(&post.url);
+            match http.post(&url).body(post.body).send().await {
+                Ok(r) if r.status().is_success() => {}
+                Ok(r) => warn!(%url, status = %r.status(), "post refused"),
+                Err(e) => warn!(%url, error = %e, "posting"),
+            }
+        }
+    }
 }
 
 /// Pushes the process's datapoints as InfluxDB line protocol, one POST per real second

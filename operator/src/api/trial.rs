@@ -70,6 +70,24 @@ use super::template::ValidatorTemplate;
         priority = 1
     ),
     printcolumn(
+        name = "P50 ms",
+        type_ = "number",
+        json_path = ".status.results.figures.blockProcessingP50Ms",
+        priority = 1
+    ),
+    printcolumn(
+        name = "P95 ms",
+        type_ = "number",
+        json_path = ".status.results.figures.blockProcessingP95Ms",
+        priority = 1
+    ),
+    printcolumn(
+        name = "P99 ms",
+        type_ = "number",
+        json_path = ".status.results.figures.blockProcessingP99Ms",
+        priority = 1
+    ),
+    printcolumn(
         name = "Node",
         type_ = "string",
         json_path = ".status.nodeName",

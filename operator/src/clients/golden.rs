@@ -80,5 +80,11 @@ pub fn rendered(trial: &ValidatorTrial) -> String {
             .iter()
             .map(|c| serde_saphyr::to_string(c).expect("YAML")),
     );
+    // Generated Secrets without their random value (the operator fills it in).
+    docs.extend(
+        r.secrets
+            .iter()
+            .map(|s| serde_saphyr::to_string(&s.secret(&[])).expect("YAML")),
+    );
     docs.join("---\n")
 }

@@ -389,7 +389,8 @@ pub struct Applied {
 }
 
 /// Applies a point's knobs that reach the process as an argument, env var or config key
-/// (resources and images are the skeleton's and the client's to apply). Pure.
+/// (resources, images and [`How::Client`] are the skeleton's and the client's to apply).
+/// Pure.
 pub fn apply(
     table: &KnobTable,
     point: &TrialPoint,

@@ -140,6 +140,11 @@ pub trait ValidatorClient: Send + Sync {
     fn hugetlbfs_path(&self) -> &'static str {
         "/mnt/hugepages"
     }
+    /// Secrets of random bytes the client's pods mount, created once if they do not exist
+    /// (e.g. an Engine API JWT). Pure: the value is the operator's to generate.
+    fn secrets(&self, _trial: &ValidatorTrial) -> Vec<pod::GeneratedSecret> {
+        Vec::new()
+    }
     /// The client's part of an attempt's pod, on the shared skeleton. Pure.
     fn render(
         &self,
@@ -189,6 +194,7 @@ pub struct ClientPod {
 pub struct Rendered {
     pub pod: Pod,
     pub config_maps: Vec<ConfigMap>,
+    pub secrets: Vec<pod::GeneratedSecret>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -216,14 +222,9 @@ pub fn render(
     }
     let skeleton = pod::skeleton(trial, attempt, client, prometheus_url)?;
     let part = client.render(trial, &skeleton)?;
-    Ok(pod::assemble(
-        trial,
-        attempt,
-        client,
-        skeleton,
-        part,
-        avoid_nodes,
-    ))
+    let mut rendered = pod::assemble(trial, attempt, client, skeleton, part, avoid_nodes);
+    rendered.secrets = client.secrets(trial);
+    Ok(rendered)
 }
 
 /// How a trial's results are read: its client's profile with the experiment's queries.

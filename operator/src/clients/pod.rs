@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{
     Affinity, ConfigMap, EmptyDirVolumeSource, EphemeralVolumeSource, NodeAffinity, NodeSelector,
     NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimTemplate, Pod, PodAffinityTerm, PodAntiAffinity, PodSpec,
-    ResourceRequirements, Volume, VolumeMount, VolumeResourceRequirements,
+    PersistentVolumeClaimTemplate, Pod, PodAffinityTerm, PodAntiAffinity, PodSecurityContext,
+    PodSpec, ResourceRequirements, Secret, Volume, VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -61,6 +61,38 @@ pub struct Tweaks {
     pub pod_resources: Option<ResourceRequirements>,
     /// Node labels the pod needs beyond the template's selector (a prepared node).
     pub node_selector: BTreeMap<String, String>,
+    /// The pod's security context (e.g. the user its images run as, and `fsGroup` so that
+    /// user owns its volumes).
+    pub security_context: Option<PodSecurityContext>,
+}
+
+/// A Secret of random bytes the operator creates when it does not exist yet, and never
+/// changes (e.g. the JWT secret an execution and a consensus client share). Its value is
+/// not part of the rendering, which stays pure; the operator fills it in when it creates
+/// the Secret.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GeneratedSecret {
+    pub metadata: ObjectMeta,
+    /// The key whose value is the random bytes, hex-encoded.
+    pub key: String,
+    pub bytes: usize,
+}
+
+impl GeneratedSecret {
+    /// The Secret, holding `random` (at least `bytes` long) hex-encoded under its key.
+    pub fn secret(&self, random: &[u8]) -> Secret {
+        let hex: String = random
+            .iter()
+            .take(self.bytes)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Secret {
+            metadata: self.metadata.clone(),
+            string_data: Some(BTreeMap::from([(self.key.clone(), hex)])),
+            type_: Some("Opaque".into()),
+            ..Default::default()
+        }
+    }
 }
 
 /// What the skeleton gives a client to render on.
@@ -287,6 +319,7 @@ pub fn assemble(
                 .host_network
                 .then(|| "ClusterFirstWithHostNet".to_string()),
             runtime_class_name: tweaks.runtime_class_name,
+            security_context: tweaks.security_context,
             enable_service_links: Some(false),
             // Time for a clean shutdown that flushes the ledger.
             termination_grace_period_seconds: Some(120),
@@ -304,6 +337,7 @@ pub fn assemble(
     Rendered {
         pod,
         config_maps: part.config_maps,
+        secrets: Vec::new(),
     }
 }
 

@@ -443,17 +443,17 @@ async fn a_client_this_version_cannot_run_fails_the_experiment_with_the_reason()
     let lab = lab().await;
     let (ns, _op) = start_experiment(
         &lab,
-        "besu",
-        json!({"spec": {"template": {"agave": null, "storage": null, "besu": {"image": "hyperledger/besu:25.1.0"}}}}),
+        "nodeos",
+        json!({"spec": {"template": {"agave": null, "storage": null, "nodeos": {"image": "eosio/nodeos:v5.0.3"}}}}),
     )
     .await;
-    let done = wait_finished(&lab, &ns, "besu", Duration::from_secs(60)).await;
+    let done = wait_finished(&lab, &ns, "nodeos", Duration::from_secs(60)).await;
     let st = done.status.unwrap();
     assert_eq!(st.phase, ExperimentPhase::Failed);
     let ready = st.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
     assert_eq!(ready.reason, "Unsupported");
     assert!(
-        ready.message.contains("cannot run Besu trials yet"),
+        ready.message.contains("cannot run nodeos trials yet"),
         "{}",
         ready.message
     );

@@ -4,6 +4,7 @@
 mod admission;
 mod agave;
 mod analysis;
+mod besu;
 mod common;
 mod e2e;
 mod firedancer;

@@ -7,6 +7,7 @@
 //! Adding a client: a module here implementing [`SimClient`] and one line in [`CLIENTS`].
 
 pub mod agave;
+pub mod besu;
 pub mod firedancer;
 pub mod nodeos;
 
@@ -20,10 +21,11 @@ use super::clock::Clock;
 use super::pod_view::PodView;
 
 /// Every client the lab plays.
-pub static CLIENTS: [&dyn SimClient; 3] = [
+pub static CLIENTS: [&dyn SimClient; 4] = [
     &agave::AgaveSim,
     &firedancer::FiredancerSim,
     &nodeos::NodeosSim,
+    &besu::BesuSim,
 ];
 
 /// The model of a client whose pod the lab plays.
@@ -112,6 +114,11 @@ pub trait Process: Send + Sync {
     fn datapoints(&self, _t0: f64, _t1: f64) -> Vec<Datapoint> {
         Vec::new()
     }
+    /// The HTTP POSTs it makes on its own in (t0, t1] (e.g. a log appender posting
+    /// lines), the timestamps in their bodies already on the wall clock.
+    fn posts(&self, _t0: f64, _t1: f64) -> Vec<Post> {
+        Vec::new()
+    }
     /// Its /proc entries at `t`.
     fn proc(&self, t: f64) -> ProcFigures;
     /// More files under /proc/<pid>/ at `t` than [`ProcFigures`] makes (name, content in
@@ -127,6 +134,13 @@ pub trait Process: Send + Sync {
     fn metrics_ports(&self) -> Vec<u16> {
         Vec::new()
     }
+}
+
+/// An HTTP POST a process makes: where (an address as the pod sees it) and what.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Post {
+    pub url: String,
+    pub body: String,
 }
 
 /// Where a process pushes its datapoints (Agave's `SOLANA_METRICS_CONFIG`).

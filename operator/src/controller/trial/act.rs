@@ -1,10 +1,11 @@
-//! What a transition asks for, done against the API server: the attempt's ConfigMaps and
-//! pod (server-side apply, one field manager), deleting or stopping pods, events.
+//! What a transition asks for, done against the API server: the attempt's generated
+//! Secrets (created once), ConfigMaps and pod (server-side apply, one field manager),
+//! deleting or stopping pods, events.
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 
 use super::transition::{Act, Step, finish};
 use crate::api::trial::{TrialOutcome, ValidatorTrial};
@@ -42,8 +43,8 @@ pub async fn act(
     Ok(())
 }
 
-/// Applies the attempt's ConfigMaps, then its pod. Ok(Err(why)) when the API server
-/// refuses one of them for good (400, 413, 422).
+/// Creates the attempt's generated Secrets unless they exist, applies its ConfigMaps, then
+/// its pod. Ok(Err(why)) when the API server refuses one of them for good (400, 413, 422).
 async fn start_attempt(
     trial: &ValidatorTrial,
     ctx: &Context,
@@ -57,6 +58,40 @@ async fn start_attempt(
     };
     let ns = trial.namespace().unwrap_or_default();
     let pp = PatchParams::apply(FIELD_MANAGER).force();
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
+    for generated in &rendered.secrets {
+        let name = generated.metadata.name.clone().unwrap_or_default();
+        // One create per Secret and operator process, not per attempt (each would count as
+        // an API write): later attempts, of this trial or another sharing it, skip it.
+        let owner = generated
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|o| o.uid.clone())
+            .next()
+            .unwrap_or_default();
+        let key = format!("{ns}/{name}/{owner}");
+        if ENSURED_SECRETS.lock().is_ok_and(|s| s.contains(&key)) {
+            continue;
+        }
+        let step = format!("creating Secret {ns}/{name}");
+        let random = random_bytes(generated.bytes)
+            .map_err(|e| Error::Invalid(format!("{step}: reading /dev/urandom: {e}")))?;
+        // Created once and never changed: a secret shared by running pods stays what they
+        // read. Only `create` (no read of any Secret) is needed, and an existing one is kept.
+        match secrets
+            .create(&PostParams::default(), &generated.secret(&random))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => return refused_or_retry(e, step),
+        }
+        if let Ok(mut s) = ENSURED_SECRETS.lock() {
+            s.insert(key);
+        }
+    }
     let cms: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns);
     for cm in &rendered.config_maps {
         let name = cm.name_any();
@@ -70,6 +105,18 @@ async fn start_attempt(
         Ok(_) => Ok(Ok(())),
         Err(e) => refused_or_retry(e, format!("applying pod {ns}/{name}")),
     }
+}
+
+/// Generated Secrets this process created or found (namespace/name/owner uid).
+static ENSURED_SECRETS: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<String>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// Random bytes from the kernel's CSPRNG.
+fn random_bytes(n: usize) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = vec![0u8; n];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
+    Ok(buf)
 }
 
 fn refused_or_retry(e: kube::Error, step: String) -> Result<Result<(), String>> {

@@ -1,0 +1,283 @@
+//! Hyperledger Besu: an execution client following a post-Merge chain, so the pod runs
+//! Teku beside it on the Engine API; the trial's allocator, heap and G1, RocksDB and
+//! Bonsai settings by version ([`knobs`], [`args`]); every block's processing time
+//! carried to Prometheus ([`render`], [`profile`]). Why each choice, with the upstream
+//! sources: docs/clients/besu.md.
+
+mod args;
+pub mod knobs;
+pub mod profile;
+mod render;
+
+use kube::core::Rule;
+
+use super::knobs::KnobTable;
+use super::pod::{GeneratedSecret, Skeleton};
+use super::profile::{Layout, MetricProfile, Objective};
+use super::{ClientPod, RenderError, ValidatorClient};
+use crate::api::besu::BesuSpec;
+use crate::api::settings::QueryKey;
+use crate::api::sweep::SweepSpec;
+use crate::api::template::{ClientSpec, ValidatorTemplate};
+use crate::api::trial::{TrialResults, ValidatorTrial};
+
+pub use render::{WRAPPER, log4j2_xml, secret_name};
+
+pub const VALIDATOR_CONTAINER: &str = "besu";
+pub const BLOCK_TIMES_CONTAINER: &str = "block-times";
+pub const METRICS_PORT_NAME: &str = "metrics";
+/// Where the `data` volume is mounted (`/mnt/<role>`): Besu in `besu/`, Teku in `teku/`.
+const DATA_DIR: &str = "/mnt/data";
+const CONFIG_DIR: &str = "/etc/valtune/besu";
+const LOG4J_FILE: &str = "log4j2.xml";
+const TOML_FILE: &str = "besu.toml";
+const JWT_DIR: &str = "/etc/valtune/engine-jwt";
+const JWT_FILE: &str = "jwt.hex";
+const JWT_PATH: &str = "/etc/valtune/engine-jwt/jwt.hex";
+
+/// Flags valtune always renders: Besu refuses a repeated option ("Option '--x' should be
+/// specified only once": BesuCommand.java @25.12.0 L1029-1053, from 25.8.0), so knobs
+/// and extraArgs may not set them again.
+const RENDERED_FLAGS: [&str; 11] = [
+    "--network",
+    "--data-path",
+    "--data-storage-format",
+    "--metrics-enabled",
+    "--metrics-host",
+    "--metrics-port",
+    "--host-allowlist",
+    "--engine-rpc-port",
+    "--engine-jwt-secret",
+    "--p2p-port",
+    "--config-file",
+];
+
+pub struct Besu;
+
+fn spec(t: &ValidatorTemplate) -> Result<&BesuSpec, RenderError> {
+    t.client
+        .besu
+        .as_ref()
+        .ok_or_else(|| RenderError::Invalid("the template has no besu settings".into()))
+}
+
+/// CEL, on the experiment spec: the admission rules only Besu has.
+fn besu_rules() -> Vec<Rule> {
+    let b = "self.template.besu";
+    let flags = format!(
+        "[{}]",
+        RENDERED_FLAGS
+            .iter()
+            .map(|f| format!("'{f}'"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let ports = format!(
+        "[{b}.metricsPort, {b}.enginePort, {b}.p2pPort, {b}.consensus.p2pPort, {b}.blockTimes.port]"
+    );
+    let below = |heaps: &str, memory: &str| {
+        format!(
+            "{heaps}.all(h, !isQuantity(h) || !isQuantity({memory}) || quantity(h).isLessThan(quantity({memory})))"
+        )
+    };
+    let mem = "self.template.resources.memory";
+    let mut rules = vec![
+        Rule::new(format!("!has({b}) || (has(self.template.storage) && self.template.storage.exists(v, v.role == 'data'))"))
+            .message("Besu needs a data volume (--data-path, and Teku's beacon database unless a state volume is given): add {role: data, size: 2Ti} to template.storage")
+            .field_path(".template.storage"),
+        Rule::new(format!("!has({b}) || !has({b}.flatDbHealing) || {b}.dataStorageFormat != 'FOREST'"))
+            .message("flatDbHealing is a Bonsai setting (Forest has no flat database): remove it or set dataStorageFormat to BONSAI")
+            .field_path(".template.besu.flatDbHealing"),
+        Rule::new(format!("!has({b}) || {ports}.all(p, {ports}.exists_one(q, q == p))"))
+            .message("Besu's and its sidecars' ports share the pod's network and must differ: change metricsPort, enginePort, p2pPort, consensus.p2pPort or blockTimes.port")
+            .field_path(".template.besu"),
+        Rule::new(format!("!has({b}) || !has(self.sweep.knobs) || self.sweep.knobs.all(k, !has(k.arg) || !(k.arg in {flags}))"))
+            .message("valtune already sets this Besu option, and Besu refuses one given twice: change it with its template.besu field (network, dataStorageFormat, metricsPort, enginePort, p2pPort, config) instead of a knob")
+            .field_path(".sweep.knobs"),
+        Rule::new(format!("!has({b}) || !has(self.template.extraArgs) || self.template.extraArgs.all(a, !{flags}.exists(f, a == f || a.startsWith(f + '=')))"))
+            .message("valtune already sets this Besu option, and Besu refuses one given twice: change it with its template.besu field (network, dataStorageFormat, metricsPort, enginePort, p2pPort, config) instead of extraArgs")
+            .field_path(".template.extraArgs"),
+        Rule::new(format!(
+            "!has({b}) || !has(self.sweep.heap) || (has(self.sweep.memory) ? self.sweep.memory.all(m, {}) : (!has({mem}) || {}))",
+            below("self.sweep.heap", "m"),
+            below("self.sweep.heap", mem)
+        ))
+        .message("every heap must be below the container's memory, which also holds Besu's native memory (RocksDB caches, malloc arenas): lower sweep.heap or raise the memory")
+        .field_path(".sweep.heap"),
+        Rule::new(format!(
+            "!has({b}) || !has({b}.heap) || has(self.sweep.heap) || (has(self.sweep.memory) ? self.sweep.memory.all(m, {}) : (!has({mem}) || {}))",
+            below(&format!("[{b}.heap]"), "m"),
+            below(&format!("[{b}.heap]"), mem)
+        ))
+        .message("template.besu.heap must be below the container's memory, which also holds Besu's native memory: lower the heap or raise the memory")
+        .field_path(".template.besu.heap"),
+    ];
+    rules.extend(knobs::versioned_rules());
+    rules
+}
+
+impl ValidatorClient for Besu {
+    fn name(&self) -> &'static str {
+        "besu"
+    }
+
+    fn runs(&self, spec: &ClientSpec) -> bool {
+        spec.besu.is_some()
+    }
+
+    fn image_and_version<'a>(&self, t: &'a ValidatorTemplate) -> (&'a str, Option<&'a str>) {
+        t.client
+            .besu
+            .as_ref()
+            .map(|b| (b.image.as_str(), b.version.as_deref()))
+            .unwrap_or(("", None))
+    }
+
+    fn knobs(&self) -> &'static KnobTable {
+        &knobs::BESU
+    }
+
+    fn rules(&self) -> Vec<Rule> {
+        besu_rules()
+    }
+
+    fn render(
+        &self,
+        trial: &ValidatorTrial,
+        skeleton: &Skeleton,
+    ) -> Result<ClientPod, RenderError> {
+        let besu = spec(&trial.spec.template)?;
+        render::pod(trial, besu, self.version(&trial.spec.template), skeleton)
+    }
+
+    fn secrets(&self, trial: &ValidatorTrial) -> Vec<GeneratedSecret> {
+        vec![render::jwt_secret(trial)]
+    }
+
+    fn profile(&self, _t: &ValidatorTemplate) -> MetricProfile {
+        profile::profile()
+    }
+
+    fn profile_keys(&self) -> Option<Vec<QueryKey>> {
+        Some(profile::profile().queries.keys().copied().collect())
+    }
+
+    fn report(&self, _sweep: &SweepSpec) -> Layout {
+        Layout {
+            numbers: profile::columns(),
+            ..Default::default()
+        }
+    }
+
+    fn objective(&self, _sweep: &SweepSpec) -> Objective {
+        profile::objective()
+    }
+
+    fn summary(&self) -> fn(&TrialResults) -> String {
+        profile::summary
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clients::golden;
+
+    const EXAMPLE: &str = "besu-allocator-heap-sweep.yaml";
+
+    #[test]
+    fn golden_example_pods() {
+        let yaml = golden::example(EXAMPLE);
+        // jemalloc (the image's), then glibc with two arenas.
+        let t = golden::trial(&yaml, 0);
+        golden::check("besu", "jemalloc", &golden::rendered(&t));
+        let t = golden::trial(&yaml, 5);
+        let pod = golden::rendered(&t);
+        assert!(
+            pod.contains("name: BESU_USING_JEMALLOC\n      value: \"false\""),
+            "{pod}"
+        );
+        golden::check("besu", "glibc-arena2", &pod);
+    }
+
+    #[test]
+    fn flat_db_healing_is_rendered_by_version() {
+        let base = "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {name: flat}\nspec:\n  template:\n    besu: {image: 'hyperledger/besu:VERSION', flatDbHealing: true}\n    resources: {cpu: 8, memory: 32Gi}\n    storage: [{role: data, size: 2Ti}]\n";
+        let pod = golden::rendered(&golden::trial(&base.replace("VERSION", "24.1.0"), 0));
+        assert!(pod.contains("--Xsnapsync-synchronizer-flat-db-healing-enabled=true"));
+        let pod = golden::rendered(&golden::trial(&base.replace("VERSION", "25.12.0"), 0));
+        assert!(pod.contains("--Xbonsai-full-flat-db-enabled=true"));
+        assert!(!pod.contains("--Xsnapsync"));
+    }
+
+    #[test]
+    fn teku_shares_the_jwt_and_reaches_the_engine_port() {
+        let t = golden::trial(&golden::example(EXAMPLE), 0);
+        let r = crate::clients::render(&t, 1, &[], Some("http://prom:9090")).unwrap();
+        let spec = r.pod.spec.unwrap();
+        let teku = &spec.init_containers.as_ref().unwrap()[0];
+        let args = teku.args.clone().unwrap();
+        assert!(args.contains(&"--ee-endpoint=http://127.0.0.1:8551".to_string()));
+        assert!(args.contains(&format!("--ee-jwt-secret-file={JWT_PATH}")));
+        let besu = &spec.containers[0];
+        assert!(
+            besu.args
+                .as_ref()
+                .unwrap()
+                .contains(&format!("--engine-jwt-secret={JWT_PATH}"))
+        );
+        assert_eq!(r.secrets.len(), 1);
+        assert_eq!(
+            r.secrets[0].metadata.name.as_deref(),
+            Some("besu-allocators-engine-jwt")
+        );
+        let secret = r.secrets[0].secret(&[0xab; 32]);
+        assert_eq!(secret.string_data.unwrap()["jwt.hex"], "ab".repeat(32));
+    }
+
+    /// Each entry of the knob table, rendered: the value reaches the pod as the table says.
+    #[test]
+    fn every_knob_reaches_the_pod_the_way_the_table_says() {
+        let yaml = "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {name: knobs}\nspec:\n  template:\n    besu: {image: 'hyperledger/besu:25.12.0', mimallocLibrary: /opt/mi/libmimalloc.so}\n    resources: {cpu: 8, memory: 32Gi}\n    storage: [{role: data, size: 2Ti}]\n  sweep:\n    memory: [24Gi]\n    cpu: [6]\n    allocator: [mimalloc]\n    mallocArenaMax: [3]\n    heap: [1536Mi]\n    knobs: [{name: sync, configKey: sync-mode, values: ['\"FULL\"']}]\n";
+        let t = golden::trial(yaml, 0);
+        for knob in knobs::BESU.knobs {
+            let value = knob
+                .dim
+                .value(&t.spec.point)
+                .expect("the fixture sweeps every knob");
+            assert!(!value.is_empty());
+        }
+        let pod = golden::rendered(&t);
+        for expected in [
+            "cpu: \"6\"",
+            "memory: 24Gi",
+            "name: BESU_USING_JEMALLOC\n      value: \"false\"",
+            "name: VALTUNE_ALLOCATOR_LIBRARY\n      value: /opt/mi/libmimalloc.so",
+            "name: MALLOC_ARENA_MAX\n      value: \"3\"",
+            "-Xmx1536m -XX:+ExitOnOutOfMemoryError",
+            "--config-file=/etc/valtune/besu/besu.toml",
+            "sync-mode=\"FULL\"",
+        ] {
+            assert!(pod.contains(expected), "{expected} not in\n{pod}");
+        }
+    }
+
+    #[test]
+    fn rules_are_valid_cel_shapes_and_name_fields() {
+        let text = serde_json::to_string(&besu_rules()).unwrap();
+        assert!(text.contains("Besu needs a data volume"));
+        assert!(text.contains("'--engine-jwt-secret'"));
+        assert!(text.contains(".sweep.heap"));
+    }
+
+    #[test]
+    fn the_summary_reads_like_the_seed() {
+        let mut r = TrialResults {
+            max_rss_gib: Some(6.2),
+            ..Default::default()
+        };
+        r.figures.insert(profile::P95.into(), 251.3);
+        assert!(profile::summary(&r).contains("p95 251.3 ms"));
+        assert!(!profile::objective().higher_is_better);
+    }
+}
