@@ -439,30 +439,6 @@ async fn a_finished_trial_keeps_its_stopped_pod_for_the_ttl_then_deletes_it() {
 
 #[tokio::test]
 #[ignore = "needs the lab: run `make test`"]
-async fn a_client_this_version_cannot_run_fails_the_experiment_with_the_reason() {
-    let lab = lab().await;
-    let (ns, _op) = start_experiment(
-        &lab,
-        "nodeos",
-        json!({"spec": {"template": {"agave": null, "storage": null, "nodeos": {"image": "eosio/nodeos:v5.0.3"}}}}),
-    )
-    .await;
-    let done = wait_finished(&lab, &ns, "nodeos", Duration::from_secs(60)).await;
-    let st = done.status.unwrap();
-    assert_eq!(st.phase, ExperimentPhase::Failed);
-    let ready = st.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
-    assert_eq!(ready.reason, "Unsupported");
-    assert!(
-        ready.message.contains("cannot run nodeos trials yet"),
-        "{}",
-        ready.message
-    );
-    assert!(trials(&lab, &ns).await.is_empty(), "nothing was created");
-    lab.delete_namespace(&ns).await;
-}
-
-#[tokio::test]
-#[ignore = "needs the lab: run `make test`"]
 async fn without_a_prometheus_a_trial_fails_saying_how_to_configure_one() {
     let lab = lab().await;
     let ns = lab.namespace("noprom").await;
