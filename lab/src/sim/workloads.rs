@@ -573,8 +573,10 @@ async fn push_datapoints(live: Arc<Live>, url: String, host_id: String) {
                 let fields: Vec<String> =
                     p.fields.iter().map(|(k, v)| format!("{k}={v}i")).collect();
                 let ns = live.clock.at(live.start, p.at).as_nanosecond();
+                // metrics/src/metrics.rs serialize_points: host_id, then the point's tags.
+                let tags: String = p.tags.iter().map(|(k, v)| format!(",{k}={v}")).collect();
                 format!(
-                    "{},host_id={host_id} {} {ns}\n",
+                    "{},host_id={host_id}{tags} {} {ns}\n",
                     p.measurement,
                     fields.join(",")
                 )

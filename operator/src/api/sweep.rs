@@ -122,17 +122,7 @@ pub enum Allocator {
 
 /// Where signatures are verified.
 #[derive(
-    Serialize,
-    Deserialize,
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    JsonSchema,
-    Default,
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema, Default,
 )]
 #[serde(rename_all = "camelCase")]
 pub enum Sigverify {

@@ -10,7 +10,8 @@ use k8s_openapi::api::core::v1::{
     Affinity, ConfigMap, EmptyDirVolumeSource, EphemeralVolumeSource, NodeAffinity, NodeSelector,
     NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaimSpec,
     PersistentVolumeClaimTemplate, Pod, PodAffinityTerm, PodAntiAffinity, PodSecurityContext,
-    PodSpec, ResourceRequirements, Secret, Volume, VolumeMount, VolumeResourceRequirements,
+    PodSpec, ResourceRequirements, Secret, Toleration, Volume, VolumeMount,
+    VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -64,6 +65,8 @@ pub struct Tweaks {
     /// The pod's security context (e.g. the user its images run as, and `fsGroup` so that
     /// user owns its volumes).
     pub security_context: Option<PodSecurityContext>,
+    /// Tolerations beyond the placement's (e.g. of the taint GPU nodes carry).
+    pub tolerations: Vec<Toleration>,
 }
 
 /// A Secret of random bytes the operator creates when it does not exist yet, and never
@@ -325,7 +328,11 @@ pub fn assemble(
             termination_grace_period_seconds: Some(120),
             node_selector: (!node_selector.is_empty()).then_some(node_selector),
             resources: tweaks.pod_resources,
-            tolerations: (!placement.tolerations.is_empty()).then(|| placement.tolerations.clone()),
+            tolerations: {
+                let mut all = placement.tolerations.clone();
+                all.extend(tweaks.tolerations.iter().cloned());
+                (!all.is_empty()).then_some(all)
+            },
             affinity: (affinity != Affinity::default()).then_some(affinity),
             init_containers: (!part.init_containers.is_empty()).then_some(part.init_containers),
             containers: part.containers,

@@ -69,6 +69,11 @@ impl Error {
 pub fn is_permanent(e: &kube::Error) -> Option<&str> {
     match e {
         kube::Error::Api(s) if matches!(s.code, 400 | 413 | 422) => Some(&s.message),
+        // Forbidden: by an admission plugin (a RuntimeClass that does not exist, a pod
+        // security level) or by RBAC; neither passes on a retry. A quota may free up.
+        kube::Error::Api(s) if s.code == 403 && !s.message.contains("exceeded quota") => {
+            Some(&s.message)
+        }
         _ => None,
     }
 }

@@ -299,6 +299,9 @@ mod tests {
             ],
             "{t}"
         );
-        assert!(csv(&trials, &layout).starts_with("trial,point,rep,phase,outcome,cover_pct,saved_pct\n"));
+        assert!(
+            csv(&trials, &layout)
+                .starts_with("trial,point,rep,phase,outcome,cover_pct,saved_pct\n")
+        );
     }
 }

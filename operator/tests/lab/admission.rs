@@ -207,7 +207,7 @@ fn invalid_cases() -> Vec<(&'static str, Value, &'static str, &'static str)> {
         ),
         (
             "a knob rendered by version, with no version known",
-            json!({"spec": {"template": {"agave": {"image": "anzaxyz/agave:latest"}},
+            json!({"spec": {"template": {"agave": {"image": "anzaxyz/agave:latest", "workload": "bench"}},
                    "sweep": {"threads": [{"name": "bankingThreads", "values": [4, 32]}]}}}),
             "spec.sweep.threads",
             "set template.agave.version",
@@ -265,6 +265,26 @@ fn invalid_cases() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             json!({"spec": {"template": {"extraArgs": ["--rayon-global-threads=4"]}}}),
             "spec.template.extraArgs",
             "this Agave version has no --rayon-global-threads",
+        ),
+        (
+            "GPU signature verification on Agave 4.0, which removed --cuda",
+            json!({"spec": {"template": {"agave": {"image": "anzaxyz/agave:v4.0.3"}},
+                   "sweep": {"memory": null, "sigverify": ["cpu", "gpu"]}}}),
+            "spec.sweep.sigverify",
+            "Agave 4.0 removed --cuda",
+        ),
+        (
+            "banking threads on a follower, which never leads",
+            json!({"spec": {"template": {"agave": {"image": "anzaxyz/agave:v2.1.14"}},
+                   "sweep": {"memory": null, "threads": [{"name": "bankingThreads", "values": [4, 32]}]}}}),
+            "spec.sweep.threads",
+            "set template.agave.workload to bench",
+        ),
+        (
+            "a bench on Agave 3.x, whose images lack solana-bench-tps",
+            json!({"spec": {"template": {"agave": {"image": "anzaxyz/agave:v3.0.14", "workload": "bench"}}}}),
+            "spec.template.agave.bench.image",
+            "do not ship solana-bench-tps",
         ),
         (
             "a Prometheus URL that is not one",

@@ -3,6 +3,7 @@
 
 mod admission;
 mod agave;
+mod agave_experiments;
 mod analysis;
 mod besu;
 mod common;

@@ -73,6 +73,8 @@ pub enum Rpc {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Datapoint {
     pub measurement: &'static str,
+    /// Tags after `host_id` (e.g. a banking worker's `id`).
+    pub tags: Vec<(&'static str, String)>,
     pub fields: Vec<(&'static str, i64)>,
     /// Simulated seconds since start at which it was emitted.
     pub at: f64,

@@ -23,8 +23,9 @@ use super::LEDGER_DIR;
 use crate::api::template::AgaveSpec;
 use crate::clients::pod::sidecar_resources;
 
-/// Keys, the client accounts and the init-complete file, inside the ledger volume.
-const BENCH_DIR: &str = "/mnt/ledger/bench";
+/// Keys, the client accounts and the init-complete file: in the ledger directory, as
+/// multinode-demo/setup.sh keeps them beside the bootstrap validator's ledger.
+const BENCH_DIR: &str = LEDGER_DIR;
 /// bench-tps makes `--tx-count` times this many accounts (bench-tps/src/cli.rs default).
 pub const KEYPAIR_MULTIPLIER: i32 = 8;
 /// `--faucet-lamports` of multinode-demo/setup.sh.
@@ -83,7 +84,7 @@ pub fn init_containers(
     let bench_image = agave.bench.image.as_deref().unwrap_or(validator_image);
     let tx = agave.bench.tx_count;
     let keys = format!(
-        "set -eu\nmkdir -p {BENCH_DIR}\ntest -f {BENCH_DIR}/client-accounts.yml || solana-bench-tps --write-client-keys {BENCH_DIR}/client-accounts.yml --tx-count {tx} --keypair-multiplier {KEYPAIR_MULTIPLIER}\n"
+        "set -eu\ntest -f {BENCH_DIR}/client-accounts.yml || solana-bench-tps --write-client-keys {BENCH_DIR}/client-accounts.yml --tx-count {tx} --keypair-multiplier {KEYPAIR_MULTIPLIER}\n"
     );
     let genesis = format!(
         r#"set -eu

@@ -8,7 +8,7 @@
 //! The GPU then verifies TPU packets, replayed entries' signatures and shreds.
 
 use k8s_openapi::api::core::v1::{
-    Container, EnvVar, HostPathVolumeSource, ResourceRequirements, Volume, VolumeMount,
+    Container, EnvVar, HostPathVolumeSource, ResourceRequirements, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -83,4 +83,13 @@ pub fn apply(
     if !gpu.runtime_class_name.is_empty() {
         tweaks.runtime_class_name = Some(gpu.runtime_class_name.clone());
     }
+    // GPU nodes are commonly tainted with the resource's name, so that only pods asking
+    // for a GPU land there (what the ExtendedResourceToleration admission plugin adds
+    // where it is enabled).
+    tweaks.tolerations.push(Toleration {
+        key: Some(gpu.resource.clone()),
+        operator: Some("Exists".into()),
+        effect: Some("NoSchedule".into()),
+        ..Default::default()
+    });
 }

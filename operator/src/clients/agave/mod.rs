@@ -195,7 +195,13 @@ impl ValidatorClient for Agave {
     }
 
     fn profile(&self, t: &ValidatorTemplate) -> MetricProfile {
-        profile::profile(t.client.agave.as_ref().map(|a| a.workload).unwrap_or_default())
+        profile::profile(
+            t.client
+                .agave
+                .as_ref()
+                .map(|a| a.workload)
+                .unwrap_or_default(),
+        )
     }
 
     fn profile_keys(&self) -> Option<Vec<QueryKey>> {

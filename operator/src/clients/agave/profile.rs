@@ -21,8 +21,8 @@
 use std::collections::BTreeMap;
 
 use super::PROCESS_NAME;
-use crate::api::agave::AgaveWorkload;
 use super::render::{PROCESS_EXPORTER_PORT_NAME, RPC_EXPORTER_PORT_NAME};
+use crate::api::agave::AgaveWorkload;
 use crate::api::settings::QueryKey;
 use crate::clients::profile::{Column, Endpoint, Figure, LagUnit, Layout, MetricProfile};
 
@@ -110,7 +110,10 @@ pub fn program_cache_layout() -> Layout {
             },
             Column {
                 header: "PC TIME s",
-                value: |r| r.figure("programCacheTimeUs").map(|us| (us / 1e4).round() / 100.0),
+                value: |r| {
+                    r.figure("programCacheTimeUs")
+                        .map(|us| (us / 1e4).round() / 100.0)
+                },
             },
             Column {
                 header: "PC µs/BATCH",

@@ -44,7 +44,7 @@ pub async fn act(
 }
 
 /// Creates the attempt's generated Secrets unless they exist, applies its ConfigMaps, then
-/// its pod. Ok(Err(why)) when the API server refuses one of them for good (400, 413, 422).
+/// its pod. Ok(Err(why)) when the API server refuses one of them for good ([`is_permanent`]).
 async fn start_attempt(
     trial: &ValidatorTrial,
     ctx: &Context,

@@ -5,6 +5,7 @@
 //! memory behaviour. Facts are from anza-xyz/agave at the versions cited (the notes of
 //! docs/lab.md list them).
 
+pub mod leader;
 pub mod model;
 pub mod program_cache;
 
@@ -19,6 +20,7 @@ use super::{
 };
 use crate::sim::clock::Clock;
 use crate::sim::pod_view::PodView;
+use leader::LeaderModel;
 use model::{AgaveModel, HEALTH_SLOT_DISTANCE, SLOTS_PER_SECOND};
 use program_cache::ProgramCache;
 
@@ -144,6 +146,101 @@ fn metrics_sink(value: &str) -> Result<Option<MetricsSink>, String> {
     }
 }
 
+/// What `--cuda` needs (perf/src/perf_libs.rs init_cuda and perf/src/sigverify.rs init
+/// at v2.1.14): perf-libs next to agave-validator (in the image, or mounted there), the
+/// library of `CUDA_HOME`'s name, and a GPU; otherwise the validator exits.
+fn cuda(pod: &PodView, container: &Container, env: &Env) -> Result<(), Started> {
+    const PERF_LIBS: &str = "/usr/bin/perf-libs";
+    let mounted = container
+        .volume_mounts
+        .iter()
+        .flatten()
+        .any(|m| m.mount_path == PERF_LIBS);
+    let in_image = pod.image(container).is_some_and(|i| i.perf_libs);
+    let unable = |why: &str| {
+        exit_now(format!(
+            "Unable to load \"libcuda-crypt.so\": {why}\nthread 'main' panicked: perf-libs not found"
+        ))
+    };
+    if !mounted && !in_image {
+        return Err(unable(&format!("{PERF_LIBS} does not exist")));
+    }
+    // perf-libs v0.19.3 ships a library per CUDA version it was built for.
+    let home = env.get("CUDA_HOME").map(String::as_str).unwrap_or("");
+    let name = home.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+    if !["cuda-10.0", "cuda-10.1", "cuda-10.2"].contains(&name) {
+        return Err(unable(&format!(
+            "{PERF_LIBS}/{name}/libcuda-crypt.so: cannot open shared object file: No such file or directory"
+        )));
+    }
+    let gpus = container
+        .resources
+        .as_ref()
+        .and_then(|r| r.limits.as_ref())
+        .and_then(|l| l.get(crate::topology::GPU_RESOURCE))
+        .and_then(|q| q.0.parse::<u32>().ok())
+        .unwrap_or(0);
+    if gpus == 0 {
+        // ed25519_init() finds no device; Rust's default panic exit code.
+        return Err(Started::Exited(Exit {
+            at: 0.0,
+            reason: "Error",
+            code: 101,
+            message: "thread 'main' panicked at perf/src/sigverify.rs: ed25519_init() failed"
+                .into(),
+        }));
+    }
+    Ok(())
+}
+
+/// Banking workers: `--block-production-num-workers` from 3.0 (default 4), before that
+/// `SOLANA_BANKING_THREADS` less the two vote threads (default 6, at least 3; an
+/// unparsable value is the default: core/src/banking_stage.rs).
+fn banking_workers(args: &[String], env: &Env, version: V) -> u32 {
+    if version >= (3, 0, 0) {
+        return flag_values(args, "--block-production-num-workers")
+            .first()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(4);
+    }
+    let total: u32 = env
+        .get("SOLANA_BANKING_THREADS")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6)
+        .max(3);
+    total - 2
+}
+
+/// The sending threads of the pod's solana-bench-tps, if it runs one (0 otherwise).
+fn bench_senders(pod: &PodView) -> u32 {
+    let spec = pod.pod.spec.as_ref();
+    let containers = spec.into_iter().flat_map(|s| {
+        s.init_containers
+            .iter()
+            .flatten()
+            .chain(s.containers.iter())
+    });
+    for c in containers {
+        let words: Vec<String> = pod
+            .command_line(c)
+            .iter()
+            .flat_map(|a| a.split_whitespace().map(String::from).collect::<Vec<_>>())
+            .collect();
+        let Some(at) = words.iter().position(|w| w.ends_with("solana-bench-tps")) else {
+            continue;
+        };
+        let rest = &words[at..];
+        if rest.iter().any(|w| w == "--write-client-keys") {
+            continue;
+        }
+        return flag_values(rest, "--threads")
+            .first()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(4);
+    }
+    0
+}
+
 impl SimClient for AgaveSim {
     fn name(&self) -> &'static str {
         "agave"
@@ -191,8 +288,11 @@ impl SimClient for AgaveSim {
         }
         // Behind a pod's SNAT the cluster cannot reach the validator's ports, and the
         // start-up port check exits (net-utils verify_reachable_ports).
+        // Only a validator with an entrypoint checks (validator/src/bootstrap.rs): the
+        // leader of a cluster of its own has nobody to ask.
         let host_network = pod.pod.spec.as_ref().and_then(|s| s.host_network) == Some(true);
-        if !host_network && !args.iter().any(|a| a == "--no-port-check") {
+        let joins = !flag_values(args, "--entrypoint").is_empty();
+        if joins && !host_network && !args.iter().any(|a| a == "--no-port-check") {
             let gossip = flag_values(args, "--dynamic-port-range")
                 .first()
                 .and_then(|r| r.split('-').next())
@@ -210,6 +310,10 @@ impl SimClient for AgaveSim {
             Ok(s) => s,
             Err(e) => return exit_now(e),
         };
+        let gpu = args.iter().any(|a| a == "--cuda");
+        if gpu && let Err(exit) = cuda(pod, container, env) {
+            return exit;
+        }
         let rpc_port = flag_values(args, "--rpc-port")
             .first()
             .and_then(|p| p.parse().ok())
@@ -225,8 +329,24 @@ impl SimClient for AgaveSim {
         let crash_after = env
             .get("VALTUNE_LAB_CRASH_AFTER")
             .and_then(|v| crate::state::parse_seconds(v));
+        // The leader of a cluster of its own (a bench workload): it leads every slot.
+        let leader = (!joins
+            && args
+                .iter()
+                .any(|a| a == "--no-wait-for-vote-to-start-leader"))
+        .then(|| {
+            LeaderModel::new(
+                seed(&pod.name),
+                banking_workers(args, env, version),
+                gpu,
+                bench_senders(pod),
+                // One scrape interval: a burst is one sample of the window.
+                clock.stretch_s() / 3.0,
+            )
+        });
         Started::Running(Arc::new(Agave {
             model,
+            leader,
             rpc_port,
             full_rpc: args.iter().any(|a| a == "--full-rpc-api"),
             sink,
@@ -241,6 +361,7 @@ impl SimClient for AgaveSim {
 /// A running agave-validator.
 pub struct Agave {
     model: AgaveModel,
+    leader: Option<LeaderModel>,
     rpc_port: u16,
     full_rpc: bool,
     sink: Option<MetricsSink>,
@@ -250,22 +371,96 @@ pub struct Agave {
     cache: ProgramCache,
 }
 
+/// A bench cluster's validator answers once its genesis ledger is open, and bench-tps
+/// sends from a little later (it reads its accounts first).
+const LEADER_RPC_START_S: f64 = 60.0;
+const LEADER_LOAD_START_S: f64 = 90.0;
+
 impl Agave {
     /// Counters a client reads through RPC or /proc grow `scale` times slower than the
     /// simulated ones, so per-second rates read in simulated units (docs/lab.md).
     fn lab_count(&self, simulated: f64) -> u64 {
         (simulated / self.clock.scale).max(0.0) as u64
     }
+
+    fn rpc_start(&self) -> f64 {
+        match self.leader {
+            Some(_) => LEADER_RPC_START_S,
+            None => self.model.rpc_start_seconds(),
+        }
+    }
+
+    /// Transactions processed from 0 to `t`.
+    fn transactions(&self, t: f64) -> f64 {
+        match &self.leader {
+            Some(l) => l.transactions(t - LEADER_LOAD_START_S),
+            None => self.model.transactions(t),
+        }
+    }
+
+    fn slot_lag(&self, t: f64) -> f64 {
+        match self.leader {
+            // The cluster is the validator: never behind.
+            Some(_) => 0.0,
+            None => self.model.slot_lag(t),
+        }
+    }
+
+    fn slot_height(&self, t: f64) -> f64 {
+        match self.leader {
+            Some(_) => (t * SLOTS_PER_SECOND).floor(),
+            None => self.model.slot_height(t),
+        }
+    }
+
+    /// The leader's points: what each banking worker processed (tag `id`), and the
+    /// replay stats of its own slots, which count no transactions (replay skips them).
+    fn leader_points(&self, l: &LeaderModel, at: f64, step: f64, slot: i64) -> Vec<Datapoint> {
+        let txs =
+            self.lab_count(self.transactions(at)) - self.lab_count(self.transactions(at - step));
+        let workers = l.workers().max(1) as u64;
+        let mut out: Vec<Datapoint> = (0..workers)
+            .map(|w| {
+                // Worker ids after the two vote threads (consume_worker.rs `id`).
+                let share = txs / workers + u64::from(w < txs % workers);
+                Datapoint {
+                    measurement: "banking_stage_worker_counts",
+                    tags: vec![("id", (w + 2).to_string())],
+                    fields: vec![
+                        ("processed_transactions_count", share as i64),
+                        ("processed_with_successful_result_count", share as i64),
+                    ],
+                    at,
+                }
+            })
+            .collect();
+        out.push(Datapoint {
+            measurement: "replay-slot-stats",
+            tags: Vec::new(),
+            fields: vec![
+                ("slot", slot),
+                ("total_transactions", 0),
+                ("program_cache_us", 0),
+            ],
+            at,
+        });
+        out
+    }
 }
 
 impl Process for Agave {
     fn exit(&self) -> Option<Exit> {
-        let oom = self.model.oom_at().map(|at| Exit {
-            at,
-            reason: "OOMKilled",
-            code: 137,
-            message: String::new(),
-        });
+        // A bench cluster's state is its fresh genesis: it outgrows no memory limit.
+        let oom = self
+            .model
+            .oom_at()
+            .filter(|_| self.leader.is_none())
+            .map(|at| Exit {
+                at,
+                reason: "OOMKilled",
+                code: 137,
+                message: String::new(),
+            });
         let crash = self.crash_after.map(|at| Exit {
             at,
             reason: "Error",
@@ -284,10 +479,10 @@ impl Process for Agave {
 
     fn json_rpc(&self, t: f64, method: &str, _params: &Value) -> Option<Rpc> {
         // The RPC service starts once the snapshot is downloaded and loaded.
-        if t < self.model.rpc_start_seconds() {
+        if t < self.rpc_start() {
             return None;
         }
-        let slot = self.model.slot_height(t) as u64;
+        let slot = self.slot_height(t) as u64;
         let served = MINIMAL_RPC.contains(&method) || (self.full_rpc && FULL_RPC.contains(&method));
         if !served {
             return Some(Rpc::Error {
@@ -298,7 +493,7 @@ impl Process for Agave {
         }
         Some(match method {
             "getHealth" => {
-                let behind = self.model.slot_lag(t).round();
+                let behind = self.slot_lag(t).round();
                 if behind <= HEALTH_SLOT_DISTANCE {
                     Rpc::Result(json!("ok"))
                 } else {
@@ -311,14 +506,14 @@ impl Process for Agave {
             }
             "getSlot" => Rpc::Result(json!(slot)),
             "getBlockHeight" => Rpc::Result(json!((slot as f64 * 0.95) as u64)),
-            "getTransactionCount" => Rpc::Result(json!(self.lab_count(self.model.transactions(t)))),
+            "getTransactionCount" => Rpc::Result(json!(self.lab_count(self.transactions(t)))),
             "getEpochInfo" => Rpc::Result(json!({
                 "absoluteSlot": slot,
                 "blockHeight": (slot as f64 * 0.95) as u64,
                 "epoch": slot / 432_000,
                 "slotIndex": slot % 432_000,
                 "slotsInEpoch": 432_000,
-                "transactionCount": self.lab_count(self.model.transactions(t)),
+                "transactionCount": self.lab_count(self.transactions(t)),
             })),
             "getVersion" => Rpc::Result(json!({
                 "solana-core": format!("{}.{}.{}", self.version.0, self.version.1, self.version.2),
@@ -354,12 +549,16 @@ impl Process for Agave {
     fn datapoints(&self, t0: f64, t1: f64) -> Vec<Datapoint> {
         // Replay starts after the snapshot is loaded; before that nothing is replayed.
         let step = self.clock.datapoint_s();
-        let replay_from = self.model.rpc_start_seconds();
+        let replay_from = self.rpc_start();
         let first = (t0 / step).floor() as u64 + 1;
         let last = (t1 / step).floor() as u64;
         let mut out = Vec::new();
         for at in (first..=last).map(|i| i as f64 * step) {
             if at < replay_from {
+                continue;
+            }
+            if let Some(l) = &self.leader {
+                out.extend(self.leader_points(l, at, step, self.slot_height(at) as i64));
                 continue;
             }
             // Transactions replayed in (at - step, at], in lab units (see lab_count);
@@ -373,6 +572,7 @@ impl Process for Agave {
             let pc = self.cache.stats_of_slot(replayed.saturating_sub(1));
             out.push(Datapoint {
                 measurement: "replay-slot-stats",
+                tags: Vec::new(),
                 fields: vec![
                     ("slot", slot),
                     ("total_transactions", txs as i64),
@@ -384,6 +584,7 @@ impl Process for Agave {
             // parent slot, every counter reset per point.
             out.push(Datapoint {
                 measurement: "loaded-programs-cache-stats",
+                tags: Vec::new(),
                 fields: vec![
                     ("slot", slot - 1),
                     ("hits", pc.hits),

@@ -268,6 +268,36 @@ mod tests {
         (m / k, e / k, t / k / 1000.0)
     }
 
+    /// Figure 12's shape over two simulated hours after the first: misses and evictions
+    /// fall with the size, 2,048 entries evict nothing, and the time follows the misses.
+    #[test]
+    fn figure_12_emerges_from_the_mechanism() {
+        let (m512, e512, t512) = means(512, 9_000, 18_000, 3);
+        let (m1024, e1024, t1024) = means(1024, 9_000, 18_000, 3);
+        let (m2048, e2048, t2048) = means(2048, 9_000, 18_000, 3);
+        assert!((0.6..1.1).contains(&m512), "512 misses {m512}");
+        assert!((0.6..1.1).contains(&e512), "512 evictions {e512}");
+        assert!((0.03..0.2).contains(&m1024), "1024 misses {m1024}");
+        assert!(
+            e1024 < 0.2 && m2048 < 0.03 && e2048 == 0.0,
+            "{e1024} {m2048} {e2048}"
+        );
+        assert!((30.0..50.0).contains(&t512), "512 time {t512}");
+        assert!(
+            t512 > 2.0 * t1024 && t1024 > t2048,
+            "{t512} {t1024} {t2048}"
+        );
+    }
+
+    #[test]
+    fn a_restarted_run_replays_the_same_slots() {
+        let c = ProgramCache::new(9, 512);
+        let later = c.stats_of_slot(3_000);
+        let earlier = c.stats_of_slot(100);
+        assert_eq!(c.stats_of_slot(3_000), later);
+        assert_eq!(ProgramCache::new(9, 512).stats_of_slot(100), earlier);
+    }
+
     #[test]
     #[ignore = "prints the calibration; run with --ignored --nocapture"]
     fn calibration() {

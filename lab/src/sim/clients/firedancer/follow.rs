@@ -117,6 +117,7 @@ pub fn datapoints(m: &AgaveModel, scale: f64, step: f64, t0: f64, t1: f64) -> Ve
         .filter(|at| *at >= m.rpc_start_seconds())
         .map(|at| Datapoint {
             measurement: "replay-slot-stats",
+            tags: Vec::new(),
             fields: vec![
                 ("slot", m.slot_height(at) as i64),
                 (
