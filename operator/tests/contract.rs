@@ -49,6 +49,11 @@ fn label_values(query: &str, label: &str) -> BTreeSet<String> {
 
 #[test]
 fn every_example_renders_a_pod_the_lab_plays_and_serves_its_profile() {
+    let registry = valtune_lab::topology::Topology::load(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../lab/topology.yaml"),
+    )
+    .unwrap()
+    .images;
     let clock = Clock {
         scale: 720.0,
         step: 1.0,
@@ -92,12 +97,14 @@ fn every_example_renders_a_pod_the_lab_plays_and_serves_its_profile() {
                     )
                 })
                 .collect();
-            let view = PodView::new(
+            let mut view = PodView::new(
                 pod.clone(),
                 "127.0.0.9".parse().unwrap(),
                 config_maps,
                 secrets,
             );
+            // What the lab's registry says the examples' images hold.
+            view.registry = registry.clone();
             let env = view.env(container);
             let process = match model.start(&view, container, &env, &clock) {
                 Started::Running(p) => p,

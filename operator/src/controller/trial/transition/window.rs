@@ -1,0 +1,265 @@
+//! Warming up and measuring: the lag, the window, abort rules, and what a Prometheus
+//! that cannot be read (blind) or does not scrape the pod does to them.
+
+use super::*;
+
+/// While Prometheus cannot be read nothing is judged (no warm-up verdict, no abort rule,
+/// no window end): the trial waits, up to trial.collectionDeadline, and then ends
+/// Unobserved. When Prometheus answers again, the warm-up deadline and the window's end
+/// move by the time it was away. True while blind.
+pub(super) fn blind(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) -> bool {
+    let st = &mut step.status;
+    match (&obs.blind, st.blind_since.clone()) {
+        (None, None) => false,
+        (None, Some(since)) => {
+            let away = now.duration_since(since.0);
+            st.blind_seconds += away.as_secs_f64();
+            st.blind_since = None;
+            st.message = Some(format!(
+                "Prometheus answers again after {}s away{}",
+                away.as_secs(),
+                if st.phase == TrialPhase::WarmingUp {
+                    "; the warm-up deadline moved by as much"
+                } else {
+                    ""
+                }
+            ));
+            false
+        }
+        (Some(why), since) => {
+            let since = since.map(|t| t.0).unwrap_or(now);
+            if st.blind_since.is_none() {
+                st.blind_since = Some(Time(now));
+                step.acts.push(Act::Event(Note {
+                    warning: true,
+                    reason: "PrometheusUnreachable".into(),
+                    text: format!(
+                        "cannot read Prometheus at {}; warm-up, abort rules and the window are paused until it answers (at most {}): {why}",
+                        s.prometheus_url, s.collection_deadline.1
+                    ),
+                }));
+            }
+            let away = now.duration_since(since);
+            if away >= s.collection_deadline.0 {
+                let phase = format!("{:?}", st.phase);
+                finish(
+                    st,
+                    Some(TrialOutcome::Unobserved),
+                    format!(
+                        "Prometheus at {} was unreachable for {}s (since {since}) while the trial was {phase}, past trial.collectionDeadline ({}): nothing could be judged; last error: {why}",
+                        s.prometheus_url,
+                        away.as_secs(),
+                        s.collection_deadline.1
+                    ),
+                    now,
+                );
+                step.acts.push(Act::DeletePods);
+                step.requeue = Some(Duration::from_secs(1));
+            } else {
+                // No ticking figures here: the status is written when this changes.
+                st.message = Some(format!(
+                    "waiting for Prometheus at {} (unreachable since {since}); warm-up, abort rules and the window are paused: {why}",
+                    s.prometheus_url
+                ));
+                step.requeue = Some(s.blind_backoff(away));
+            }
+            true
+        }
+    }
+}
+
+/// Ends the trial if Prometheus never scraped the pod in time (a PodMonitor its
+/// Prometheus does not select is silently never scraped). True when it ended the trial.
+pub(super) fn unscraped(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) -> bool {
+    let st = &mut step.status;
+    if st.answering_at.is_some() || matches!(obs.up, Some(Ok(true))) {
+        return false;
+    }
+    let started = st.started_at.as_ref().map(|t| t.0).unwrap_or(now);
+    if now < started + s.scrape_deadline() || !matches!(obs.up, Some(Ok(false))) {
+        return false;
+    }
+    let monitor = match &s.pod_monitor {
+        Some(pm) => format!(
+            "is PodMonitor {pm} selected by that Prometheus? (kube-prometheus-stack selects only PodMonitors labelled release=<its release>: set spec.metrics.podMonitorLabels)"
+        ),
+        None => "valtune creates no PodMonitor for it (spec.metrics.podMonitor is false, or the cluster has no PodMonitor kind): make that Prometheus scrape the trial's pods".into(),
+    };
+    finish(
+        st,
+        Some(TrialOutcome::MetricsUnavailable),
+        format!(
+            "Prometheus at {} has not scraped the trial's pod in the {}s since it started: {monitor}",
+            s.prometheus_url,
+            now.duration_since(started).as_secs()
+        ),
+        now,
+    );
+    step.acts.push(Act::DeletePods);
+    step.requeue = Some(Duration::from_secs(1));
+    true
+}
+
+/// The validator's first answer (its RPC, after the snapshot), from the first lag reading.
+fn note_answering(st: &mut ValidatorTrialStatus, obs: &Observed, now: Timestamp) {
+    if st.answering_at.is_none() && matches!(obs.lag, Some(Ok(Some(_)))) {
+        st.answering_at = Some(Time(now));
+    }
+}
+
+pub(super) fn warm_up(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) {
+    let st = &mut step.status;
+    note_answering(st, obs, now);
+    let started = st.started_at.as_ref().map(|t| t.0).unwrap_or(now);
+    // The time Prometheus could not be read is not held against the validator.
+    let deadline = started + s.warmup_timeout.0 + SignedDuration::from_secs_f64(st.blind_seconds);
+    let lag = obs.lag.clone().and_then(|r| r.ok()).flatten();
+    let unit = s.lag_unit.as_str();
+    // The paper's window: from the first transaction processed, catch-up included.
+    if s.from == WindowStart::FirstExecution
+        && let Some(Ok(Some(tps))) = &obs.tps
+        && *tps > 0.0
+    {
+        let end = now + s.measurement;
+        st.first_execution_at = Some(Time(now));
+        st.window_start = Some(Time(now));
+        st.window_end = Some(Time(end));
+        if lag.is_some_and(|l| l <= s.max_lag) {
+            st.caught_up_at = Some(Time(now));
+        }
+        st.phase = TrialPhase::Measuring;
+        st.lag = None;
+        st.message = Some(format!(
+            "processing transactions ({} {unit} behind); measuring from the first execution until {end}",
+            lag.map(|l| l.to_string())
+                .unwrap_or_else(|| "unknown".into())
+        ));
+        step.requeue = Some(until(end, now).min(s.step * 2));
+        return;
+    }
+    if s.from == WindowStart::CaughtUp
+        && let Some(lag) = lag
+        && lag <= s.max_lag
+    {
+        let end = now + s.measurement;
+        st.caught_up_at = Some(Time(now));
+        st.window_start = Some(Time(now));
+        st.window_end = Some(Time(end));
+        st.phase = TrialPhase::Measuring;
+        st.lag = None;
+        st.message = Some(format!(
+            "caught up after {}s ({lag} {unit} behind); measuring until {end}",
+            now.duration_since(started).as_secs()
+        ));
+        step.requeue = Some(until(end, now).min(s.step * 2));
+        return;
+    }
+    if now >= deadline {
+        let what = match s.from {
+            WindowStart::CaughtUp => "catch up",
+            WindowStart::FirstExecution => "process a transaction",
+        };
+        st.outcome = Some(TrialOutcome::TimedOut);
+        st.window_start = Some(Time(started));
+        st.window_end = Some(Time(now));
+        st.phase = TrialPhase::Collecting;
+        st.message = Some(format!(
+            "did not {what} within the warm-up limit of {} ({} {unit} behind)",
+            s.warmup_timeout.1,
+            lag.map(|l| l.to_string())
+                .unwrap_or_else(|| "unknown".into())
+        ));
+        step.requeue = Some(Duration::from_secs(1));
+        return;
+    }
+    // Progress for `kubectl describe`, refreshed now and then rather than every pass
+    // (first a while after the start: a quick catch-up costs no write for it).
+    if let Some(lag) = lag {
+        let last = st.lag.as_ref().map(|r| r.at.0).unwrap_or(started);
+        let due = now >= last + s.progress_every();
+        if due {
+            st.lag = Some(LagReading {
+                value: lag,
+                unit: unit.into(),
+                at: Time(now),
+            });
+        }
+    }
+    step.requeue = Some(
+        s.step
+            .min(until(deadline, now))
+            .max(Duration::from_millis(500)),
+    );
+}
+
+pub(super) fn measure(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) {
+    let st = &mut step.status;
+    note_answering(st, obs, now);
+    // Measuring from the first execution: catching up happens inside the window.
+    if st.caught_up_at.is_none()
+        && let Some(Ok(Some(lag))) = &obs.lag
+        && *lag <= s.max_lag
+    {
+        st.caught_up_at = Some(Time(now));
+    }
+    let end = st.window_end.as_ref().map(|t| t.0).unwrap_or(now);
+    for (i, verdict) in obs.aborts.iter().enumerate() {
+        match verdict {
+            Verdict::Fired(why) => {
+                st.outcome = Some(TrialOutcome::Aborted);
+                st.window_end = Some(Time(now));
+                st.phase = TrialPhase::Collecting;
+                st.message = Some(why.clone());
+                step.requeue = Some(Duration::from_secs(1));
+                return;
+            }
+            Verdict::Unknown(why) => step.acts.push(Act::Event(Note {
+                warning: true,
+                reason: "AbortRuleUnavailable".into(),
+                text: format!("abort rule {} cannot be judged: {why}", i + 1),
+            })),
+            Verdict::Holds | Verdict::TooEarly | Verdict::Blind(_) => {}
+        }
+    }
+    if now >= end {
+        // The verdict needs the window's end observed: if Prometheus scraped nothing just
+        // before it (it was away), the window ends at its first scrape since, when the
+        // validator's state is seen again (the pod runs on until the trial is collected).
+        match &obs.end_scrapes {
+            Some(Ok((at_end, _))) if *at_end > 0.0 => {
+                st.phase = TrialPhase::Collecting;
+                st.message = Some("window ended; waiting for Prometheus to scrape past it".into());
+                step.requeue = Some(s.step);
+            }
+            Some(Ok((_, since))) if *since > 0.0 => {
+                st.window_end = Some(Time(now));
+                st.phase = TrialPhase::Collecting;
+                st.message = Some(format!(
+                    "Prometheus did not scrape the pod at the window's end ({end}); the window ends at {now}, when it scraped the pod again"
+                ));
+                step.requeue = Some(s.step);
+            }
+            Some(Ok(_)) if now >= end + s.collection_deadline.0 => {
+                finish(
+                    st,
+                    Some(TrialOutcome::Unobserved),
+                    format!(
+                        "Prometheus at {} has not scraped the pod since before the window's end ({end}), past trial.collectionDeadline ({}): the end of the window cannot be judged",
+                        s.prometheus_url, s.collection_deadline.1
+                    ),
+                    now,
+                );
+                step.acts.push(Act::DeletePods);
+                step.requeue = Some(Duration::from_secs(1));
+            }
+            _ => step.requeue = Some(s.blind_backoff(now.duration_since(end))),
+        }
+        return;
+    }
+    let next = if s.abort_rules == 0 {
+        until(end, now)
+    } else {
+        until(end, now).min(s.step * 2)
+    };
+    step.requeue = Some(next.max(Duration::from_millis(500)));
+}
