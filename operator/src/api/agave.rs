@@ -289,19 +289,19 @@ pub struct AgaveExporters {
 }
 
 fn default_rpc_exporter() -> String {
-    "ghcr.io/asymmetric-research/solana-exporter:v3.0.2".into()
+    super::images::solana_exporter()
 }
 fn default_rpc_exporter_port() -> i32 {
     9634
 }
 fn default_process_exporter() -> String {
-    "ncabatoff/process-exporter:0.8.7".into()
+    super::images::process_exporter()
 }
 fn default_process_exporter_port() -> i32 {
     9256
 }
 fn default_datapoints_exporter() -> String {
-    "victoriametrics/vmagent:v1.110.0".into()
+    super::images::vmagent()
 }
 fn default_datapoints_port() -> i32 {
     8429

@@ -234,7 +234,7 @@ pub struct BlockTimesSpec {
 }
 
 fn default_vmagent() -> String {
-    "victoriametrics/vmagent:v1.110.0".into()
+    super::images::vmagent()
 }
 fn default_vmagent_port() -> i32 {
     8429

@@ -287,13 +287,13 @@ pub struct FiredancerExporters {
 }
 
 fn default_rpc_exporter() -> String {
-    "ghcr.io/asymmetric-research/solana-exporter:v3.0.2".into()
+    super::images::solana_exporter()
 }
 fn default_rpc_exporter_port() -> i32 {
     9634
 }
 fn default_datapoints_exporter() -> String {
-    "victoriametrics/vmagent:v1.110.0".into()
+    super::images::vmagent()
 }
 fn default_datapoints_port() -> i32 {
     8429

@@ -4,6 +4,7 @@ pub mod agave;
 pub mod besu;
 pub mod experiment;
 pub mod firedancer;
+pub mod images;
 pub mod nodeos;
 pub mod quantity;
 pub mod resolve;

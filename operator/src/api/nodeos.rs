@@ -248,7 +248,7 @@ fn default_chain_port() -> i32 {
     9108
 }
 fn default_process_image() -> String {
-    "ncabatoff/process-exporter:0.8.7".into()
+    super::images::process_exporter()
 }
 fn default_process_port() -> i32 {
     9256

@@ -13,6 +13,7 @@ pub mod firedancer;
 pub mod golden;
 pub mod knobs;
 pub mod nodeos;
+pub mod parts;
 pub mod pod;
 pub mod profile;
 

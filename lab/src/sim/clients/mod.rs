@@ -177,6 +177,27 @@ pub fn flag_values<'a>(args: &'a [String], flag: &str) -> Vec<&'a str> {
     out
 }
 
+/// A client version, (major, minor, patch): comparable.
+pub type Version = (u32, u32, u32);
+
+/// The version in an image's tag: its first `X.Y.Z` (`v2.1.14`, `v5.0.3wax02`,
+/// `ce-v1.0.3wax01`, `24.1.2-amd64`); None for an untagged image.
+pub fn image_version(image: &str) -> Option<Version> {
+    let tag = image
+        .rsplit_once(':')
+        .map(|(_, t)| t)
+        .filter(|t| !t.contains('/'))?;
+    let start = tag.find(|c: char| c.is_ascii_digit())?;
+    let mut it = tag[start..].splitn(3, '.');
+    let major = it.next()?.parse().ok()?;
+    let minor = it.next()?.parse().ok()?;
+    let rest = it.next()?;
+    let end = rest
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(rest.len());
+    Some((major, minor, rest[..end].parse().ok()?))
+}
+
 /// A seed from a name (FNV-1a), so a pod's run is reproducible.
 pub fn seed(name: &str) -> u64 {
     name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {

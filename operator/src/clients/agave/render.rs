@@ -2,10 +2,7 @@
 //! sidecars (restarted if they exit, unlike containers under `restartPolicy: Never`),
 //! and agave-validator on the node's network.
 
-use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, ObjectFieldSelector,
-    Volume, VolumeMount,
-};
+use k8s_openapi::api::core::v1::{Container, EmptyDirVolumeSource, Volume, VolumeMount};
 
 use super::{Agave, LEDGER_DIR, PROCESS_NAME, VALIDATOR_CONTAINER, args, bench, gpu};
 use crate::api::agave::AgaveWorkload;
@@ -13,6 +10,7 @@ use crate::api::sweep::Sigverify;
 use crate::api::template::AgaveSpec;
 use crate::api::trial::ValidatorTrial;
 use crate::api::version::Version;
+use crate::clients::parts::{env, field_env, port, sidecar};
 use crate::clients::pod::{PREFLIGHT_CONTAINER, Skeleton, Tweaks, sidecar_resources};
 use crate::clients::{ClientPod, RenderError, ValidatorClient};
 
@@ -55,51 +53,6 @@ fi
 "#,
     );
     s
-}
-
-fn env(name: &str, value: &str) -> EnvVar {
-    EnvVar {
-        name: name.into(),
-        value: Some(value.into()),
-        ..Default::default()
-    }
-}
-
-fn field_env(name: &str, path: &str) -> EnvVar {
-    EnvVar {
-        name: name.into(),
-        value_from: Some(EnvVarSource {
-            field_ref: Some(ObjectFieldSelector {
-                field_path: path.into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn port(name: &str, port: i32) -> ContainerPort {
-    ContainerPort {
-        name: Some(name.into()),
-        container_port: port,
-        protocol: Some("TCP".into()),
-        ..Default::default()
-    }
-}
-
-/// A native sidecar: an init container that runs beside the validator and restarts if it
-/// exits (Kubernetes 1.29+).
-fn sidecar(name: &str, image: &str, args: Vec<String>, ports: Vec<ContainerPort>) -> Container {
-    Container {
-        name: name.into(),
-        image: Some(image.into()),
-        args: Some(args),
-        ports: Some(ports),
-        resources: Some(sidecar_resources()),
-        restart_policy: Some("Always".into()),
-        ..Default::default()
-    }
 }
 
 /// The image of the trial: the one built with its program cache size, if it sweeps one.

@@ -6,9 +6,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
-    ObjectFieldSelector, PodSecurityContext, ResourceRequirements, SecretVolumeSource, Volume,
-    VolumeMount,
+    ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, PodSecurityContext,
+    ResourceRequirements, SecretVolumeSource, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::ObjectMeta;
@@ -23,6 +22,7 @@ use crate::api::labels;
 use crate::api::template::VolumeRole;
 use crate::api::trial::ValidatorTrial;
 use crate::api::version::Version;
+use crate::clients::parts::{env, field_env, mount, protocol_port};
 use crate::clients::pod::{GeneratedSecret, Skeleton, Tweaks, config_map, sidecar_resources};
 use crate::clients::{ClientPod, RenderError};
 
@@ -53,46 +53,6 @@ const USER: i64 = 1000;
 /// The random bytes of the Engine API's JWT secret (HS256, 256 bits: EngineAuthService
 /// reads at least 64 hex characters; Teku's JwtSecretKeyLoader a 32-byte hex key).
 const JWT_BYTES: usize = 32;
-
-fn env(name: &str, value: &str) -> EnvVar {
-    EnvVar {
-        name: name.into(),
-        value: Some(value.into()),
-        ..Default::default()
-    }
-}
-
-fn field_env(name: &str, path: &str) -> EnvVar {
-    EnvVar {
-        name: name.into(),
-        value_from: Some(EnvVarSource {
-            field_ref: Some(ObjectFieldSelector {
-                field_path: path.into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn port(name: &str, port: i32, protocol: &str) -> ContainerPort {
-    ContainerPort {
-        name: Some(name.into()),
-        container_port: port,
-        protocol: Some(protocol.into()),
-        ..Default::default()
-    }
-}
-
-fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
-    VolumeMount {
-        name: name.into(),
-        mount_path: path.into(),
-        read_only: read_only.then_some(true),
-        ..Default::default()
-    }
-}
 
 /// The log4j2 configuration: Besu's console log, and each block's time to vmagent.
 pub fn log4j2_xml(vmagent_port: i32) -> String {
@@ -180,8 +140,8 @@ fn teku(trial: &ValidatorTrial, besu: &BesuSpec, skeleton: &Skeleton) -> Contain
         image: Some(c.image.clone()),
         args: Some(args),
         ports: Some(vec![
-            port("cl-p2p", c.p2p_port, "TCP"),
-            port("cl-discovery", c.p2p_port, "UDP"),
+            protocol_port("cl-p2p", c.p2p_port, "TCP"),
+            protocol_port("cl-discovery", c.p2p_port, "UDP"),
         ]),
         resources: Some(ResourceRequirements {
             requests: Some(r.clone()),
@@ -213,7 +173,7 @@ fn vmagent(besu: &BesuSpec, remote_write: &str) -> Container {
             field_env("POD_NAMESPACE", "metadata.namespace"),
             field_env("POD_NAME", "metadata.name"),
         ]),
-        ports: Some(vec![port("block-times", port_number, "TCP")]),
+        ports: Some(vec![protocol_port("block-times", port_number, "TCP")]),
         resources: Some(sidecar_resources()),
         volume_mounts: Some(vec![mount("vmagent-data", "/var/lib/vmagent", false)]),
         restart_policy: Some("Always".into()),
@@ -258,10 +218,10 @@ pub fn pod(
         args: Some(args),
         env: Some(validator_env),
         ports: Some(vec![
-            port(METRICS_PORT_NAME, besu.metrics_port, "TCP"),
-            port("engine", besu.engine_port, "TCP"),
-            port("p2p", besu.p2p_port, "TCP"),
-            port("discovery", besu.p2p_port, "UDP"),
+            protocol_port(METRICS_PORT_NAME, besu.metrics_port, "TCP"),
+            protocol_port("engine", besu.engine_port, "TCP"),
+            protocol_port("p2p", besu.p2p_port, "TCP"),
+            protocol_port("discovery", besu.p2p_port, "UDP"),
         ]),
         resources: Some(skeleton.validator_resources.clone()),
         volume_mounts: Some(mounts),

@@ -7,9 +7,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    AppArmorProfile, Capabilities, ConfigMapVolumeSource, Container, ContainerPort,
-    EmptyDirVolumeSource, EnvVar, EnvVarSource, ObjectFieldSelector, SecurityContext, Volume,
-    VolumeMount,
+    AppArmorProfile, Capabilities, ConfigMapVolumeSource, Container, EnvVar, SecurityContext,
+    Volume,
 };
 
 use super::config::{self, Inputs, RUN_DIR, SCRATCH_DIR, TEMPLATE_DIR, TEMPLATE_FILE};
@@ -21,6 +20,7 @@ use crate::api::firedancer::{
 };
 use crate::api::trial::ValidatorTrial;
 use crate::api::version::Version;
+use crate::clients::parts::{empty_dir, env, field_env, mount, port, sidecar};
 use crate::clients::pod::{PREFLIGHT_CONTAINER, Skeleton, Tweaks, config_map, sidecar_resources};
 use crate::clients::{ClientPod, RenderError, ValidatorClient};
 
@@ -60,67 +60,6 @@ fi
 "#,
     );
     s
-}
-
-fn env(name: &str, value: &str) -> EnvVar {
-    EnvVar {
-        name: name.into(),
-        value: Some(value.into()),
-        ..Default::default()
-    }
-}
-
-fn field_env(name: &str, path: &str) -> EnvVar {
-    EnvVar {
-        name: name.into(),
-        value_from: Some(EnvVarSource {
-            field_ref: Some(ObjectFieldSelector {
-                field_path: path.into(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn port(name: &str, port: i32) -> ContainerPort {
-    ContainerPort {
-        name: Some(name.into()),
-        container_port: port,
-        protocol: Some("TCP".into()),
-        ..Default::default()
-    }
-}
-
-fn mount(name: &str, path: &str) -> VolumeMount {
-    VolumeMount {
-        name: name.into(),
-        mount_path: path.into(),
-        ..Default::default()
-    }
-}
-
-fn empty_dir(name: &str) -> Volume {
-    Volume {
-        name: name.into(),
-        empty_dir: Some(EmptyDirVolumeSource::default()),
-        ..Default::default()
-    }
-}
-
-/// A native sidecar: an init container that runs beside the validator and restarts if
-/// it exits (Kubernetes 1.29+).
-fn sidecar(name: &str, image: &str, args: Vec<String>, ports: Vec<ContainerPort>) -> Container {
-    Container {
-        name: name.into(),
-        image: Some(image.into()),
-        args: Some(args),
-        ports: Some(ports),
-        resources: Some(sidecar_resources()),
-        restart_policy: Some("Always".into()),
-        ..Default::default()
-    }
 }
 
 /// Root in the container (the start script chowns, mounts hugetlbfs; fdctl drops to
@@ -249,16 +188,16 @@ pub fn pod(
             field_env("POD_NAMESPACE", "metadata.namespace"),
             field_env("POD_NAME", "metadata.name"),
         ]);
-        vmagent.volume_mounts = Some(vec![mount("vmagent-data", VMAGENT_DATA)]);
+        vmagent.volume_mounts = Some(vec![mount("vmagent-data", VMAGENT_DATA, false)]);
         init.push(vmagent);
         pod_volumes.push(empty_dir("vmagent-data"));
     }
 
     let mut mounts = skeleton.mounts.clone();
     mounts.extend([
-        mount("fd-config", TEMPLATE_DIR),
-        mount("fd-run", RUN_DIR),
-        mount("fd-scratch", SCRATCH_DIR),
+        mount("fd-config", TEMPLATE_DIR, false),
+        mount("fd-run", RUN_DIR, false),
+        mount("fd-scratch", SCRATCH_DIR, false),
     ]);
     let mut validator_env: Vec<EnvVar> = Vec::new();
     let applied = crate::clients::knobs::apply(client.knobs(), &trial.spec.point, Some(version))?;

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource,
-    HostPathVolumeSource, ResourceRequirements, SecurityContext, Volume, VolumeMount,
+    Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, HostPathVolumeSource,
+    ResourceRequirements, SecurityContext, Volume,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -16,6 +16,7 @@ use crate::api::nodeos::{NodeosMapMode, NodeosSpec, StateMedium};
 use crate::api::template::VolumeRole;
 use crate::api::trial::ValidatorTrial;
 use crate::clients::knobs;
+use crate::clients::parts::{mount, port};
 use crate::clients::pod::{Skeleton, Tweaks, config_map, sidecar_resources};
 use crate::clients::{ClientPod, RenderError, ValidatorClient};
 
@@ -49,24 +50,6 @@ pub const OC_CACHE_MIB: i64 = 1024;
 const MI: u128 = 1 << 20;
 /// The hog's own memory beyond the bytes it holds, and its request.
 const HOG_OVERHEAD: u128 = 64 * MI;
-
-fn port(name: &str, port: i32) -> ContainerPort {
-    ContainerPort {
-        name: Some(name.into()),
-        container_port: port,
-        protocol: Some("TCP".into()),
-        ..Default::default()
-    }
-}
-
-fn mount(name: &str, path: &str, read_only: bool) -> VolumeMount {
-    VolumeMount {
-        name: name.into(),
-        mount_path: path.into(),
-        read_only: read_only.then_some(true),
-        ..Default::default()
-    }
-}
 
 fn quantities(pairs: &[(&str, String)]) -> BTreeMap<String, Quantity> {
     pairs

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::{
     Datapoint, Env, Exit, MetricsSink, ProcFigures, Process, Rpc, SimClient, Started, flag_values,
-    seed,
+    image_version, seed,
 };
 use crate::sim::clock::Clock;
 use crate::sim::pod_view::PodView;
@@ -78,22 +78,9 @@ const FULL_RPC: &[&str] = &[
     "getBlockProduction",
 ];
 
+/// The image tag's version; an untagged image is taken to be the newest release.
 fn version_of(image: &str) -> V {
-    // The image tag's X.Y.Z; an untagged image is taken to be the newest release.
-    image
-        .match_indices(':')
-        .find_map(|(i, _)| {
-            let tag = image[i + 1..].trim_start_matches('v');
-            let mut it = tag.splitn(3, '.');
-            let major = it.next()?.parse().ok()?;
-            let minor = it.next()?.parse().ok()?;
-            let rest = it.next()?;
-            let end = rest
-                .find(|c: char| !c.is_ascii_digit())
-                .unwrap_or(rest.len());
-            Some((major, minor, rest[..end].parse().ok()?))
-        })
-        .unwrap_or((4, 0, 3))
+    image_version(image).unwrap_or((4, 0, 3))
 }
 
 fn clap_unknown(flag: &str) -> String {

@@ -15,7 +15,9 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Container, Pod};
 
-use super::{Env, Exit, Post, ProcFigures, Process, SimClient, Started, flag_values, seed};
+use super::{
+    Env, Exit, Post, ProcFigures, Process, SimClient, Started, flag_values, image_version, seed,
+};
 use crate::sim::clock::Clock;
 use crate::sim::pod_view::PodView;
 use model::{Allocator, BesuModel, Config};
@@ -31,20 +33,7 @@ const NEW_PAYLOAD_LOGGER: &str =
     "org.hyperledger.besu.ethereum.api.jsonrpc.internal.methods.engine.AbstractEngineNewPayload";
 
 fn version_of(image: &str) -> V {
-    image
-        .match_indices(':')
-        .find_map(|(i, _)| {
-            let tag = image[i + 1..].trim_start_matches('v');
-            let mut it = tag.splitn(3, '.');
-            let major = it.next()?.parse().ok()?;
-            let minor = it.next()?.parse().ok()?;
-            let rest = it.next()?;
-            let end = rest
-                .find(|c: char| !c.is_ascii_digit())
-                .unwrap_or(rest.len());
-            Some((major, minor, rest[..end].parse().ok()?))
-        })
-        .unwrap_or((25, 12, 0))
+    image_version(image).unwrap_or((25, 12, 0))
 }
 
 /// Whether the consensus client beside Besu drives it, and if not, why: Teku's Engine

@@ -23,7 +23,8 @@ use serde_json::{Value, json};
 
 use super::agave::model::AgaveModel;
 use super::{
-    Datapoint, Env, Exit, MetricsSink, ProcFigures, Process, Rpc, SimClient, Started, seed,
+    Datapoint, Env, Exit, MetricsSink, ProcFigures, Process, Rpc, SimClient, Started,
+    image_version, seed,
 };
 use crate::sim::clock::Clock;
 use crate::sim::pod_view::{PodView, parse_bytes};
@@ -40,20 +41,7 @@ const NEWEST: V = (0, 1106, 40201);
 const BOOT_S: f64 = 240.0;
 
 fn version_of(image: &str) -> V {
-    image
-        .match_indices(':')
-        .find_map(|(i, _)| {
-            let tag = image[i + 1..].trim_start_matches('v');
-            let mut it = tag.splitn(3, '.');
-            let major = it.next()?.parse().ok()?;
-            let minor = it.next()?.parse().ok()?;
-            let rest = it.next()?;
-            let end = rest
-                .find(|c: char| !c.is_ascii_digit())
-                .unwrap_or(rest.len());
-            Some((major, minor, rest[..end].parse().ok()?))
-        })
-        .unwrap_or(NEWEST)
+    image_version(image).unwrap_or(NEWEST)
 }
 
 fn exit_now(message: String) -> Started {

@@ -35,23 +35,6 @@ fn refuse(message: String) -> Refusal {
     (OTHER_FAIL, message)
 }
 
-/// The version in the image tag: its first `X.Y.Z` (`v5.0.3wax02`, `ce-v1.0.3wax01`).
-fn version_of(image: &str) -> Option<(u32, u32, u32)> {
-    let tag = image
-        .rsplit_once(':')
-        .map(|(_, t)| t)
-        .filter(|t| !t.contains('/'))?;
-    let start = tag.find(|c: char| c.is_ascii_digit())?;
-    let mut it = tag[start..].splitn(3, '.');
-    let major = it.next()?.parse().ok()?;
-    let minor = it.next()?.parse().ok()?;
-    let rest = it.next()?;
-    let end = rest
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(rest.len());
-    Some((major, minor, rest[..end].parse().ok()?))
-}
-
 fn known(option: &str, spring: bool) -> bool {
     COMMON.contains(&option)
         || if spring {
@@ -103,7 +86,7 @@ fn quantity(c: &Container, side: &str, name: &str) -> Option<u128> {
 
 pub fn read(pod: &PodView, c: &Container, args: &[String], env: &Env) -> Result<Reading, Refusal> {
     let image = c.image.clone().unwrap_or_default();
-    let version = version_of(&image);
+    let version = super::super::image_version(&image);
     // Leap 5 is 5.x; spring restarted at 1.x. Unknown: the newest, spring.
     let spring = version.is_none_or(|(major, _, _)| major < 5);
     let version_string = version
