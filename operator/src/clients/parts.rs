@@ -74,3 +74,40 @@ pub fn sidecar(name: &str, image: &str, args: Vec<String>, ports: Vec<ContainerP
         ..Default::default()
     }
 }
+
+/// Where vmagent buffers points it could not deliver yet (an emptyDir of this name).
+pub const VMAGENT_VOLUME: &str = "vmagent-data";
+const VMAGENT_DATA: &str = "/var/lib/vmagent";
+
+/// vmagent as a native sidecar: InfluxDB line protocol in on `port` (`/write`), every
+/// point remote-written with its own timestamp, labelled with the pod's namespace and name
+/// as prometheus-operator labels scraped series (app/vmagent, lib/protoparser/influx at
+/// v1.110.0); `-usePromCompatibleNaming` turns `measurement-name` + `field` into
+/// `measurement_name_field`. Needs [`empty_dir`]`(VMAGENT_VOLUME)` in the pod.
+pub fn vmagent(
+    name: &str,
+    image: &str,
+    port_name: &str,
+    port_number: i32,
+    remote_write: &str,
+) -> Container {
+    let mut c = sidecar(
+        name,
+        image,
+        vec![
+            format!("-httpListenAddr=:{port_number}"),
+            format!("-remoteWrite.url={remote_write}"),
+            "-remoteWrite.label=namespace=$(POD_NAMESPACE)".into(),
+            "-remoteWrite.label=pod=$(POD_NAME)".into(),
+            "-usePromCompatibleNaming".into(),
+            format!("-remoteWrite.tmpDataPath={VMAGENT_DATA}"),
+        ],
+        vec![port(port_name, port_number)],
+    );
+    c.env = Some(vec![
+        field_env("POD_NAMESPACE", "metadata.namespace"),
+        field_env("POD_NAME", "metadata.name"),
+    ]);
+    c.volume_mounts = Some(vec![mount(VMAGENT_VOLUME, VMAGENT_DATA, false)]);
+    c
+}

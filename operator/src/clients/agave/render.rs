@@ -2,7 +2,7 @@
 //! sidecars (restarted if they exit, unlike containers under `restartPolicy: Never`),
 //! and agave-validator on the node's network.
 
-use k8s_openapi::api::core::v1::{Container, EmptyDirVolumeSource, Volume, VolumeMount};
+use k8s_openapi::api::core::v1::Container;
 
 use super::{Agave, LEDGER_DIR, PROCESS_NAME, VALIDATOR_CONTAINER, args, bench, gpu};
 use crate::api::agave::AgaveWorkload;
@@ -10,16 +10,13 @@ use crate::api::sweep::Sigverify;
 use crate::api::template::AgaveSpec;
 use crate::api::trial::ValidatorTrial;
 use crate::api::version::Version;
-use crate::clients::parts::{env, field_env, port, sidecar};
+use crate::clients::parts::{self, env, port, sidecar};
 use crate::clients::pod::{PREFLIGHT_CONTAINER, Skeleton, Tweaks, sidecar_resources};
 use crate::clients::{ClientPod, RenderError, ValidatorClient};
 
 /// Port names of the endpoints Prometheus scrapes.
 pub const RPC_EXPORTER_PORT_NAME: &str = "metrics-rpc";
 pub const PROCESS_EXPORTER_PORT_NAME: &str = "metrics-proc";
-
-/// Where vmagent buffers datapoints it could not deliver yet.
-const VMAGENT_DATA: &str = "/var/lib/vmagent";
 
 /// What the node must give Agave, and what Agave does without it (anza-xyz/agave:
 /// `docs/src/operations/setup-a-validator.md`; the validator exits with
@@ -139,11 +136,7 @@ pub fn pod(
         termination_message_policy: Some("FallbackToLogsOnError".into()),
         ..Default::default()
     };
-    let mut volumes = vec![Volume {
-        name: "vmagent-data".into(),
-        empty_dir: Some(EmptyDirVolumeSource::default()),
-        ..Default::default()
-    }];
+    let mut volumes = vec![parts::empty_dir(parts::VMAGENT_VOLUME)];
     let mut tweaks = Tweaks {
         // Agave's start-up port check and gossip, turbine and repair need its ports
         // reachable from the cluster it joins: behind pod SNAT the check exits. A bench
@@ -208,30 +201,14 @@ fn exporters(agave: &AgaveSpec, remote_write: &str) -> Vec<Container> {
         vec![port(PROCESS_EXPORTER_PORT_NAME, x.process_port)],
     ));
     // Every datapoint Agave pushes, with its own timestamp, remote-written to Prometheus
-    // under the pod's namespace and name (vmagent app/vmagent, lib/protoparser/influx).
-    let mut vmagent = sidecar(
+    // (`loaded-programs-cache-stats` becomes loaded_programs_cache_stats_<field>).
+    let vmagent = parts::vmagent(
         "vmagent",
         &x.datapoints,
-        vec![
-            format!("-httpListenAddr=:{}", x.datapoints_port),
-            format!("-remoteWrite.url={remote_write}"),
-            "-remoteWrite.label=namespace=$(POD_NAMESPACE)".into(),
-            "-remoteWrite.label=pod=$(POD_NAME)".into(),
-            // `loaded-programs-cache-stats` becomes loaded_programs_cache_stats_<field>.
-            "-usePromCompatibleNaming".into(),
-            format!("-remoteWrite.tmpDataPath={VMAGENT_DATA}"),
-        ],
-        vec![port("datapoints", x.datapoints_port)],
+        "datapoints",
+        x.datapoints_port,
+        remote_write,
     );
-    vmagent.env = Some(vec![
-        field_env("POD_NAMESPACE", "metadata.namespace"),
-        field_env("POD_NAME", "metadata.name"),
-    ]);
-    vmagent.volume_mounts = Some(vec![VolumeMount {
-        name: "vmagent-data".into(),
-        mount_path: VMAGENT_DATA.into(),
-        ..Default::default()
-    }]);
     init.push(vmagent);
     init
 }

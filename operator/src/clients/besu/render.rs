@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar, PodSecurityContext,
-    ResourceRequirements, SecretVolumeSource, Volume, VolumeMount,
+    ConfigMapVolumeSource, Container, EnvVar, PodSecurityContext, ResourceRequirements,
+    SecretVolumeSource, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::ObjectMeta;
@@ -22,8 +22,8 @@ use crate::api::labels;
 use crate::api::template::VolumeRole;
 use crate::api::trial::ValidatorTrial;
 use crate::api::version::Version;
-use crate::clients::parts::{env, field_env, mount, protocol_port};
-use crate::clients::pod::{GeneratedSecret, Skeleton, Tweaks, config_map, sidecar_resources};
+use crate::clients::parts::{self, env, mount, protocol_port};
+use crate::clients::pod::{GeneratedSecret, Skeleton, Tweaks, config_map};
 use crate::clients::{ClientPod, RenderError};
 
 /// The start script the wrapper hands over to (docker/Dockerfile @25.12.0: Besu in
@@ -157,28 +157,13 @@ fn teku(trial: &ValidatorTrial, besu: &BesuSpec, skeleton: &Skeleton) -> Contain
 /// vmagent: receives the InfluxDB lines Besu's log posts and remote-writes them under the
 /// pod's namespace and name (app/vmagent, lib/protoparser/influx @v1.110.0).
 fn vmagent(besu: &BesuSpec, remote_write: &str) -> Container {
-    let port_number = besu.block_times.port;
-    Container {
-        name: BLOCK_TIMES_CONTAINER.into(),
-        image: Some(besu.block_times.image.clone()),
-        args: Some(vec![
-            format!("-httpListenAddr=:{port_number}"),
-            format!("-remoteWrite.url={remote_write}"),
-            "-remoteWrite.label=namespace=$(POD_NAMESPACE)".into(),
-            "-remoteWrite.label=pod=$(POD_NAME)".into(),
-            "-usePromCompatibleNaming".into(),
-            "-remoteWrite.tmpDataPath=/var/lib/vmagent".into(),
-        ]),
-        env: Some(vec![
-            field_env("POD_NAMESPACE", "metadata.namespace"),
-            field_env("POD_NAME", "metadata.name"),
-        ]),
-        ports: Some(vec![protocol_port("block-times", port_number, "TCP")]),
-        resources: Some(sidecar_resources()),
-        volume_mounts: Some(vec![mount("vmagent-data", "/var/lib/vmagent", false)]),
-        restart_policy: Some("Always".into()),
-        ..Default::default()
-    }
+    parts::vmagent(
+        BLOCK_TIMES_CONTAINER,
+        &besu.block_times.image,
+        "block-times",
+        besu.block_times.port,
+        remote_write,
+    )
 }
 
 pub fn pod(
@@ -251,11 +236,7 @@ pub fn pod(
                 }),
                 ..Default::default()
             },
-            Volume {
-                name: "vmagent-data".into(),
-                empty_dir: Some(EmptyDirVolumeSource::default()),
-                ..Default::default()
-            },
+            parts::empty_dir(parts::VMAGENT_VOLUME),
         ],
         config_maps: vec![config],
         tweaks: Tweaks {

@@ -20,11 +20,9 @@ use crate::api::firedancer::{
 };
 use crate::api::trial::ValidatorTrial;
 use crate::api::version::Version;
-use crate::clients::parts::{empty_dir, env, field_env, mount, port, sidecar};
+use crate::clients::parts::{self, empty_dir, env, mount, port, sidecar};
 use crate::clients::pod::{PREFLIGHT_CONTAINER, Skeleton, Tweaks, config_map, sidecar_resources};
 use crate::clients::{ClientPod, RenderError, ValidatorClient};
-
-const VMAGENT_DATA: &str = "/var/lib/vmagent";
 
 /// What fdctl run checks of the node (shared/commands/configure/sysctl.c @v0.1106.40201:
 /// the ENFORCE_MINIMUM params, the socket provider's buffer sizes, default 134217728 in
@@ -171,26 +169,15 @@ pub fn pod(
                 "a Frankendancer follower's datapoints are remote-written to Prometheus, and no Prometheus is configured: set spec.metrics.prometheusUrl (or remoteWriteUrl), or start the operator with --prometheus-url".into(),
             )
         })?;
-        let mut vmagent = sidecar(
+        let vmagent = parts::vmagent(
             "vmagent",
             &x.datapoints,
-            vec![
-                format!("-httpListenAddr=:{}", x.datapoints_port),
-                format!("-remoteWrite.url={remote_write}"),
-                "-remoteWrite.label=namespace=$(POD_NAMESPACE)".into(),
-                "-remoteWrite.label=pod=$(POD_NAME)".into(),
-                "-usePromCompatibleNaming".into(),
-                format!("-remoteWrite.tmpDataPath={VMAGENT_DATA}"),
-            ],
-            vec![port("datapoints", x.datapoints_port)],
+            "datapoints",
+            x.datapoints_port,
+            &remote_write,
         );
-        vmagent.env = Some(vec![
-            field_env("POD_NAMESPACE", "metadata.namespace"),
-            field_env("POD_NAME", "metadata.name"),
-        ]);
-        vmagent.volume_mounts = Some(vec![mount("vmagent-data", VMAGENT_DATA, false)]);
         init.push(vmagent);
-        pod_volumes.push(empty_dir("vmagent-data"));
+        pod_volumes.push(empty_dir(parts::VMAGENT_VOLUME));
     }
 
     let mut mounts = skeleton.mounts.clone();
