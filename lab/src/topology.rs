@@ -438,7 +438,12 @@ mod tests {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("topology.yaml");
         let nodes = Topology::load(&path).unwrap().nodes().unwrap();
         assert!(nodes.len() >= 3);
-        for n in &nodes {
+        // The paper's machines; pools of other clients' machines (labelled
+        // valtune.dev/lab-pool) are shaped after their own seeds.
+        for n in nodes
+            .iter()
+            .filter(|n| !n.labels.contains_key("valtune.dev/lab-pool"))
+        {
             assert!(n.cpu >= 64, "{} has {} CPUs", n.name, n.cpu);
             // 1.5 TiB for the validator, and room for its sidecars beside it.
             assert_eq!(n.memory, "1540Gi");
