@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use super::agave::SolanaCluster;
 use super::version::VERSION_PATTERN;
 
-/// Frankendancer (`fdctl run`, or `fddev bench` for the leader benchmark), from a TOML
-/// config valtune writes for each trial.
+/// Frankendancer (`fdctl run`, or `fddev bench` for the leader benchmark) or full
+/// Firedancer (`firedancer run`, or `firedancer-dev bench`), from a TOML config valtune
+/// writes for each trial.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
@@ -24,8 +25,9 @@ use super::version::VERSION_PATTERN;
         .field_path(".exporters"),
 )]
 pub struct FiredancerSpec {
-    /// An image with `fdctl` (and `fddev` for the bench workload), a POSIX shell with
-    /// `sed`, and the non-root `user` (upstream publishes no image; docs say how to build one).
+    /// An image with `fdctl` (and `fddev` for the bench workload), or for full Firedancer
+    /// `firedancer` (and `firedancer-dev`), a POSIX shell with `sed`, and the non-root
+    /// `user` (upstream publishes no image; docs say how to build one).
     #[schemars(length(min = 1, max = 512))]
     pub image: String,
     /// The client version (`0.1106.40201`); read from the image tag (`:v0.1106.40201`)
@@ -33,11 +35,14 @@ pub struct FiredancerSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64), regex(pattern = VERSION_PATTERN))]
     pub version: Option<String>,
-    /// Frankendancer (Firedancer tiles around an Agave child) or full Firedancer.
+    /// `frankendancer` (Firedancer tiles around an Agave child, v0.x releases) or
+    /// `firedancer` (full Firedancer, v1.0.0 and later, no Agave inside).
     #[serde(default)]
     pub flavor: FiredancerFlavor,
-    /// `follow`: `fdctl run` joins `cluster` and is measured like Agave (slot lag, TPS);
-    /// `bench`: `fddev bench`, a local single-node cluster under generated load (seed 003).
+    /// `follow`: `fdctl run` (`firedancer run`) joins `cluster`; Frankendancer is measured
+    /// like Agave, full Firedancer from its own replay and repair metrics (slot lag, TPS).
+    /// `bench`: `fddev bench` (`firedancer-dev bench`), a local single-node cluster under
+    /// generated load (seed 003).
     #[serde(default)]
     pub workload: FiredancerWorkload,
     /// Which Solana cluster a follower joins (ignored by the bench).
@@ -47,7 +52,8 @@ pub struct FiredancerSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16), inner(length(min = 3, max = 253)))]
     pub entrypoints: Vec<String>,
-    /// `[consensus] known_validators`; added to the cluster's own.
+    /// `[consensus] known_validators`; added to the cluster's own (Frankendancer only:
+    /// full Firedancer has no such key).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16), inner(length(min = 32, max = 44)))]
     pub known_validators: Vec<String>,
@@ -93,7 +99,8 @@ pub struct FiredancerSpec {
     #[serde(default = "default_gui_port")]
     #[schemars(range(min = 1024, max = 65535))]
     pub gui_port: i32,
-    /// `[rpc] port` of a follower, private to the node, read by the RPC exporter.
+    /// `[rpc] port` of a Frankendancer follower, private to the node, read by the RPC
+    /// exporter; full Firedancer's `[tiles.rpc] rpc_listen_port` (127.0.0.1).
     #[serde(default = "default_rpc_port")]
     #[schemars(range(min = 1024, max = 65534))]
     pub rpc_port: i32,
@@ -213,10 +220,25 @@ pub struct FiredancerLayout {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 64))]
     pub shred_tiles: Option<i32>,
-    /// `resolv_tile_count` before v0.901, `resolh_tile_count` from v0.901.
+    /// `resolv_tile_count` before v0.901, `resolh_tile_count` from v0.901 (Frankendancer);
+    /// `resolv_tile_count` in full Firedancer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 64))]
     pub resolv_tiles: Option<i32>,
+    /// Full Firedancer only: `execrp_tile_count`, the tiles that replay other leaders'
+    /// blocks (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 64))]
+    pub exec_tiles: Option<i32>,
+    /// Full Firedancer only: `gossvf_tile_count`, gossip signature verification (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 64))]
+    pub gossvf_tiles: Option<i32>,
+    /// Full Firedancer only: `sign_tile_count`, at least 2 (default 2; `layout.sign_tile_count
+    /// must be >= 2`, src/app/shared/fd_config.c).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 2, max = 16))]
+    pub sign_tiles: Option<i32>,
 }
 
 /// The load generator of `fddev bench` (`[development.bench]`, `[development.genesis]`).

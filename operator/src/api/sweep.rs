@@ -217,6 +217,8 @@ pub enum ThreadKnob {
     ShredTiles,
     ResolvTiles,
     ExecTiles,
+    GossvfTiles,
+    SignTiles,
     // nodeos
     ChainThreads,
     HttpThreads,
@@ -240,6 +242,8 @@ impl ThreadKnob {
             ThreadKnob::ShredTiles => "shredTiles",
             ThreadKnob::ResolvTiles => "resolvTiles",
             ThreadKnob::ExecTiles => "execTiles",
+            ThreadKnob::GossvfTiles => "gossvfTiles",
+            ThreadKnob::SignTiles => "signTiles",
             ThreadKnob::ChainThreads => "chainThreads",
             ThreadKnob::HttpThreads => "httpThreads",
             ThreadKnob::NetThreads => "netThreads",

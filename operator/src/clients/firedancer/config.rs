@@ -1,12 +1,13 @@
-//! The TOML config of a trial (keys of firedancer-io/firedancer
-//! `src/app/fdctl/config/default.toml` at the versions cited). It is a template: the
-//! `[layout]` and `[development.bench]` affinity strings are placeholders the start
-//! script fills in from the container's cpuset ([`super::start`]).
+//! The TOML config of a Frankendancer trial (keys of firedancer-io/firedancer
+//! `src/app/fdctl/config/default.toml` at the versions cited), and what full Firedancer's
+//! ([`super::config_full`]) shares with it. It is a template: the `[layout]` and
+//! `[development.bench]` affinity strings are placeholders the start script fills in from
+//! the container's cpuset ([`super::start`]).
 
 use std::collections::BTreeMap;
 
 use super::knobs::FIREDANCER;
-use super::layout::Layout;
+use super::layout::{KINDS, Layout, full};
 use crate::api::agave::SolanaCluster;
 use crate::api::firedancer::{FiredancerNetProvider, FiredancerSpec, FiredancerWorkload};
 use crate::api::sweep::TrialPoint;
@@ -119,7 +120,7 @@ impl Config {
 /// What a follower joins: (entrypoints, known validators, genesis hash), from Agave's
 /// docs/src/clusters/available.md (anza-xyz/agave), which Frankendancer's Agave child
 /// takes as `[gossip] entrypoints` and `[consensus]` keys.
-fn cluster(
+pub(super) fn cluster(
     c: SolanaCluster,
 ) -> (
     &'static [&'static str],
@@ -187,43 +188,26 @@ pub struct Inputs<'a> {
     pub datapoints_port: Option<i32>,
 }
 
-/// The config of a trial, with its affinity placeholders.
-pub fn config(i: &Inputs) -> Result<Config, KnobError> {
-    let s = i.spec;
-    let mut c = Config::default();
-    c.set("user", Value::Str(s.user.clone()));
-    c.set("scratch_directory", Value::Str(SCRATCH_DIR.into()));
-    for (role, key) in [
-        (VolumeRole::Ledger, "ledger.path"),
-        (VolumeRole::Accounts, "ledger.accounts_path"),
-        (VolumeRole::Snapshots, "snapshots.path"),
-    ] {
-        if let Some((_, path)) = i.volumes.iter().find(|(r, _)| *r == role) {
-            c.set(key, Value::Str(path.clone()));
-        }
-    }
-    // The tiles on the container's cores, the Agave child on the rest.
-    c.set("layout.affinity", Value::Str(AFFINITY.into()));
-    c.set("layout.agave_affinity", Value::Str(AGAVE_AFFINITY.into()));
-    // Every configured count, the spec's and the point's, under its version's key.
-    let l = Layout::of(&s.layout, i.point);
+/// Every configured tile count, the spec's and the point's, under its version's key
+/// (the knob table's).
+pub(super) fn tile_counts(c: &mut Config, i: &Inputs) -> Result<(), KnobError> {
     let mut counts = i.point.clone();
-    for (knob, n) in [
-        ("netTiles", s.layout.net_tiles.map(|_| l.net)),
-        ("quicTiles", s.layout.quic_tiles.map(|_| l.quic)),
-        ("verifyTiles", s.layout.verify_tiles.map(|_| l.verify)),
-        ("bankTiles", s.layout.bank_tiles.map(|_| l.bank)),
-        ("shredTiles", s.layout.shred_tiles.map(|_| l.shred)),
-        ("resolvTiles", s.layout.resolv_tiles.map(|_| l.resolv)),
-    ] {
-        if let Some(n) = n {
-            counts.threads.entry(knob.to_string()).or_insert(n as i32);
+    for (knob, _, _) in KINDS {
+        if let Some(n) = Layout::spec_count(&i.spec.layout, knob) {
+            counts.threads.entry(knob.to_string()).or_insert(n);
         }
     }
     let applied = knobs::apply(&FIREDANCER, &counts, i.version)?;
     for (key, value) in &applied.config {
         c.set(key, Value::user(value));
     }
+    Ok(())
+}
+
+/// The keys both flavors write alike: the user, hugetlbfs, the network provider, the
+/// metric tile and the GUI (the same keys in fdctl's and firedancer's default.toml).
+pub(super) fn common(c: &mut Config, s: &FiredancerSpec) {
+    c.set("user", Value::Str(s.user.clone()));
     c.set("hugetlbfs.mount_path", Value::Str(HUGETLBFS.into()));
     c.set(
         "net.provider",
@@ -252,6 +236,30 @@ pub fn config(i: &Inputs) -> Result<Config, KnobError> {
         );
         c.set("tiles.gui.gui_listen_port", Value::Int(s.gui_port.into()));
     }
+}
+
+/// The config of a trial, with its affinity placeholders.
+pub fn config(i: &Inputs) -> Result<Config, KnobError> {
+    if full(i.spec) {
+        return super::config_full::config(i);
+    }
+    let s = i.spec;
+    let mut c = Config::default();
+    common(&mut c, s);
+    c.set("scratch_directory", Value::Str(SCRATCH_DIR.into()));
+    for (role, key) in [
+        (VolumeRole::Ledger, "ledger.path"),
+        (VolumeRole::Accounts, "ledger.accounts_path"),
+        (VolumeRole::Snapshots, "snapshots.path"),
+    ] {
+        if let Some((_, path)) = i.volumes.iter().find(|(r, _)| *r == role) {
+            c.set(key, Value::Str(path.clone()));
+        }
+    }
+    // The tiles on the container's cores, the Agave child on the rest.
+    c.set("layout.affinity", Value::Str(AFFINITY.into()));
+    c.set("layout.agave_affinity", Value::Str(AGAVE_AFFINITY.into()));
+    tile_counts(&mut c, i)?;
     match s.workload {
         FiredancerWorkload::Follow => follower(&mut c, i),
         FiredancerWorkload::Bench => bench(&mut c, s),
@@ -296,7 +304,7 @@ fn follower(c: &mut Config, i: &Inputs) {
 }
 
 /// `fddev bench`: the load generator's tiles and limits.
-fn bench(c: &mut Config, s: &FiredancerSpec) {
+pub(super) fn bench(c: &mut Config, s: &FiredancerSpec) {
     let b = &s.bench;
     c.set(
         "development.bench.affinity",

@@ -1,5 +1,5 @@
 //! Firedancer's knob table: what a trial can sweep and which `[layout]` key each tile
-//! count is, by version (firedancer-io/firedancer `src/app/fdctl/config/default.toml` for
+//! count is, by version (Frankendancer below v1.0.0, full Firedancer from it) (firedancer-io/firedancer `src/app/fdctl/config/default.toml` for
 //! Frankendancer, `src/app/firedancer/config/default.toml` for full Firedancer; renames
 //! found with `git log -S`, first tags as cited).
 
@@ -17,7 +17,7 @@ macro_rules! tile {
         Knob {
             dim: Dim::Thread(ThreadKnob::$t),
             reach: &[Reach::always(How::ConfigKey($key))],
-            source: "src/app/fdctl/config/default.toml [layout] (every release from v0.501.20212)",
+            source: "src/app/fdctl/config/default.toml [layout] (every release from v0.501.20212); the same key in src/app/firedancer/config/default.toml (every tag from v1.0.0)",
         }
     };
 }
@@ -80,6 +80,22 @@ pub static FIREDANCER: KnobTable = KnobTable {
             source: "full Firedancer only: exec_tile_count renamed execrp_tile_count in 70a7ad5cbd (2026-01-28; src/app/firedancer/config/default.toml L884 @v1.1.4)",
         },
         Knob {
+            dim: Dim::Thread(ThreadKnob::GossvfTiles),
+            reach: &[Reach::within(
+                FULL,
+                How::ConfigKey("layout.gossvf_tile_count"),
+            )],
+            source: "full Firedancer only: src/app/firedancer/config/default.toml [layout] gossvf_tile_count (L854 @v1.1.4; every tag from v1.0.0)",
+        },
+        Knob {
+            dim: Dim::Thread(ThreadKnob::SignTiles),
+            reach: &[Reach::within(
+                FULL,
+                How::ConfigKey("layout.sign_tile_count"),
+            )],
+            source: "full Firedancer only: src/app/firedancer/config/default.toml [layout] sign_tile_count (L910 @v1.1.4), at least 2 (src/app/shared/fd_config.c fd_config_validatef)",
+        },
+        Knob {
             dim: Dim::Thread(ThreadKnob::UnifiedSchedulerHandlerThreads),
             reach: &[Reach::within(
                 FRANKENDANCER,
@@ -132,6 +148,13 @@ mod tests {
         assert_eq!(key("bankTiles", new).unwrap(), "layout.bank_tile_count");
         assert_eq!(key("bankTiles", full).unwrap(), "layout.execle_tile_count");
         assert_eq!(key("verifyTiles", new).unwrap(), "layout.verify_tile_count");
+        assert_eq!(key("execTiles", full).unwrap(), "layout.execrp_tile_count");
+        assert_eq!(key("signTiles", full).unwrap(), "layout.sign_tile_count");
+        assert_eq!(
+            key("gossvfTiles", Version::new(26, 8, 1)).unwrap(),
+            "layout.gossvf_tile_count"
+        );
+        assert!(key("signTiles", new).is_err());
         assert_eq!(
             key("execTiles", new),
             Err(KnobError::NotInVersion {

@@ -1,11 +1,14 @@
-//! Frankendancer (firedancer-io/firedancer, `fdctl` and `fddev`): a follower of a
-//! cluster measured like Agave, or seed 003's leader benchmark (`fddev bench`), from a
-//! TOML config per trial whose tile counts are swept ([`knobs`]), with every tile on a
-//! core of its own ([`layout`], [`start`]), hugepages as the kubelet grants them and
+//! Firedancer (firedancer-io/firedancer): Frankendancer (`fdctl` and `fddev`, v0.x) and
+//! full Firedancer (`firedancer` and `firedancer-dev`, v1.0.0 on): a follower of a cluster
+//! (Frankendancer measured like Agave, full Firedancer from its own replay and repair
+//! metrics), or seed 003's leader benchmark (`bench`), from a TOML config per trial
+//! ([`config`], [`config_full`]) whose tile counts are swept ([`knobs`]), with every tile
+//! on a core of its own ([`layout`], [`start`]), hugepages as the kubelet grants them and
 //! privileges only as the spec names them ([`rules`]). How results are read is in
 //! [`profile`]; why each choice, with the upstream sources, in docs/clients/firedancer.md.
 
 mod config;
+mod config_full;
 mod knobs;
 mod layout;
 mod profile;
@@ -180,6 +183,46 @@ mod tests {
         let pod = golden::rendered(&golden::trial(FOLLOWER, 0));
         assert!(!pod.contains("privileged: true"), "{pod}");
         assert!(pod.contains("type: Unconfined"));
+    }
+
+    const FULL_FOLLOWER: &str = "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {name: fdf-follow}\nspec:\n  template:\n    firedancer: {image: 'r/firedancer:v1.1.4', flavor: firedancer, cluster: testnet, capabilities: [NET_RAW, SYS_ADMIN, SYS_RESOURCE]}\n    resources: {cpu: 64, memory: 256Gi, hugepages1Gi: 64, hugepages2Mi: 512}\n    storage: [{role: ledger, size: 1Ti}, {role: accounts, size: 2Ti}]\n  sweep:\n    threads: [{name: execTiles, values: [6]}]\n";
+
+    /// Full Firedancer follows on its own: the node's network, no sidecars, firedancer's
+    /// own commands, and its keys (execrp, paths, no Agave).
+    #[test]
+    fn golden_full_follower_pod() {
+        let t = golden::trial(FULL_FOLLOWER, 0);
+        let pod = golden::rendered(&t);
+        for part in [
+            "hostNetwork: true",
+            "firedancer configure init hugetlbfs snapshots",
+            "exec firedancer run",
+            "execrp_tile_count = 6",
+            "telemetry = false",
+            "shredb = \"/mnt/ledger/shreds.db\"",
+        ] {
+            assert!(pod.contains(part), "{part}: {pod}");
+        }
+        for absent in [
+            "rpc-exporter",
+            "vmagent",
+            "agave_affinity = ",
+            "fdctl",
+            "[reporting]",
+        ] {
+            assert!(!pod.contains(absent), "{absent}: {pod}");
+        }
+        golden::check("firedancer", "follow-testnet-full-v1.1.4", &pod);
+    }
+
+    #[test]
+    fn golden_full_bench_pod() {
+        // 20 verify and 4 execle tiles: the full Firedancer example's last point.
+        let t = golden::trial(&golden::example("firedancer-bench-tiles.yaml"), 3);
+        let pod = golden::rendered(&t);
+        assert!(pod.contains("exec firedancer-dev bench"), "{pod}");
+        assert!(pod.contains("execle_tile_count = 4"), "{pod}");
+        golden::check("firedancer", "bench-full-verify20-execle4", &pod);
     }
 
     #[test]

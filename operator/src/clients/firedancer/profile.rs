@@ -11,9 +11,12 @@
 //!   L344-359 @v0.1106): `% finish` = regimes caught_up_prefrag + processing_prefrag +
 //!   processing_postfrag, `% backp` = backpressure_prefrag, of
 //!   `tile_regime_duration_nanos{tile_regime}` (every release from v0.501).
-//! - A follower like Agave: TPS from its Agave child's `replay-slot-stats` datapoints
-//!   (`[reporting] solana_metrics_config`, every point kept by vmagent) and slot lag from
-//!   solana-exporter v3.0.2 (getHealth) on the Agave RPC.
+//! - A Frankendancer follower like Agave: TPS from its Agave child's `replay-slot-stats`
+//!   datapoints (`[reporting] solana_metrics_config`, every point kept by vmagent) and slot
+//!   lag from solana-exporter v3.0.2 (getHealth) on the Agave RPC.
+//! - Full Firedancer from its own metric tile: bench TPS from its execle tiles, a
+//!   follower's from its replay tile and its slot lag from repair and replay
+//!   ([`full_follower`]).
 //! - The bench leads its own cluster and cannot fall behind: its "lag" is the number of
 //!   tiles not yet running (`tile_status`, 1 = running), 0 once it is up.
 
@@ -33,17 +36,21 @@ pub const RPC_EXPORTER_PORT_NAME: &str = "metrics-rpc";
 
 /// Tile kinds whose busy share is a figure: (figure prefix, `kind` regex). Kinds renamed
 /// at v0.901 match both names; `net` is `sock` with the socket provider.
-pub const KINDS: [(&str, &str); 12] = [
+/// Full Firedancer's execle is the bank tile renamed (ff7fcf99c2); execrp and replay
+/// are its own (replaying other leaders' blocks), and it has no store tile.
+pub const KINDS: [(&str, &str); 14] = [
     ("net", "net|sock"),
     ("quic", "quic"),
     ("verify", "verify"),
     ("dedup", "dedup"),
     ("resolv", "resolv|resolh"),
     ("pack", "pack"),
-    ("bank", "bank"),
+    ("bank", "bank|execle"),
     ("poh", "poh|pohh"),
     ("shred", "shred"),
     ("store", "store"),
+    ("replay", "replay"),
+    ("execrp", "execrp"),
     ("benchg", "benchg"),
     ("benchs", "benchs"),
 ];
@@ -69,10 +76,16 @@ fn share(v: Version, kind: &str, regimes: &str) -> String {
     )
 }
 
-fn figures(v: Version, bench: bool) -> Vec<Figure> {
+fn figures(v: Version, bench: bool, full: bool) -> Vec<Figure> {
     let mut out = Vec::new();
     for (name, kind) in KINDS {
-        if !bench && name.starts_with("bench") {
+        let skip = match name {
+            "benchg" | "benchs" => !bench,
+            "store" => full,
+            "replay" | "execrp" => !full,
+            _ => false,
+        };
+        if skip {
             continue;
         }
         out.push(Figure {
@@ -103,6 +116,8 @@ fn busy_name(kind: &str) -> &'static str {
         "poh" => "pohBusyPct",
         "shred" => "shredBusyPct",
         "store" => "storeBusyPct",
+        "replay" => "replayBusyPct",
+        "execrp" => "execrpBusyPct",
         "benchg" => "benchgBusyPct",
         _ => "benchsBusyPct",
     }
@@ -117,8 +132,20 @@ fn backpressure_name(kind: &str) -> &'static str {
     }
 }
 
-/// The bank tiles' executed transactions per second.
-fn bench_tps(v: Version) -> String {
+/// The leader's executed transactions per second: Frankendancer's bank tiles, or full
+/// Firedancer's execle tiles' transactions that landed in a block (succeeded, failed, or
+/// fees only; metrics.xml `TransactionLanded` @v1.0.1 L673, @v1.1.4 L1015).
+fn bench_tps(v: Version, full: bool) -> String {
+    if full {
+        let name = if renamed_metrics(v) {
+            "execle_txn_landed_total"
+        } else {
+            "execle_transaction_landed"
+        };
+        return format!(
+            "sum(rate({name}{{$selector,transaction_landed=~\"landed_success|landed_failed|landed_fees_only\"}}[$rate]))"
+        );
+    }
     if renamed_metrics(v) {
         "sum(rate(bank_txn_executed_total{$selector}[$rate]))".into()
     } else {
@@ -126,15 +153,37 @@ fn bench_tps(v: Version) -> String {
     }
 }
 
+/// A full Firedancer follower, from its own metrics: transactions its replay tile
+/// processed (`replay_transactions_total` before the rename, `replay_txn_processed_total`
+/// after; metrics.xml @v1.0.1 L851, @v1.1.4 L1286), and slots behind as its `watch`
+/// command computes them: the turbine slot (repair's `current_slot`, renamed
+/// `slot_current`) minus replay's `reset_slot` (src/app/shared/commands/watch/watch.c
+/// L1039-1078 @v1.1.4). Before replay starts (snapshot loading) the reset slot is 0 and
+/// there is no lag to read.
+fn full_follower(v: Version) -> (String, String) {
+    let (processed, current) = if renamed_metrics(v) {
+        ("replay_txn_processed_total", "repair_slot_current")
+    } else {
+        ("replay_transactions_total", "repair_current_slot")
+    };
+    (
+        format!("sum(rate({processed}{{$selector}}[$rate]))"),
+        format!(
+            "clamp_min(max({current}{{$selector}}) - max(replay_reset_slot{{$selector}}), 0) and on() (max(replay_reset_slot{{$selector}}) > 0)"
+        ),
+    )
+}
+
 pub fn profile(spec: &FiredancerSpec, v: Version) -> MetricProfile {
     let native = Endpoint {
         port: METRICS_PORT_NAME,
         path: "/metrics",
     };
+    let full = super::layout::full(spec);
     match spec.workload {
         FiredancerWorkload::Bench => MetricProfile {
             queries: BTreeMap::from([
-                (QueryKey::Tps, bench_tps(v)),
+                (QueryKey::Tps, bench_tps(v, full)),
                 (
                     QueryKey::SlotLag,
                     "sum(tile_status{$selector} != bool 1)".into(),
@@ -145,8 +194,20 @@ pub fn profile(spec: &FiredancerSpec, v: Version) -> MetricProfile {
             default_max_lag: 0,
             endpoints: vec![native],
             validator_container: super::VALIDATOR_CONTAINER,
-            figures: figures(v, true),
+            figures: figures(v, true, full),
         },
+        FiredancerWorkload::Follow if full => {
+            let (tps, lag) = full_follower(v);
+            MetricProfile {
+                queries: BTreeMap::from([(QueryKey::Tps, tps), (QueryKey::SlotLag, lag)]),
+                lag: QueryKey::SlotLag,
+                lag_unit: LagUnit::Slots,
+                default_max_lag: 100,
+                endpoints: vec![native],
+                validator_container: super::VALIDATOR_CONTAINER,
+                figures: figures(v, false, true),
+            }
+        }
         FiredancerWorkload::Follow => {
             let behind = "max(solana_node_num_slots_behind{$selector})";
             MetricProfile {
@@ -173,7 +234,7 @@ pub fn profile(spec: &FiredancerSpec, v: Version) -> MetricProfile {
                     },
                 ],
                 validator_container: super::VALIDATOR_CONTAINER,
-                figures: figures(v, false),
+                figures: figures(v, false, false),
             }
         }
     }
@@ -282,6 +343,36 @@ mod tests {
         assert!(busy(&old).contains("tile_regime_duration_nanos{"));
         assert!(busy(&new).contains("tile_regime_duration_nanos_total{"));
         assert!(new.figures.iter().any(|f| f.name == "benchgBusyPct"));
+    }
+
+    fn full(workload: &str) -> FiredancerSpec {
+        serde_saphyr::from_str(&format!(
+            "image: x\nflavor: firedancer\nworkload: {workload}"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn full_firedancer_reads_its_own_names_by_version() {
+        let old = profile(&full("bench"), Version::new(1, 0, 1));
+        let new = profile(&full("bench"), Version::new(1, 1, 4));
+        assert!(old.queries[&QueryKey::Tps].starts_with("sum(rate(execle_transaction_landed{"));
+        assert!(new.queries[&QueryKey::Tps].starts_with("sum(rate(execle_txn_landed_total{"));
+        assert!(new.queries[&QueryKey::Tps].contains("landed_fees_only"));
+        assert!(!new.figures.iter().any(|f| f.name == "storeBusyPct"));
+        assert!(new.figures.iter().any(|f| f.name == "execrpBusyPct"));
+        let old = profile(&full("follow"), Version::new(1, 0, 1));
+        let new = profile(&full("follow"), Version::new(26, 8, 1));
+        assert_eq!(
+            old.queries[&QueryKey::Tps],
+            "sum(rate(replay_transactions_total{$selector}[$rate]))"
+        );
+        assert!(old.queries[&QueryKey::SlotLag].contains("max(repair_current_slot{"));
+        assert!(new.queries[&QueryKey::Tps].contains("replay_txn_processed_total{"));
+        assert!(new.queries[&QueryKey::SlotLag].contains("max(repair_slot_current{"));
+        // Its own metric tile only: no Agave datapoints, no RPC exporter.
+        assert_eq!(new.endpoints.len(), 1);
+        assert!(!new.queries.values().any(|q| q.contains("solana_")));
     }
 
     #[test]

@@ -1,8 +1,9 @@
-//! A Frankendancer trial's pod: a preflight check of the node's kernel settings, the
-//! config template in a ConfigMap, the start script ([`super::start`]) that fills in the
-//! affinity from the container's cpuset and execs `fdctl run` (a follower, with the RPC
-//! exporter and vmagent beside it) or `fddev bench`, with privileges only as the spec
-//! names them.
+//! A Firedancer trial's pod: a preflight check of the node's kernel settings, the config
+//! template in a ConfigMap, the start script ([`super::start`]) that fills in the affinity
+//! from the container's cpuset and execs `fdctl run` (a Frankendancer follower, with the
+//! RPC exporter and vmagent beside it), `firedancer run` (a full Firedancer follower, on
+//! its own), or the bench (`fddev bench`, `firedancer-dev bench`), with privileges only as
+//! the spec names them.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +13,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::config::{self, Inputs, RUN_DIR, SCRATCH_DIR, TEMPLATE_DIR, TEMPLATE_FILE};
-use super::layout::Needs;
+use super::layout::{self, Needs};
 use super::profile::{METRICS_PORT_NAME, RPC_EXPORTER_PORT_NAME};
 use super::{VALIDATOR_CONTAINER, start};
 use crate::api::firedancer::{
@@ -28,7 +29,7 @@ use crate::clients::{ClientPod, RenderError, ValidatorClient};
 /// the ENFORCE_MINIMUM params, the socket provider's buffer sizes, default 134217728 in
 /// `[net.socket]`, or XDP's loopback settings). /proc/sys is read-only in a pod, so the
 /// node must be prepared.
-fn preflight_script(provider: FiredancerNetProvider) -> String {
+fn preflight_script(provider: FiredancerNetProvider, program: &str) -> String {
     let mut s = String::from(
         r#"set -u
 sys=${SYSCTL_DIR:-/proc/sys}
@@ -51,11 +52,12 @@ need fs.nr_open "$(cat $sys/fs/nr_open)" 1024000
         ),
     }
     s.push_str(
-        r#"if [ -n "$missing" ]; then
-  echo "the node is not prepared for Firedancer:$missing fdctl run refuses to start without them and a pod cannot set them; see docs/clients/firedancer.md (node preparation)" >&2
+        &r#"if [ -n "$missing" ]; then
+  echo "the node is not prepared for Firedancer:$missing PROGRAM run refuses to start without them and a pod cannot set them; see docs/clients/firedancer.md (node preparation)" >&2
   exit 1
 fi
-"#,
+"#
+        .replace("PROGRAM", program),
     );
     s
 }
@@ -119,10 +121,18 @@ pub fn pod(
         "config",
         BTreeMap::from([(TEMPLATE_FILE.to_string(), cfg.render(&header))]),
     );
-    let needs = Needs::of(spec, &trial.spec.point);
+    let needs = Needs::of(spec, &trial.spec.point, version);
     let mut dirs = vec![SCRATCH_DIR.to_string()];
     dirs.extend(volumes.iter().map(|(_, p)| p.clone()));
-    let script = start::script(spec.workload, needs, t.resources.cpu, &spec.user, &dirs);
+    let full = layout::full(spec);
+    let script = start::script(
+        full,
+        spec.workload,
+        needs,
+        t.resources.cpu,
+        &spec.user,
+        &dirs,
+    );
 
     let mut init = Vec::new();
     if spec.preflight {
@@ -130,7 +140,10 @@ pub fn pod(
             name: PREFLIGHT_CONTAINER.into(),
             image: Some(spec.image.clone()),
             command: Some(vec!["sh".into(), "-c".into()]),
-            args: Some(vec![preflight_script(spec.net_provider)]),
+            args: Some(vec![preflight_script(
+                spec.net_provider,
+                start::programs(full).0,
+            )]),
             resources: Some(sidecar_resources()),
             termination_message_policy: Some("FallbackToLogsOnError".into()),
             ..Default::default()
@@ -149,7 +162,9 @@ pub fn pod(
         empty_dir("fd-scratch"),
     ];
     let mut ports = vec![port(METRICS_PORT_NAME, spec.metrics_port)];
-    if follow {
+    // Full Firedancer is measured from its own metric tile alone: it has no Agave child
+    // to push datapoints, and its rpc tile answers on 127.0.0.1 only.
+    if follow && !full {
         ports.push(port("rpc", spec.rpc_port));
         // Slot lag from getHealth on the Agave child's RPC (solana-exporter, light mode).
         init.push(sidecar(

@@ -1,9 +1,11 @@
 //! Admission rules only Firedancer has (CEL on the experiment spec), beyond its knob
-//! table's: a known, supported version; privileges only by explicit opt-in; a layout that
-//! fits the trial's cores and hugepages (with the numbers); config keys valtune owns.
+//! table's: a known version of the flavor asked for; privileges only by explicit opt-in;
+//! a layout that fits the trial's cores and hugepages (with the numbers); config keys
+//! valtune owns; full Firedancer's own limits (at least two sign tiles, no known validators).
 
 use kube::core::Rule;
 
+use super::config_full;
 use super::layout::{STACK_HUGE_PAGES, cel};
 use super::versions::{V0_501, V1};
 use crate::api::version::{Versions, cel_known, cel_version};
@@ -36,6 +38,7 @@ pub const RESERVED_KEYS: [&str; 21] = [
 fn reserved(key: &str) -> String {
     let list = RESERVED_KEYS
         .iter()
+        .chain(&config_full::RESERVED)
         .map(|k| format!("'{k}'"))
         .collect::<Vec<_>>()
         .join(", ");
@@ -58,13 +61,15 @@ pub fn rules() -> Vec<Rule> {
     let f = cel::SPEC;
     let version = cel_version(f);
     let known = cel_known(&version);
-    let supported = Versions {
+    let frankendancer = Versions {
         since: Some(V0_501),
         before: Some(V1),
     };
-    let (tiles, bench, min_cpu, stacks) = (
+    let full = cel::full();
+    let (tiles, bench, agave, min_cpu, stacks) = (
         cel::tiles(),
         cel::bench_cores(),
+        cel::agave_cores(),
         cel::min_cpu(),
         cel::stack_pages(),
     );
@@ -75,14 +80,37 @@ pub fn rules() -> Vec<Rule> {
             ".template.firedancer.version",
         ),
         rule(
-            format!("{f}.flavor != 'firedancer'"),
-            "valtune renders Frankendancer trials (fdctl run, fddev bench); full Firedancer (the firedancer binary, with replay, gossip and snapshot tiles of its own) is not rendered yet: use a Frankendancer image (v0.x) with flavor frankendancer",
+            format!(
+                "!({known}) || {full} || ({})",
+                frankendancer.cel_contains(&version)
+            ),
+            "valtune renders Frankendancer from v0.501.20212 (the socket provider and the topology it counts) and below v1.0.0; v1.0.0 and later (v1.x, v26.x) is full Firedancer: set template.firedancer.flavor: firedancer, or use a Frankendancer image (v0.x)",
+            ".template.firedancer.version",
+        ),
+        rule(
+            format!(
+                "!({known}) || !({full}) || {}",
+                Versions::since(V1).cel_contains(&version)
+            ),
+            "full Firedancer (the firedancer binary) exists from v1.0.0; v0.x releases are Frankendancer (fdctl): set template.firedancer.flavor: frankendancer, or use a full Firedancer image (v1.0.0 or later)",
             ".template.firedancer.flavor",
         ),
         rule(
-            format!("!({known}) || ({})", supported.cel_contains(&version)),
-            "valtune renders Frankendancer from v0.501.20212 (the socket provider and the topology it counts) and below v1.0.0 (v1.x is full Firedancer): use such an image or set template.firedancer.version",
-            ".template.firedancer.version",
+            format!(
+                "{full} || !has({f}.layout) || (!has({f}.layout.execTiles) && !has({f}.layout.gossvfTiles) && !has({f}.layout.signTiles))"
+            ),
+            "execTiles, gossvfTiles and signTiles are full Firedancer's tiles (execrp, gossvf, sign counts); Frankendancer has one sign tile and replays in its Agave child: remove them or set flavor: firedancer",
+            ".template.firedancer.layout",
+        ),
+        rule(
+            format!("!({full}) || !has({f}.knownValidators) || size({f}.knownValidators) == 0"),
+            "full Firedancer has no [consensus] known_validators (src/app/firedancer/config/default.toml): remove knownValidators; to pick snapshot peers use template.firedancer.config snapshots.sources.gossip.allow_list with allow_any = false",
+            ".template.firedancer.knownValidators",
+        ),
+        rule(
+            "!has(self.sweep.threads) || self.sweep.threads.all(t, t.name != 'signTiles' || t.values.min() >= 2)".into(),
+            "full Firedancer needs at least 2 sign tiles ('layout.sign_tile_count must be >= 2', src/app/shared/fd_config.c fd_config_validatef): sweep signTiles from 2",
+            ".sweep.threads",
         ),
         rule(
             format!(
@@ -98,7 +126,7 @@ pub fn rules() -> Vec<Rule> {
         ),
         rule(
             "has(self.template.resources.hugepages1Gi) || has(self.sweep.hugepages1Gi)".into(),
-            "Firedancer places its workspaces in hugepages (1 GiB pages): set template.resources.hugepages1Gi (or sweep.hugepages1Gi) to at least what `fdctl mem` prints as Required Gigantic Pages",
+            "Firedancer places its workspaces in hugepages (1 GiB pages): set template.resources.hugepages1Gi (or sweep.hugepages1Gi) to at least what `fdctl mem` (full Firedancer: `firedancer mem`) prints as Required Gigantic Pages",
             ".template.resources.hugepages1Gi",
         ),
         rule(
@@ -129,13 +157,14 @@ pub fn rules() -> Vec<Rule> {
             ".template.firedancer.workload",
         ),
     ];
-    // Each tile owns a core, the bench's generators and senders too, and the Agave child
-    // needs at least one (src/app/fdctl/topology.c refuses fewer affinity cores than tiles).
-    // Messages use `format`: the apiserver's cost estimate of `+ string(n)` is unbounded.
+    // Each tile owns a core, the bench's generators and senders too, and Frankendancer's
+    // Agave child needs at least one (src/app/fdctl/topology.c and
+    // src/app/firedancer/topology.c refuse fewer affinity cores than tiles). Messages use
+    // `format`: the apiserver's cost estimate of `+ string(n)` is unbounded.
     rules.push(
-        Rule::new(format!("!has({f}) || {tiles} + {bench} + 1 <= {min_cpu}"))
+        Rule::new(format!("!has({f}) || {tiles} + {bench} + {agave} <= {min_cpu}"))
             .message(kube::core::Message::Expression(format!(
-                "'the largest layout needs %d tile cores%s and at least 1 for the Agave child, %d cores in all, but a trial gets %d: raise template.resources.cpu (or sweep.cpu) or lower the tile counts (each tile owns a core)'.format([{tiles}, {f}.workload == 'bench' ? ' and %d for the bench generators and senders'.format([{bench}]) : '', {tiles} + {bench} + 1, {min_cpu}])"
+                "'the largest layout needs %d tile cores%s%s, %d cores in all, but a trial gets %d: raise template.resources.cpu (or sweep.cpu) or lower the tile counts (each tile owns a core)'.format([{tiles}, {f}.workload == 'bench' ? ' and %d for the bench generators and senders'.format([{bench}]) : '', {full} ? '' : ' and at least 1 for the Agave child', {tiles} + {bench} + {agave}, {min_cpu}])"
             )))
             .field_path(".template.resources.cpu"),
     );

@@ -4,11 +4,12 @@
 //! tiles out over every CPU in /sys/devices/system/cpu/present
 //! (src/disco/topo/fd_cpu_topo.c). So the script writes explicit affinity strings from
 //! the cpuset: the first cores to the tiles in topology order, then the bench's
-//! generators and senders (bencho floats, as in the seed's `f1,0-13`), the rest to the
-//! Agave child. It then prepares what fdctl checks (the user's directories, an identity,
-//! hugetlbfs mounts) and execs fdctl, which reports a layout that does not fit itself
-//! ("The topology you are using has N tiles, but the CPU affinity ... only provides for
-//! M cores", src/app/fdctl/topology.c).
+//! generators and senders (bencho floats, as in the seed's `f1,0-13`), the rest to
+//! Frankendancer's Agave child (full Firedancer has none). It then prepares what the
+//! program checks (the user's directories, an identity, hugetlbfs mounts, and full
+//! Firedancer's snapshots directory) and execs fdctl or firedancer, which reports a layout
+//! that does not fit itself ("The topology you are using has N tiles, but the CPU affinity
+//! ... only provides for M cores", src/app/fdctl/topology.c, src/app/firedancer/topology.c).
 //!
 //! `FD_TEMPLATE`, `FD_CONFIG` and `CPUSET_FILE` override the paths it reads and writes
 //! (the lab runs this script against files of its own).
@@ -57,23 +58,43 @@ rest=$((n - tiles - bench))
 if [ "$rest" -lt 0 ]; then rest=0; fi
 agave_affinity=$(take $((tiles + bench)) "$rest" "$@")
 sed -e "s/{{A}}/$affinity/" -e "s/{{AA}}/$agave_affinity/" -e "s/{{BA}}/$bench_affinity/" "$template" > "$config"
-echo "valtune: $n cores: tiles on $affinity; Agave on ${agave_affinity:-no core of its own}" >&2
+{{SAY}}
 if ! id "$user" >/dev/null 2>&1; then
-  echo "valtune: the image has no user $user, which fdctl drops to (it refuses root): add one (useradd $user) or set template.firedancer.user" >&2
+  echo "valtune: the image has no user $user, which {{PROGRAM}} drops to (it refuses root): add one (useradd $user) or set template.firedancer.user" >&2
   exit 1
 fi
 chown "$user" {{DIRS}}
 "#;
 
+/// The programs of a flavor: (the validator, its development build with `bench`).
+/// Frankendancer's `fdctl`/`fddev` (src/app/fdctl, src/app/fddev); full Firedancer's
+/// `firedancer`/`firedancer-dev` (src/app/firedancer/Local.mk, src/app/firedancer-dev).
+pub fn programs(full: bool) -> (&'static str, &'static str) {
+    if full {
+        ("firedancer", "firedancer-dev")
+    } else {
+        ("fdctl", "fddev")
+    }
+}
+
 /// The script, for a trial needing `needs` on `cpu` cores.
 pub fn script(
+    full: bool,
     workload: FiredancerWorkload,
     needs: Needs,
     cpu: i32,
     user: &str,
     dirs: &[String],
 ) -> String {
+    let (program, dev) = programs(full);
+    let say = if full {
+        r#"echo "valtune: $n cores: tiles on $affinity" >&2"#
+    } else {
+        r#"echo "valtune: $n cores: tiles on $affinity; Agave on ${agave_affinity:-no core of its own}" >&2"#
+    };
     let mut s = HEAD
+        .replace("{{SAY}}", say)
+        .replace("{{PROGRAM}}", program)
         .replace("{{TILES}}", &needs.tiles.to_string())
         .replace("{{BENCH}}", &needs.bench_cores.to_string())
         .replace("{{CPU}}", &cpu.to_string())
@@ -87,21 +108,28 @@ pub fn script(
     match workload {
         FiredancerWorkload::Follow => {
             let id = identity_path();
+            // Full Firedancer's snapshot loader writes to `[paths] snapshots`, which its
+            // `snapshots` stage creates owned by the user (shared/commands/configure/snapshots.c).
+            let stages = if full {
+                "hugetlbfs snapshots"
+            } else {
+                "hugetlbfs"
+            };
             s.push_str(&format!(
                 r#"# An unstaked identity: a trial never votes (no vote account in the config).
-if [ ! -f {id} ]; then fdctl keys new {id} --config "$config"; fi
+if [ ! -f {id} ]; then {program} keys new {id} --config "$config"; fi
 chown "$user" {id}
-# fdctl run accepts only hugetlbfs mounts it made (device none, owned by the user, mode
+# {program} run accepts only hugetlbfs mounts it made (device none, owned by the user, mode
 # 0700; shared/commands/configure/hugetlbfs.c check): this replaces the kubelet's
 # hugepages mounts under {HUGETLBFS} with such mounts, drawing on the same pages.
-fdctl configure init hugetlbfs --config "$config"
-exec fdctl run --config "$config"
+{program} configure init {stages} --config "$config"
+exec {program} run --config "$config"
 "#
             ));
         }
         FiredancerWorkload::Bench => {
             // bench runs `configure init` of every stage itself (shared_dev/commands/bench/bench.c).
-            s.push_str("exec fddev bench --config \"$config\"\n");
+            s.push_str(&format!("exec {dev} bench --config \"$config\"\n"));
         }
     }
     s
@@ -124,7 +152,7 @@ mod tests {
         let bin = dir.join("bin");
         std::fs::create_dir_all(&bin).unwrap();
         let calls = dir.join("calls");
-        for stub in ["fdctl", "fddev", "chown"] {
+        for stub in ["fdctl", "fddev", "firedancer", "firedancer-dev", "chown"] {
             let p = bin.join(stub);
             std::fs::write(
                 &p,
@@ -188,6 +216,7 @@ mod tests {
     #[test]
     fn the_cpuset_is_split_between_tiles_bench_and_agave() {
         let s = script(
+            false,
             FiredancerWorkload::Bench,
             needs(4, 3),
             10,
@@ -213,6 +242,7 @@ mod tests {
     #[test]
     fn a_follower_gets_an_identity_and_hugetlbfs_mounts_before_run() {
         let s = script(
+            false,
             FiredancerWorkload::Follow,
             needs(3, 0),
             4,
@@ -238,9 +268,49 @@ mod tests {
     }
 
     #[test]
+    fn full_firedancer_runs_its_own_programs_on_the_whole_cpuset() {
+        let s = script(
+            true,
+            FiredancerWorkload::Follow,
+            needs(3, 0),
+            4,
+            "firedancer",
+            &["/d".into()],
+        );
+        let (code, config, calls, err) = run(&s, "0-3", true);
+        assert_eq!(code, 0, "{err}");
+        assert!(config.contains("affinity = \"0,1,2\"\n"), "{config}");
+        assert!(err.contains("4 cores: tiles on 0,1,2\n"), "{err}");
+        let calls: Vec<&str> = calls.lines().collect();
+        assert!(
+            calls[1].starts_with("firedancer keys new /var/lib/firedancer/identity.json"),
+            "{calls:?}"
+        );
+        assert!(
+            calls[3].starts_with("firedancer configure init hugetlbfs snapshots --config "),
+            "{calls:?}"
+        );
+        assert!(
+            calls[4].starts_with("firedancer run --config "),
+            "{calls:?}"
+        );
+        let s = script(
+            true,
+            FiredancerWorkload::Bench,
+            needs(3, 2),
+            6,
+            "firedancer",
+            &["/d".into()],
+        );
+        let (_, _, calls, _) = run(&s, "0-5", true);
+        assert!(calls.contains("firedancer-dev bench --config "), "{calls}");
+    }
+
+    #[test]
     fn too_few_cores_are_left_for_fdctl_to_refuse() {
         // 6 tiles on 4 cores: the affinity lists the 4, and fdctl says the numbers.
         let s = script(
+            false,
             FiredancerWorkload::Follow,
             needs(6, 0),
             4,
@@ -258,6 +328,7 @@ mod tests {
     #[test]
     fn a_shared_cpuset_is_used_up_to_the_request_and_said() {
         let s = script(
+            false,
             FiredancerWorkload::Follow,
             needs(2, 0),
             3,
@@ -276,6 +347,7 @@ mod tests {
     #[test]
     fn an_image_without_the_user_stops_with_the_fix() {
         let s = script(
+            false,
             FiredancerWorkload::Bench,
             needs(2, 1),
             4,
