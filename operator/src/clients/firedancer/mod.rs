@@ -217,12 +217,12 @@ mod tests {
 
     #[test]
     fn golden_full_bench_pod() {
-        // 20 verify and 4 execle tiles: the full Firedancer example's last point.
+        // 20 verify and 6 execle tiles: the full Firedancer example's last point.
         let t = golden::trial(&golden::example("firedancer-bench-tiles.yaml"), 3);
         let pod = golden::rendered(&t);
         assert!(pod.contains("exec firedancer-dev bench"), "{pod}");
-        assert!(pod.contains("execle_tile_count = 4"), "{pod}");
-        golden::check("firedancer", "bench-full-verify20-execle4", &pod);
+        assert!(pod.contains("execle_tile_count = 6"), "{pod}");
+        golden::check("firedancer", "bench-full-verify20-execle6", &pod);
     }
 
     #[test]

@@ -16,6 +16,14 @@
 //!
 //! Each stretch of time has its TPS (a little noise around the pipeline's limit); a tile
 //! kind's busy share is the load it carries over what its tiles can do.
+//!
+//! Full Firedancer (`firedancer-dev bench`) runs the same leader pipeline with execle
+//! tiles for bank tiles and no blockstore (no store tile: it keeps shreds in its own
+//! store, and `disable_blockstore_from_slot` is no key of its config). Upstream publishes
+//! no full Firedancer benchmark figures, so the lab assumes its stages carry what
+//! Frankendancer's do: verify tiles at the 20-40k its default.toml also states ("each
+//! verify tile can handle around 20-40K transactions per second",
+//! src/app/firedancer/config/default.toml L836 @v1.1.4), execle tiles as bank tiles.
 
 use super::super::normal;
 
@@ -32,6 +40,9 @@ pub struct Setup {
     pub benchs: u32,
     pub blockstore: bool,
     pub larger_blocks: bool,
+    /// Full Firedancer: no store stage; `exec` is its execrp count (replay only).
+    pub full: bool,
+    pub exec: u32,
 }
 
 /// Per-tile capacities, TPS.
@@ -87,7 +98,7 @@ impl Setup {
             ("shred", SHRED_PER_TILE * n(self.shred)),
             (
                 "store",
-                if self.blockstore {
+                if self.blockstore && !self.full {
                     STORE
                 } else {
                     f64::INFINITY
@@ -170,6 +181,8 @@ mod tests {
             benchs: 2,
             blockstore,
             larger_blocks: true,
+            full: false,
+            exec: 0,
         }
     }
 
@@ -213,6 +226,28 @@ mod tests {
         assert_eq!((kind, tps.round()), ("store", STORE));
         let (kind, _) = seed(30, 2, false).limit();
         assert_eq!(kind, "bank");
+    }
+
+    #[test]
+    fn full_firedancer_has_no_blockstore_to_wait_on() {
+        // The full example's points: 6 or 20 verify, 3 or 6 execle, 10 benchg.
+        let full = |verify, bank| Setup {
+            benchg: 10,
+            full: true,
+            exec: 1,
+            ..seed(verify, bank, true)
+        };
+        let (kind, tps) = full(6, 3).limit();
+        assert_eq!(kind, "verify");
+        assert!((92_000.0..97_000.0).contains(&tps), "{tps}");
+        assert_eq!(full(6, 6).limit(), (kind, tps));
+        let (kind, tps) = full(20, 3).limit();
+        assert_eq!(kind, "bank");
+        assert!((140_000.0..150_000.0).contains(&tps), "{tps}");
+        let (kind, tps) = full(20, 6).limit();
+        assert_eq!(kind, "bank");
+        assert!((265_000.0..280_000.0).contains(&tps), "{tps}");
+        assert!(full(20, 6).share("store", tps).busy < 0.01);
     }
 
     #[test]

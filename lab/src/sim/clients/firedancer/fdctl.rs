@@ -1,13 +1,14 @@
-//! What fdctl (or fddev) does with a config before its tiles run, in its order, exiting
-//! with its message where it would (firedancer-io/firedancer at v0.1106.40201 unless
-//! noted): load the config (shared/fd_config.c: parse, unrecognized keys, the user, the
+//! What fdctl (or fddev, firedancer, firedancer-dev: the shared boot code) does with a
+//! config before its tiles run, in its order, exiting with its message where it would
+//! (firedancer-io/firedancer at v0.1106.40201 unless noted; full Firedancer at v1.1.4): load the config (shared/fd_config.c: parse, unrecognized keys, the user, the
 //! live-cluster checks), build the topology (src/app/fdctl/topology.c: affinity), check
 //! permissions (shared/boot/fd_boot.c), then for `run`/`bench` create the workspaces in
 //! hugetlbfs (shared/commands/run/run.c: ENOMEM) and pin the tiles (fd_topo_run.c).
 
 use std::collections::BTreeMap;
 
-use super::keys::{KEYS, V};
+use super::full as full_topology;
+use super::keys::{FULL_KEYS, KEYS, V};
 use super::perms::{self, Privileges};
 use super::toml::{self, Toml};
 use super::topology::{self, Cfg, Topology};
@@ -26,8 +27,14 @@ fn err(line: &str) -> String {
     format!("ERR     {line}")
 }
 
+/// Full Firedancer (`firedancer`, v1.0.0 on) rather than Frankendancer.
+pub fn full(v: V) -> bool {
+    v.0 >= 1
+}
+
 fn known_key(key: &str, v: V) -> bool {
-    KEYS.iter().any(|(k, since, before)| {
+    let keys = if full(v) { FULL_KEYS } else { KEYS };
+    keys.iter().any(|(k, since, before)| {
         *k == key && since.is_none_or(|s| v >= s) && before.is_none_or(|b| v < b)
     })
 }
@@ -66,9 +73,19 @@ pub fn load(
             "firedancer cannot run as root. please specify a non-root user in the configuration file",
         ));
     }
+    if full(v) {
+        full_topology::validate(&cfg).map_err(|e| err(&e))?;
+    }
     let live = !local_cluster && LIVE.contains(&cfg.str("consensus.expected_genesis_hash", ""));
     if live {
-        if cfg.str("consensus.identity_path", "").is_empty() {
+        // Full Firedancer's key is `[paths] identity_key`; the message names the old one
+        // (src/app/shared/fd_config.c fd_config_fill @v1.1.4).
+        let identity = if full(v) {
+            "paths.identity_key"
+        } else {
+            "consensus.identity_path"
+        };
+        if cfg.str(identity, "").is_empty() {
             return Err(err(
                 "configuration file must specify [consensus.identity_path] when joining a live cluster",
             ));
@@ -105,9 +122,18 @@ pub fn invoke(
 ) -> Result<Option<Topology>, String> {
     let program = argv.first().map(String::as_str).unwrap_or("");
     let command = argv.get(1).map(String::as_str).unwrap_or("");
-    let bench = program == "fddev" && command == "bench";
+    let dev = program == "fddev" || program == "firedancer-dev";
+    let bench = dev && command == "bench";
     let cfg = Cfg(c);
-    let t = topology::topology(&cfg, v, bench);
+    if bench && full(v) && !cfg.bool("tiles.rpc.enabled", true) {
+        // bench_topo (src/app/shared_dev/commands/bench/bench.c @v1.1.4).
+        return Err(err("RPC tile must be enabled to run bench"));
+    }
+    let t = if full(v) {
+        full_topology::topology(&cfg, v, bench)
+    } else {
+        topology::topology(&cfg, v, bench)
+    };
     // Affinity strings are read while the topology is built, before anything else.
     let affinity = topology::check_affinity(&cfg, &t, cpuset);
     if let Err(e) = &affinity
@@ -127,7 +153,12 @@ pub fn invoke(
     let mount = cfg.str("hugetlbfs.mount_path", "/mnt/.fd");
     let name = cfg.str("name", "fd1");
     let mut used = 0;
-    for (wksp, n) in topology::gigantic_workspaces(&t, v) {
+    let workspaces = if full(v) {
+        full_topology::gigantic_workspaces(&t, &cfg)
+    } else {
+        topology::gigantic_workspaces(&t, v)
+    };
+    for (wksp, n) in workspaces {
         used += n;
         if used > pages.0 {
             return Err(err(&format!(

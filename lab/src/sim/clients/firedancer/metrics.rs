@@ -33,10 +33,22 @@ pub struct TileFigures {
     pub regime_nanos: [u64; 8],
     pub in_backpressure: u64,
     pub backpressure_count: u64,
-    /// A bank tile's executed transactions: (succeeded, failed).
+    /// A bank (Frankendancer) or execle (full Firedancer) tile's executed transactions:
+    /// (succeeded, failed).
     pub executed: Option<(u64, u64)>,
     /// The store tile's inserted transactions.
     pub inserted: Option<u64>,
+    /// Full Firedancer's replay tile.
+    pub replay: Option<Replay>,
+    /// Full Firedancer's repair tile: the highest slot turbine has shown.
+    pub turbine_slot: Option<u64>,
+}
+
+/// What full Firedancer's replay tile reports (counters in lab units).
+pub struct Replay {
+    pub processed: u64,
+    pub slots: u64,
+    pub reset_slot: u64,
 }
 
 struct Page {
@@ -107,6 +119,10 @@ pub fn render(v: V, tiles: &[(Tile, TileFigures)]) -> String {
         .iter()
         .filter_map(|(t, f)| f.executed.map(|e| (t, e)))
         .collect();
+    if v.0 >= 1 {
+        full(&mut p, new, &banks, tiles);
+        return p.out;
+    }
     if !banks.is_empty() {
         if new {
             let name = "bank_txn_executed_total";
@@ -148,6 +164,73 @@ pub fn render(v: V, tiles: &[(Tile, TileFigures)]) -> String {
     p.out
 }
 
+/// Full Firedancer's leader, replay and repair metrics (metrics.xml `execle`, `replay`,
+/// `repair` @v1.0.1 and @v1.1.4; generated names in src/disco/metrics/generated/).
+fn full(p: &mut Page, new: bool, execle: &[(&Tile, (u64, u64))], tiles: &[(Tile, TileFigures)]) {
+    if !execle.is_empty() {
+        let (name, label) = if new {
+            ("execle_txn_landed_total", "transaction_landed")
+        } else {
+            ("execle_transaction_landed", "transaction_landed")
+        };
+        p.header(
+            name,
+            "counter",
+            "Whether a transaction landed in the block or not",
+        );
+        for (t, (ok, failed)) in execle {
+            for (value, n) in [
+                ("landed_success", *ok),
+                ("landed_fees_only", 0),
+                ("landed_failed", *failed),
+                ("unlanded", 0),
+            ] {
+                p.line(name, t, &format!(",{label}=\"{value}\""), n);
+            }
+        }
+    }
+    for (t, f) in tiles {
+        if let Some(r) = &f.replay {
+            let (slots, txns) = if new {
+                ("replay_slot_replayed_total", "replay_txn_processed_total")
+            } else {
+                ("replay_slots_total", "replay_transactions_total")
+            };
+            p.header(
+                "replay_reset_slot",
+                "gauge",
+                "Slot at which we last reset the replay stage, or 0 if unknown",
+            );
+            p.line("replay_reset_slot", t, "", r.reset_slot);
+            p.header(
+                slots,
+                "counter",
+                "Slots replayed successfully or leader slots packed and shredded successfully",
+            );
+            p.line(slots, t, "", r.slots);
+            p.header(
+                txns,
+                "counter",
+                "Transactions processed overall on the current fork",
+            );
+            p.line(txns, t, "", r.processed);
+        }
+        if let Some(slot) = f.turbine_slot {
+            let name = if new {
+                "repair_slot_current"
+            } else {
+                "repair_current_slot"
+            };
+            p.header(
+                name,
+                "gauge",
+                "Our view of the current cluster slot, max slot received",
+            );
+            p.line(name, t, "", slot);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,8 +248,45 @@ mod tests {
                 backpressure_count: 0,
                 executed: Some((100, 1)),
                 inserted: None,
+                replay: None,
+                turbine_slot: None,
             },
         )]
+    }
+
+    fn full_tiles() -> Vec<(Tile, TileFigures)> {
+        let mut t = bank();
+        t[0].0.kind = "execle";
+        t.push((
+            Tile {
+                kind: "replay",
+                id: 0,
+            },
+            TileFigures {
+                replay: Some(Replay {
+                    processed: 5,
+                    slots: 2,
+                    reset_slot: 9,
+                }),
+                executed: None,
+                ..bank().remove(0).1
+            },
+        ));
+        t
+    }
+
+    #[test]
+    fn full_firedancer_serves_the_names_of_its_version() {
+        let old = render((1, 0, 1), &full_tiles());
+        assert!(old.contains("execle_transaction_landed{kind=\"execle\",kind_id=\"0\",transaction_landed=\"landed_success\"} 100\n"));
+        assert!(old.contains("replay_transactions_total{kind=\"replay\",kind_id=\"0\"} 5\n"));
+        assert!(old.contains("tile_regime_duration_nanos{"));
+        assert!(!old.contains("bank_"));
+        let new = render((1, 1, 4), &full_tiles());
+        assert!(new.contains("execle_txn_landed_total{kind=\"execle\",kind_id=\"0\",transaction_landed=\"landed_failed\"} 1\n"));
+        assert!(new.contains("replay_txn_processed_total{kind=\"replay\",kind_id=\"0\"} 5\n"));
+        assert!(new.contains("replay_reset_slot{kind=\"replay\",kind_id=\"0\"} 9\n"));
+        assert_eq!(render((26, 8, 1), &full_tiles()), new);
     }
 
     #[test]

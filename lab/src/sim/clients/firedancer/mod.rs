@@ -1,14 +1,18 @@
-//! Frankendancer as the lab plays it: recognised by a container that starts fdctl or
-//! fddev (directly or from its start script, which [`wrapper`] runs for real), exiting as
-//! fdctl does on what it refuses ([`fdctl`]: config keys of the image's version, root,
-//! a layout larger than its cores, missing capabilities, too few hugepages), and then
-//! serving its metric tile's `/metrics` in the version's names ([`metrics`]): the leader
-//! benchmark from the model calibrated on seed 003 ([`bench`]), a follower's Agave side
-//! from Agave's model ([`follow`]).
+//! Firedancer as the lab plays it: Frankendancer (fdctl, fddev; v0.x images) and full
+//! Firedancer (firedancer, firedancer-dev; v1.0.0 on), recognised by a container that
+//! starts one of them (directly or from its start script, which [`wrapper`] runs for
+//! real), exiting as the program does on what it refuses ([`fdctl`]: config keys of the
+//! image's version, root, full Firedancer's tile-count checks, a layout larger than its
+//! cores, missing capabilities, too few hugepages), and then serving its metric tile's
+//! `/metrics` in the version's names ([`metrics`]): the leader benchmark from the model
+//! calibrated on seed 003 ([`bench`]), a Frankendancer follower's Agave side from Agave's
+//! model ([`follow`]), a full Firedancer follower's own replay ([`full_follow`]).
 
 pub mod bench;
 pub mod fdctl;
 pub mod follow;
+pub mod full;
+pub mod full_follow;
 pub mod keys;
 pub mod metrics;
 pub mod perms;
@@ -28,8 +32,9 @@ use super::{
 };
 use crate::sim::clock::Clock;
 use crate::sim::pod_view::{PodView, parse_bytes};
+use full_follow::FullFollower;
 use keys::V;
-use metrics::TileFigures;
+use metrics::{Replay, TileFigures};
 use perms::Privileges;
 use topology::{Cfg, Tile, Topology};
 
@@ -104,9 +109,9 @@ impl SimClient for FiredancerSim {
 fn boot(view: &PodView, c: &Container, env: &Env, clock: &Clock) -> Result<Frankendancer, String> {
     let image = c.image.clone().unwrap_or_default();
     let v = version_of(&image);
-    if !((0, 501, 0)..(1, 0, 0)).contains(&v) {
+    if v < (0, 501, 0) {
         return Err(format!(
-            "the lab plays Frankendancer from v0.501 to v0.1106, not {image}"
+            "the lab plays Frankendancer from v0.501 and full Firedancer from v1.0.0, not {image}"
         ));
     }
     let ran = wrapper::run(view, c, env)?;
@@ -127,7 +132,23 @@ fn boot(view: &PodView, c: &Container, env: &Env, clock: &Clock) -> Result<Frank
     let text = ran.config.clone().ok_or_else(|| {
         format!("ERR     failed to open config file `{path}` (2-No such file or directory)")
     })?;
-    let local = last.first().map(String::as_str) == Some("fddev");
+    let program = last.first().map(String::as_str).unwrap_or("");
+    // A Frankendancer image has fdctl and fddev, a full Firedancer image firedancer and
+    // firedancer-dev (their Local.mk targets), and no other.
+    let has = if fdctl::full(v) {
+        ["firedancer", "firedancer-dev"]
+    } else {
+        ["fdctl", "fddev"]
+    };
+    if let Some(missing) = ran
+        .calls
+        .iter()
+        .filter_map(|a| a.first())
+        .find(|p| !has.contains(&p.as_str()))
+    {
+        return Err(format!("sh: {missing}: not found"));
+    }
+    let local = program == "fddev" || program == "firedancer-dev";
     let config = fdctl::load(&text, &path, v, local)?;
     let privileges = Privileges::of(&view.pod, c);
     let mut topology = None;
@@ -142,6 +163,8 @@ fn boot(view: &PodView, c: &Container, env: &Env, clock: &Clock) -> Result<Frank
     let s = seed(&view.name);
     let kind = if local {
         Kind::Bench
+    } else if fdctl::full(v) {
+        Kind::FullFollow(FullFollower::new(s, topology.setup.exec, BOOT_S))
     } else {
         let limit = PodView::memory_limit(c).unwrap_or(1 << 40);
         Kind::Follow {
@@ -159,7 +182,7 @@ fn boot(view: &PodView, c: &Container, env: &Env, clock: &Clock) -> Result<Frank
         version: v,
         clock: clock.clone(),
         seed: s,
-        comm: last.first().cloned().unwrap_or_else(|| "fdctl".into()),
+        comm: program.to_string(),
         metrics_port,
         topology,
         kind,
@@ -170,8 +193,11 @@ fn boot(view: &PodView, c: &Container, env: &Env, clock: &Clock) -> Result<Frank
 }
 
 enum Kind {
-    /// `fddev bench`: the node leads every slot of its own cluster.
+    /// `fddev bench` or `firedancer-dev bench`: the node leads every slot of its own
+    /// cluster.
     Bench,
+    /// `firedancer run` joined to a cluster: full Firedancer replays itself.
+    FullFollow(FullFollower),
     /// `fdctl run` joined to a cluster.
     Follow {
         model: Box<AgaveModel>,
@@ -183,7 +209,7 @@ enum Kind {
     },
 }
 
-/// A running fdctl or fddev.
+/// A running fdctl, fddev, firedancer or firedancer-dev.
 pub struct Frankendancer {
     version: V,
     clock: Clock,
@@ -201,6 +227,7 @@ fn stage(kind: &str) -> &str {
         "sock" => "net",
         "resolh" => "resolv",
         "pohh" => "poh",
+        "execle" => "bank",
         other => other,
     }
 }
@@ -254,11 +281,39 @@ impl Frankendancer {
         })
     }
 
-    /// Transactions executed by `t` (simulated).
+    /// Transactions executed as leader by `t` (simulated).
     fn executed(&self, t: f64) -> f64 {
         match &self.kind {
             Kind::Bench => self.stretches(t).map(|(_, d, tps)| d * tps).sum(),
-            Kind::Follow { .. } => 0.0,
+            Kind::Follow { .. } | Kind::FullFollow(_) => 0.0,
+        }
+    }
+
+    /// Full Firedancer's replay tile at `t`: (transactions, slots, reset slot). In the
+    /// bench it replays nothing of others' and counts its own leader slots (metrics.xml:
+    /// "Slots replayed successfully or leader slots packed and shredded successfully").
+    fn replay(&self, t: f64) -> Replay {
+        match &self.kind {
+            Kind::FullFollow(m) => Replay {
+                processed: self.lab(m.transactions(t)),
+                slots: self.lab(m.slots(t)),
+                reset_slot: m.reset_slot(t),
+            },
+            _ => {
+                let up = (t - BOOT_S).max(0.0);
+                Replay {
+                    processed: self.lab(self.executed(t)),
+                    slots: self.lab(up * 2.5),
+                    reset_slot: (t >= BOOT_S).then(|| 1 + (up * 2.5) as u64).unwrap_or(0),
+                }
+            }
+        }
+    }
+
+    fn turbine_slot(&self, t: f64) -> u64 {
+        match &self.kind {
+            Kind::FullFollow(m) => m.turbine_slot(t),
+            _ => self.replay(t).reset_slot,
         }
     }
 
@@ -288,6 +343,37 @@ impl Frankendancer {
                 }
             }
             Kind::Follow { .. } => add((t - BOOT_S).max(0.0), follower_busy(stage(kind)), 0.0),
+            Kind::FullFollow(m) => {
+                // Before replay: loading the snapshot; then chasing the cluster, then
+                // following it (its execrp tiles' share from the model).
+                let start = m.replay_start();
+                let loading = (t.min(start) - BOOT_S).max(0.0);
+                let snap = kind.starts_with("snap");
+                add(loading, if snap { 0.6 } else { 0.01 }, 0.0);
+                let mut from = start;
+                let caught = m.caught_up_at().unwrap_or(f64::INFINITY);
+                for (until, exec) in [
+                    (caught, 0.998),
+                    (f64::INFINITY, m.execrp_busy(caught.max(start) + 1.0)),
+                ] {
+                    let d = (t.min(until) - from).max(0.0);
+                    let busy = match stage(kind) {
+                        "execrp" => exec,
+                        "replay" => 0.6 * exec,
+                        "repair" => {
+                            if until == caught {
+                                0.3
+                            } else {
+                                0.05
+                            }
+                        }
+                        _ if snap => 0.0,
+                        other => follower_busy(other),
+                    };
+                    add(d, busy, 0.0);
+                    from = until;
+                }
+            }
         }
         out
     }
@@ -311,16 +397,23 @@ impl Frankendancer {
                         > 0.5
                 })
                 .unwrap_or(false),
-            Kind::Follow { .. } => false,
+            Kind::Follow { .. } | Kind::FullFollow(_) => false,
         };
         let per_bank = executed / f64::from(banks.max(1));
+        // Snapshot tiles shut down once loaded (`allow_shutdown`; status 2).
+        let status = match &self.kind {
+            Kind::FullFollow(m) if tile.kind.starts_with("snap") && t >= m.replay_start() => 2,
+            _ => u64::from(t >= BOOT_S),
+        };
         TileFigures {
-            status: u64::from(t >= BOOT_S),
+            status,
             regime_nanos: secs.map(|s| self.lab(s * 1e9)),
             in_backpressure: u64::from(in_bp),
             backpressure_count: self.lab(bp * 1000.0),
-            executed: (tile.kind == "bank")
+            executed: (tile.kind == "bank" || tile.kind == "execle")
                 .then(|| (self.lab(per_bank * 0.998), self.lab(per_bank * 0.002))),
+            replay: (tile.kind == "replay").then(|| self.replay(t)),
+            turbine_slot: (tile.kind == "repair").then(|| self.turbine_slot(t)),
             inserted: (tile.kind == "store").then(|| {
                 if self.topology.setup.blockstore {
                     self.lab(executed)
@@ -341,7 +434,7 @@ impl Process for Frankendancer {
                 code: 137,
                 message: String::new(),
             }),
-            Kind::Bench => None,
+            Kind::Bench | Kind::FullFollow(_) => None,
         };
         let crash = self.crash_after.map(|at| Exit {
             at,
@@ -358,8 +451,10 @@ impl Process for Frankendancer {
     fn rpc_port(&self) -> Option<u16> {
         match &self.kind {
             Kind::Follow { rpc_port, .. } => *rpc_port,
+            // Full Firedancer's rpc tile listens on 127.0.0.1 (`[tiles.rpc]`), out of reach.
+            _ if fdctl::full(self.version) => None,
             // bench forces the Agave RPC on 8899 (shared_dev/commands/bench/bench.c).
-            Kind::Bench => Some(8899),
+            Kind::Bench | Kind::FullFollow(_) => Some(8899),
         }
     }
 
@@ -371,6 +466,7 @@ impl Process for Frankendancer {
                 agave,
                 ..
             } => follow::rpc(model, *full_rpc, agave, self.clock.scale, t, method),
+            Kind::FullFollow(_) => None,
             Kind::Bench => (t >= BOOT_S).then(|| match method {
                 "getHealth" => Rpc::Result(json!("ok")),
                 "getTransactionCount" => Rpc::Result(json!(self.lab(self.executed(t)))),
@@ -386,7 +482,7 @@ impl Process for Frankendancer {
     fn metrics_sink(&self) -> Option<MetricsSink> {
         match &self.kind {
             Kind::Follow { sink, .. } => sink.clone(),
-            Kind::Bench => None,
+            Kind::Bench | Kind::FullFollow(_) => None,
         }
     }
 
@@ -395,14 +491,17 @@ impl Process for Frankendancer {
             Kind::Follow { model, .. } => {
                 follow::datapoints(model, self.clock.scale, self.clock.datapoint_s(), t0, t1)
             }
-            Kind::Bench => Vec::new(),
+            Kind::Bench | Kind::FullFollow(_) => Vec::new(),
         }
     }
 
     fn proc(&self, t: f64) -> ProcFigures {
         let (rss, vsz) = match &self.kind {
             Kind::Follow { model, .. } => (model.rss_bytes(t), model.vsz_bytes(t)),
-            Kind::Bench => (12.0 * (1u64 << 30) as f64, 80.0 * (1u64 << 30) as f64),
+            // Workspaces live in hugetlbfs, outside RSS: the rest (assumed).
+            Kind::Bench | Kind::FullFollow(_) => {
+                (12.0 * (1u64 << 30) as f64, 80.0 * (1u64 << 30) as f64)
+            }
         };
         ProcFigures {
             comm: self.comm.clone(),

@@ -120,6 +120,8 @@ pub fn topology(c: &Cfg, v: V, bench: bool) -> Topology {
             benchs,
             blockstore: c.int("development.bench.disable_blockstore_from_slot", 0) == 0,
             larger_blocks: c.bool("development.bench.larger_max_cost_per_block", false),
+            full: false,
+            exec: 0,
         },
     }
 }
@@ -169,9 +171,15 @@ pub fn parse_affinity(s: &str) -> Result<Vec<Option<u32>>, String> {
 }
 
 /// fdctl's affinity checks for a topology whose process may run on `cpuset`.
+/// Full Firedancer has no Agave: its auto-ness is `[layout.affinity]`'s own
+/// (bench_topo, src/app/shared_dev/commands/bench/bench.c @v1.1.4).
 pub fn check_affinity(c: &Cfg, t: &Topology, cpuset: &[u32]) -> Result<(), String> {
     let affinity = c.str("layout.affinity", "auto");
-    let agave = c.str("layout.agave_affinity", "auto");
+    let agave = if t.setup.full {
+        affinity
+    } else {
+        c.str("layout.agave_affinity", "auto")
+    };
     if (affinity == "auto") != (agave == "auto") {
         return Err("The CPU affinity string in the configuration file under [layout.affinity] and [layout.agave_affinity] must both be set to 'auto' or both be set to a specific CPU affinity string.".into());
     }
@@ -197,7 +205,9 @@ pub fn check_affinity(c: &Cfg, t: &Topology, cpuset: &[u32]) -> Result<(), Strin
         ));
     }
     let mut pinned: Vec<Option<u32>> = cpus.into_iter().take(t.tiles.len()).collect();
-    pinned.extend(parse_affinity(agave)?);
+    if !t.setup.full {
+        pinned.extend(parse_affinity(agave)?);
+    }
     if !t.bench.is_empty() {
         let b = parse_affinity(bench_affinity)?;
         if b.len() < t.bench.len() {

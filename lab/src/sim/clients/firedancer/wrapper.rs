@@ -1,8 +1,9 @@
 //! The validator container's own start script, run for real: here with the cpuset the
 //! kubelet's static CPU manager would give the container (Guaranteed QoS, whole cores:
 //! that many cores of its own), the config template of its ConfigMap, and stubs for the
-//! programs of the image (fdctl, fddev, chown, id) that record how they are called. What
-//! the script writes and calls is what the simulated fdctl then reads and does.
+//! programs of the image (fdctl, fddev, firedancer, firedancer-dev, chown, id) that
+//! record how they are called. What the script writes and calls is what the simulated
+//! program then reads and does.
 //!
 //! The script's `FD_TEMPLATE`, `FD_CONFIG` and `CPUSET_FILE` point it at files here. A
 //! container that runs fdctl itself (no script) is read from its command line.
@@ -15,8 +16,8 @@ use k8s_openapi::api::core::v1::Container;
 use super::super::Env;
 use crate::sim::pod_view::PodView;
 
-/// The programs of Firedancer's images.
-pub const BINARIES: [&str; 3] = ["fdctl", "fddev", "firedancer"];
+/// The programs of Firedancer's images: Frankendancer's and full Firedancer's.
+pub const BINARIES: [&str; 4] = ["fdctl", "fddev", "firedancer", "firedancer-dev"];
 
 /// What the container did up to exec'ing fdctl.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,7 +57,9 @@ pub fn starts_firedancer(line: &[String]) -> bool {
     script(line).is_some_and(|s| {
         s.lines().any(|l| {
             let l = l.trim_start();
-            l.starts_with("exec fdctl ") || l.starts_with("exec fddev ")
+            BINARIES
+                .iter()
+                .any(|b| l.starts_with(&format!("exec {b} ")))
         })
     })
 }
@@ -136,6 +139,7 @@ fn in_dir(
         ("fdctl", record.as_str()),
         ("fddev", record.as_str()),
         ("firedancer", record.as_str()),
+        ("firedancer-dev", record.as_str()),
         ("chown", "#!/bin/sh\nexit 0\n"),
         ("id", "#!/bin/sh\nexit 0\n"),
     ] {
@@ -204,6 +208,11 @@ mod tests {
             "set -eu\nexec fdctl run --config /x\n"
         ])));
         assert!(starts_firedancer(&l(&["/opt/fd/bin/fddev", "bench"])));
+        assert!(starts_firedancer(&l(&[
+            "sh",
+            "-c",
+            "exec firedancer-dev bench --config /x\n"
+        ])));
         assert!(!starts_firedancer(&l(&["sh", "-c", "echo fdctl"])));
         assert!(!starts_firedancer(&l(&["agave-validator"])));
     }

@@ -1,0 +1,169 @@
+//! A full Firedancer follower: no Agave inside, so the lab plays its own replay. It boots
+//! its tiles, loads a snapshot (its snapct/snapld/snapdc/snapin tiles, which then shut
+//! down), then replays from the snapshot's slot with its execrp tiles until it reaches the
+//! slot turbine delivers, and follows the cluster after that. What it serves is what
+//! `watch` reads (src/app/shared/commands/watch/watch.c @v1.1.4): repair's current slot
+//! (the turbine slot), replay's reset slot, and the transactions and slots replayed.
+//!
+//! Calibration. The cluster is the Agave model's mainnet (2.5 slots a second, 4,800 TPS,
+//! `super::super::agave::model`). Upstream states only that "10 execrp tiles achieve near
+//! optimal replay speed under current mainnet conditions"
+//! (src/app/firedancer/config/default.toml L875-876 @v1.1.4); the rest is the lab's
+//! assumption, to be replaced by measurements:
+//! - replay speed saturates in the execrp count: `MAX_REPLAY * (1 - e^(-n / 3.5))` slots
+//!   a second, 94% of the most at 10 tiles, 7.5 slots a second (3x the cluster); one tile
+//!   (2.0) cannot keep up with the cluster's 2.5;
+//! - the snapshot takes 20 minutes to download and load, and is 500 slots old.
+
+use super::super::agave::model::{CHAIN_TPS, SLOTS_PER_SECOND};
+use super::super::uniform;
+
+/// Slots a second replay reaches with unlimited execrp tiles (assumption).
+pub const MAX_REPLAY: f64 = 8.0;
+/// execrp tiles at which replay reaches 63% of its most (assumption).
+const EXECRP_SCALE: f64 = 3.5;
+/// Seconds from running tiles to a loaded snapshot (assumption).
+pub const SNAPSHOT_S: f64 = 1200.0;
+/// How old the snapshot is when its download starts, in slots (assumption).
+const SNAPSHOT_AGE: f64 = 500.0;
+/// The cluster's slot when the validator starts (any slot of mainnet's era).
+const SLOT0: f64 = 360_000_000.0;
+/// Transactions in a mainnet slot, on average.
+const TXN_PER_SLOT: f64 = CHAIN_TPS / SLOTS_PER_SECOND;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FullFollower {
+    seed: u64,
+    /// Slots a second replay can do with this many execrp tiles.
+    pub speed: f64,
+    /// When tiles run (simulated seconds).
+    boot: f64,
+}
+
+impl FullFollower {
+    pub fn new(seed: u64, execrp: u32, boot: f64) -> Self {
+        FullFollower {
+            seed,
+            speed: replay_speed(execrp),
+            boot,
+        }
+    }
+
+    /// When the snapshot is loaded and replay starts.
+    pub fn replay_start(&self) -> f64 {
+        self.boot + SNAPSHOT_S
+    }
+
+    /// The cluster's slot at `t` (what turbine delivers once gossip is up).
+    pub fn cluster_slot(&self, t: f64) -> f64 {
+        SLOT0 + SLOTS_PER_SECOND * t
+    }
+
+    fn snapshot_slot(&self) -> f64 {
+        self.cluster_slot(self.boot) - SNAPSHOT_AGE
+    }
+
+    /// When replay reaches the cluster, if it ever does.
+    pub fn caught_up_at(&self) -> Option<f64> {
+        let gap = self.cluster_slot(self.replay_start()) - self.snapshot_slot();
+        (self.speed > SLOTS_PER_SECOND)
+            .then(|| self.replay_start() + gap / (self.speed - SLOTS_PER_SECOND))
+    }
+
+    /// The slot replay has reached at `t` (fractional), None before it starts.
+    pub fn replayed_to(&self, t: f64) -> Option<f64> {
+        if t < self.replay_start() {
+            return None;
+        }
+        let chasing = self.snapshot_slot() + self.speed * (t - self.replay_start());
+        Some(match self.caught_up_at() {
+            Some(at) if t >= at => self.cluster_slot(t),
+            _ => chasing,
+        })
+    }
+
+    /// Repair's current slot: the highest slot turbine has shown, 0 before tiles run.
+    pub fn turbine_slot(&self, t: f64) -> u64 {
+        if t < self.boot {
+            0
+        } else {
+            self.cluster_slot(t).floor() as u64
+        }
+    }
+
+    /// Replay's reset slot: 0 until replay starts; a slot or two behind turbine when
+    /// keeping up (the slot in flight).
+    pub fn reset_slot(&self, t: f64) -> u64 {
+        match self.replayed_to(t) {
+            None => 0,
+            Some(s) => {
+                let behind = 1.0 + (2.0 * uniform(self.seed, 31, (t / 10.0) as u64)).floor();
+                (s.floor() - behind).max(self.snapshot_slot()) as u64
+            }
+        }
+    }
+
+    /// Slots replayed by `t`.
+    pub fn slots(&self, t: f64) -> f64 {
+        self.replayed_to(t)
+            .map(|s| s - self.snapshot_slot())
+            .unwrap_or(0.0)
+    }
+
+    /// Transactions replayed by `t`: a slot's transactions vary around the mean with
+    /// the slot (a smooth wave, so the counter only grows).
+    pub fn transactions(&self, t: f64) -> f64 {
+        let s = self.slots(t);
+        TXN_PER_SLOT * (s + 0.1 * 400.0 * (1.0 - (s / 400.0).cos()))
+    }
+
+    /// Share of time the execrp tiles work at `t`: all of it while chasing the cluster,
+    /// the cluster's pace over their speed after.
+    pub fn execrp_busy(&self, t: f64) -> f64 {
+        match (self.replayed_to(t), self.caught_up_at()) {
+            (None, _) => 0.0,
+            (Some(_), Some(at)) if t >= at => SLOTS_PER_SECOND / self.speed,
+            _ => 0.998,
+        }
+    }
+}
+
+/// Slots a second replay does with `n` execrp tiles (module docs).
+pub fn replay_speed(n: u32) -> f64 {
+    MAX_REPLAY * (1.0 - (-f64::from(n) / EXECRP_SCALE).exp())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ten_execrp_tiles_are_near_the_best_and_one_falls_behind() {
+        assert!(replay_speed(10) / MAX_REPLAY > 0.93);
+        assert!(replay_speed(10) > 2.9 * SLOTS_PER_SECOND);
+        assert!(replay_speed(1) < SLOTS_PER_SECOND);
+        assert!(replay_speed(2) > SLOTS_PER_SECOND);
+        assert_eq!(FullFollower::new(1, 1, 240.0).caught_up_at(), None);
+    }
+
+    #[test]
+    fn it_loads_a_snapshot_then_catches_up_then_follows() {
+        let f = FullFollower::new(7, 10, 240.0);
+        assert_eq!(f.reset_slot(600.0), 0);
+        assert!(f.turbine_slot(600.0) > 0);
+        let at = f.caught_up_at().unwrap();
+        // 3,500 slots behind at the start of replay, gained back at ~5 slots a second.
+        assert!((1_800.0..2_300.0).contains(&at), "{at}");
+        let lag = |t: f64| f.turbine_slot(t) as f64 - f.reset_slot(t) as f64;
+        assert!(lag(f.replay_start() + 1.0) > 3_000.0);
+        assert!(
+            (1.0..=3.0).contains(&lag(at + 5_000.0)),
+            "{}",
+            lag(at + 5_000.0)
+        );
+        // Replayed TPS: the cluster's once it follows.
+        let tps = (f.transactions(at + 7_000.0) - f.transactions(at + 3_000.0)) / 4_000.0;
+        assert!((4_300.0..5_300.0).contains(&tps), "{tps}");
+        assert!((0.3..0.4).contains(&f.execrp_busy(at + 10.0)));
+    }
+}
