@@ -356,7 +356,7 @@ async fn a_layout_larger_than_the_pod_fails_as_fdctl_does() {
 
 /// A Prometheus instant query's first value at `at`, written here independently of the
 /// operator.
-async fn query(prom: &str, q: &str, at: i64) -> Option<f64> {
+pub(crate) async fn query(prom: &str, q: &str, at: i64) -> Option<f64> {
     let resp: Value = reqwest::Client::new()
         .post(format!("{prom}/api/v1/query"))
         .form(&[("query", q.to_string()), ("time", at.to_string())])
@@ -375,7 +375,7 @@ async fn query(prom: &str, q: &str, at: i64) -> Option<f64> {
 }
 
 /// The metric names Prometheus holds for a selector in the `w` seconds before `at`.
-async fn names(prom: &str, sel: &str, w: i64, at: i64) -> Vec<String> {
+pub(crate) async fn names(prom: &str, sel: &str, w: i64, at: i64) -> Vec<String> {
     let q = format!("count by (__name__) (last_over_time({{{sel}}}[{w}s]))");
     let resp: Value = reqwest::Client::new()
         .post(format!("{prom}/api/v1/query"))

@@ -9,6 +9,7 @@ mod besu;
 mod common;
 mod e2e;
 mod firedancer;
+mod firedancer_full;
 mod lifecycle;
 mod manifests;
 mod nodeos;

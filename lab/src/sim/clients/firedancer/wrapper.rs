@@ -186,6 +186,24 @@ fn in_dir(
         .last()
         .and_then(|argv| config_arg(argv))
         .and_then(|p| std::fs::read_to_string(p).ok());
+    // The programs saw the lab's file; in the container it is the script's own path
+    // (`FD_CONFIG`'s default), which their messages name.
+    let here = dir.join("config").display().to_string();
+    let own = body
+        .split_once("FD_CONFIG:-")
+        .and_then(|(_, rest)| rest.split_once('}'))
+        .map(|(path, _)| path.to_string());
+    let calls = match own {
+        Some(own) => calls
+            .into_iter()
+            .map(|argv| {
+                argv.into_iter()
+                    .map(|a| if a == here { own.clone() } else { a })
+                    .collect()
+            })
+            .collect(),
+        None => calls,
+    };
     Ok(Ran {
         code: out.status.code().unwrap_or(1),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),

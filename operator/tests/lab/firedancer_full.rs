@@ -1,0 +1,367 @@
+//! Full Firedancer in the lab (`flavor: firedancer`): admission by flavor and version,
+//! its own limits and cores without an Agave child; the tile session on
+//! `firedancer-dev bench` naming each layout's bottleneck in the names of its version; a
+//! follower measured from its own replay and repair metrics, whose execrp tiles decide
+//! whether it catches up; a key its version lacks ending the trial with firedancer's
+//! own message.
+
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+use valtune::api::ValidatorExperiment;
+use valtune::api::trial::{TrialOutcome, TrialResults, ValidatorTrial};
+
+use crate::common::{Lab, create, lab, merge, trials, wait_finished, yaml_file};
+use crate::firedancer::{names, query};
+
+const EXAMPLE: &str = "manifests/examples/firedancer-bench-tiles.yaml";
+const NAME: &str = "fdf-bench-tiles";
+
+fn example() -> Value {
+    yaml_file(EXAMPLE)
+}
+
+fn experiment(ns: &str, name: &str, patch: Value) -> ValidatorExperiment {
+    let mut v = merge(&example(), &patch);
+    v["metadata"]["namespace"] = json!(ns);
+    v["metadata"]["name"] = json!(name);
+    serde_json::from_value(v).unwrap()
+}
+
+fn fd(f: Value) -> Value {
+    json!({"spec": {"template": {"firedancer": f}}})
+}
+
+/// One layout of the example: verify and execle tiles.
+fn point(verify: i32, execle: i32) -> Value {
+    json!({"spec": {"sweep": {"threads": [
+        {"name": "verifyTiles", "values": [verify]},
+        {"name": "bankTiles", "values": [execle]},
+    ]}}})
+}
+
+fn results(t: &ValidatorTrial) -> TrialResults {
+    t.status.clone().unwrap().results.unwrap_or_default()
+}
+
+/// (what is wrong, merge patch on the example, field the error names, text it says)
+fn refused() -> Vec<(&'static str, Value, &'static str, &'static str)> {
+    vec![
+        (
+            "full Firedancer with a Frankendancer release",
+            fd(json!({"image": "registry.example.com/firedancer:v0.1106.40201"})),
+            "spec.template.firedancer.flavor",
+            "full Firedancer (the firedancer binary) exists from v1.0.0",
+        ),
+        (
+            "Frankendancer with a full Firedancer release",
+            fd(json!({"flavor": "frankendancer", "layout": null})),
+            "spec.template.firedancer.version",
+            "v1.0.0 and later (v1.x, v26.x) is full Firedancer: set template.firedancer.flavor: firedancer",
+        ),
+        (
+            "full Firedancer's tiles on Frankendancer",
+            fd(
+                json!({"flavor": "frankendancer", "image": "registry.example.com/frankendancer:v0.1106.40201"}),
+            ),
+            "spec.template.firedancer.layout",
+            "execTiles, gossvfTiles and signTiles are full Firedancer's tiles",
+        ),
+        (
+            "one sign tile swept",
+            json!({"spec": {"sweep": {"threads": [{"name": "signTiles", "values": [1, 2]}]}}}),
+            "spec.sweep.threads",
+            "full Firedancer needs at least 2 sign tiles ('layout.sign_tile_count must be >= 2'",
+        ),
+        (
+            "one sign tile set",
+            fd(json!({"layout": {"signTiles": 1}})),
+            "spec.template.firedancer.layout.signTiles",
+            "greater than or equal to 2",
+        ),
+        (
+            "known validators",
+            fd(json!({"knownValidators": ["5D1fNXzvv5NjV1ysLjirC4WY92RNsVH18vjmcszZd8on"]})),
+            "spec.template.firedancer.knownValidators",
+            "full Firedancer has no [consensus] known_validators",
+        ),
+        (
+            "more tiles than cores, with no Agave to count",
+            json!({"spec": {"sweep": {"threads": [{"name": "verifyTiles", "values": [6, 40]}, {"name": "bankTiles", "values": [3, 6]}]}}}),
+            "spec.template.resources.cpu",
+            "the largest layout needs 70 tile cores and 12 for the bench generators and senders, 82 cores in all, but a trial gets 64",
+        ),
+        (
+            "a follower's stacks in too few 2 MiB pages",
+            json!({"spec": {"template": {"firedancer": {"workload": "follow", "cluster": "testnet"}, "resources": {"hugepages2Mi": 200}}}}),
+            "spec.template.resources.hugepages2Mi",
+            "the largest layout has 55 tiles",
+        ),
+    ]
+}
+
+fn experiments(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+        "valtune.dev",
+        "v1alpha1",
+        "ValidatorExperiment",
+    ));
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn admission_refuses_what_full_firedancer_cannot_run() {
+    let lab = lab().await;
+    let ns = lab.namespace("fdf-admission").await;
+    let api = experiments(&lab.client, &ns);
+    let ok: DynamicObject = serde_json::from_value(example()).unwrap();
+    api.create(&PostParams::default(), &ok).await.unwrap();
+    api.delete(NAME, &DeleteParams::default()).await.unwrap();
+    let mut failures = Vec::new();
+    for (what, patch, field, text) in refused() {
+        let obj: DynamicObject = serde_json::from_value(merge(&example(), &patch)).unwrap();
+        match api.create(&PostParams::default(), &obj).await {
+            Ok(_) => {
+                failures.push(format!("{what}: accepted"));
+                let _ = api.delete(NAME, &DeleteParams::default()).await;
+            }
+            Err(kube::Error::Api(status)) => {
+                let msg = status.message;
+                if !(msg.contains(&format!("{field}:")) && msg.contains(text)) {
+                    failures.push(format!(
+                        "{what}: expected `{field}: ...{text}...`, got: {msg}"
+                    ));
+                }
+            }
+            Err(e) => failures.push(format!("{what}: {e}")),
+        }
+    }
+    lab.delete_namespace(&ns).await;
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Whether Prometheus holds `metric` for a trial's pod in its window.
+async fn served(lab: &Lab, ns: &str, t: &ValidatorTrial, metric: &str) -> bool {
+    let s = t.status.clone().unwrap();
+    let sel = format!(
+        "namespace=\"{ns}\",pod=\"{}-1\"",
+        t.metadata.name.clone().unwrap()
+    );
+    let end = s.window_end.clone().unwrap().0.as_second();
+    let w = end - s.window_start.clone().unwrap().0.as_second();
+    let q = format!("count(last_over_time({metric}{{{sel}}}[{w}s]))");
+    query(&lab.state.prometheus_url, &q, end).await.is_some()
+}
+
+async fn served_names(lab: &Lab, ns: &str, t: &ValidatorTrial) -> Vec<String> {
+    let s = t.status.clone().unwrap();
+    let sel = format!(
+        "namespace=\"{ns}\",pod=\"{}-1\"",
+        t.metadata.name.clone().unwrap()
+    );
+    let end = s.window_end.clone().unwrap().0.as_second();
+    let w = end - s.window_start.clone().unwrap().0.as_second();
+    names(&lab.state.prometheus_url, &sel, w, end).await
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn the_bench_session_names_each_layouts_bottleneck_in_its_versions_names() {
+    let lab = lab().await;
+    let ns = lab.namespace("fdf-bench").await;
+    let _op = lab.start_operator(&ns);
+    create(&lab, &experiment(&ns, NAME, json!({}))).await;
+    // v1.0.1 exports the names from before the 2026-06-10 rename.
+    let old = merge(
+        &point(6, 3),
+        &fd(json!({"image": "registry.example.com/firedancer:v1.0.1"})),
+    );
+    create(&lab, &experiment(&ns, "fdf-old", old)).await;
+    let vx = wait_finished(&lab, &ns, NAME, Duration::from_secs(600)).await;
+    wait_finished(&lab, &ns, "fdf-old", Duration::from_secs(300)).await;
+    let mut all = trials(&lab, &ns).await;
+    let old: Vec<ValidatorTrial> = all
+        .extract_if(.., |t| t.spec.experiment == "fdf-old")
+        .collect();
+    let all = valtune::report::sorted(all, &vx.spec.sweep);
+    let layout = valtune::clients::client_for(&vx.spec.template)
+        .unwrap()
+        .report(&vx.spec.sweep);
+    let table = valtune::report::table(&all, &layout);
+    println!("{table}");
+    assert_eq!(all.len(), 4, "{table}");
+    for t in all.iter().chain(&old) {
+        let s = t.status.clone().unwrap();
+        assert_eq!(s.outcome, Some(TrialOutcome::KeptUp), "{s:?}");
+    }
+    let at = |v: i32, b: i32| {
+        all.iter()
+            .find(|t| {
+                t.spec.point.threads["verifyTiles"] == v && t.spec.point.threads["bankTiles"] == b
+            })
+            .unwrap()
+    };
+    // The lab's assumption (docs/clients/firedancer.md): the default 6 verify tiles hold
+    // it near 95k; with 20, the execle tiles do (3: ~147k; 6: ~272k).
+    for (v, b, lo, hi, tile) in [
+        (6, 3, 85_000.0, 105_000.0, "verify"),
+        (6, 6, 85_000.0, 105_000.0, "verify"),
+        (20, 3, 130_000.0, 165_000.0, "bank"),
+        (20, 6, 240_000.0, 300_000.0, "bank"),
+    ] {
+        let t = at(v, b);
+        let r = results(t);
+        let avg = r.avg_tps.unwrap();
+        assert!(
+            (lo..hi).contains(&avg),
+            "verify {v} execle {b}: {avg}\n{table}"
+        );
+        let named = (layout.text[0].value)(&r).unwrap();
+        assert!(
+            named.starts_with(tile),
+            "verify {v} execle {b}: {named}\n{table}"
+        );
+        assert!(r.figure("storeBusyPct").is_none(), "{r:?}");
+        assert!(r.figure("execrpBusyPct").is_some(), "{r:?}");
+    }
+    assert_eq!(
+        vx.status.unwrap().recommendation.unwrap().summary,
+        "bankTiles=6 verifyTiles=20"
+    );
+    // Names by the version of each pod's image.
+    let new = at(6, 3);
+    let old = &old[0];
+    assert!((85_000.0..105_000.0).contains(&results(old).avg_tps.unwrap()));
+    for (metric, in_new) in [
+        ("execle_txn_landed_total", true),
+        ("tile_regime_duration_nanos_total", true),
+        ("execle_transaction_landed", false),
+        ("tile_regime_duration_nanos", false),
+        ("bank_txn_executed_total", false),
+    ] {
+        let names = served_names(&lab, &ns, new).await;
+        assert_eq!(
+            served(&lab, &ns, new, metric).await,
+            in_new,
+            "v1.1.4 {metric}: {names:?}"
+        );
+        let in_old = !in_new && !metric.starts_with("bank_");
+        let names = served_names(&lab, &ns, old).await;
+        assert_eq!(
+            served(&lab, &ns, old, metric).await,
+            in_old,
+            "v1.0.1 {metric}: {names:?}"
+        );
+    }
+    lab.delete_namespace(&ns).await;
+}
+
+fn follower(ns: &str) -> ValidatorExperiment {
+    serde_json::from_value(json!({
+        "apiVersion": "valtune.dev/v1alpha1",
+        "kind": "ValidatorExperiment",
+        "metadata": {"name": "fdf-follow", "namespace": ns},
+        "spec": {
+            "template": {
+                "firedancer": {
+                    "image": "registry.example.com/firedancer:v26.08.1",
+                    "flavor": "firedancer",
+                    "cluster": "mainnet-beta",
+                    "capabilities": ["NET_RAW", "SYS_ADMIN", "SYS_RESOURCE"],
+                },
+                "resources": {"cpu": 64, "memory": "256Gi", "hugepages1Gi": 48, "hugepages2Mi": 512},
+                "storage": [{"role": "ledger", "size": "1Ti"}, {"role": "accounts", "size": "2Ti"}],
+                "placement": {
+                    "nodeSelector": {"valtune.dev/lab-pool": "firedancer"},
+                    "tolerations": [{"key": "valtune.dev/lab-pool", "operator": "Exists", "effect": "NoSchedule"}],
+                },
+            },
+            "sweep": {"threads": [{"name": "execTiles", "values": [1, 10]}]},
+            "trial": {"warmup": {"timeout": "30s"}, "measurement": {"duration": "30s"}},
+            "metrics": {"scrapeInterval": "1s"},
+        },
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn a_follower_is_measured_from_its_own_replay_and_its_execrp_tiles_decide() {
+    let lab = lab().await;
+    let ns = lab.namespace("fdf-follow").await;
+    let _op = lab.start_operator(&ns);
+    create(&lab, &follower(&ns)).await;
+    wait_finished(&lab, &ns, "fdf-follow", Duration::from_secs(300)).await;
+    let all = trials(&lab, &ns).await;
+    let by = |n: i32| {
+        all.iter()
+            .find(|t| t.spec.point.threads["execTiles"] == n)
+            .unwrap()
+    };
+    // Ten execrp tiles replay three times the cluster's pace: caught up, then the
+    // cluster's transactions (the Agave model's mainnet, 4,800 TPS).
+    let t = by(10);
+    let s = t.status.clone().unwrap();
+    assert_eq!(s.outcome, Some(TrialOutcome::KeptUp), "{s:?}");
+    let r = results(t);
+    assert!((4_000.0..5_600.0).contains(&r.avg_tps.unwrap()), "{r:?}");
+    assert!(r.final_lag.unwrap() <= 5.0, "{r:?}");
+    // Its lag is read once replay starts after the snapshot; at 720x the ~15 simulated
+    // minutes from there to the cluster's slot fall within a scrape or two.
+    assert!(r.catch_up_seconds.is_some() && r.startup_seconds.unwrap() > 0.0, "{r:?}");
+    assert!(
+        (25.0..45.0).contains(&r.figure("execrpBusyPct").unwrap()),
+        "{r:?}"
+    );
+    for metric in [
+        "replay_txn_processed_total",
+        "repair_slot_current",
+        "replay_reset_slot",
+    ] {
+        assert!(served(&lab, &ns, t, metric).await, "{metric}");
+    }
+    for metric in ["replay_transactions_total", "solana_node_num_slots_behind"] {
+        assert!(!served(&lab, &ns, t, metric).await, "{metric}");
+    }
+    // One cannot keep up with the cluster: the warm-up ends with the lag it reached.
+    let s = by(1).status.clone().unwrap();
+    assert_eq!(s.outcome, Some(TrialOutcome::TimedOut), "{s:?}");
+    let msg = s.message.unwrap();
+    assert!(
+        msg.contains("did not catch up within the warm-up limit of 30s ("),
+        "{msg}"
+    );
+    lab.delete_namespace(&ns).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn a_key_its_version_lacks_ends_the_trial_with_firedancers_message() {
+    // [tiles.rserve] came with v1.1.0; full Firedancer has no blockstore switch at all.
+    let lab = lab().await;
+    let ns = lab.namespace("fdf-keys").await;
+    let _op = lab.start_operator(&ns);
+    let patch = merge(
+        &point(6, 3),
+        &fd(json!({
+            "image": "registry.example.com/firedancer:v1.0.1",
+            "config": {"tiles.rserve.enabled": "false", "development.bench.disable_blockstore_from_slot": "1"},
+        })),
+    );
+    create(&lab, &experiment(&ns, "fdf-keys", patch)).await;
+    wait_finished(&lab, &ns, "fdf-keys", Duration::from_secs(180)).await;
+    let s = trials(&lab, &ns).await.remove(0).status.unwrap();
+    assert_eq!(s.outcome, Some(TrialOutcome::Crashed), "{s:?}");
+    let msg = s.message.unwrap();
+    for line in [
+        "WARNING Config file contains unrecognized key `development.bench.disable_blockstore_from_slot`",
+        "WARNING Config file contains unrecognized key `tiles.rserve.enabled`",
+        "ERR     Failed to parse config file (/var/run/firedancer/config.toml): there are unrecognized keys logged above",
+    ] {
+        assert!(msg.contains(line), "{line}: {msg}");
+    }
+    lab.delete_namespace(&ns).await;
+}
