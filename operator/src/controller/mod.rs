@@ -224,25 +224,27 @@ pub async fn run(
         let _ = rx.wait_for(|s| *s).await;
     };
 
-    let experiments = Controller::new(
+    let experiment_controller = Controller::new(
         api::<ValidatorExperiment>(&client, &opts.namespace),
         watcher::Config::default(),
-    )
-    .owns(
-        api::<ValidatorTrial>(&client, &opts.namespace),
-        watcher::Config::default(),
-    )
-    .graceful_shutdown_on(stop(rx.clone()))
-    .run(
-        experiment::reconcile,
-        |vx, err, ctx| on_error("experiment", vx.as_ref(), err, &ctx),
-        ctx.clone(),
-    )
-    .for_each(|r| async move {
-        if let Err(e) = r {
-            tracing::debug!(error = %e, "experiment reconcile");
-        }
-    });
+    );
+    ctx.metrics.watch_experiments(experiment_controller.store());
+    let experiments = experiment_controller
+        .owns(
+            api::<ValidatorTrial>(&client, &opts.namespace),
+            watcher::Config::default(),
+        )
+        .graceful_shutdown_on(stop(rx.clone()))
+        .run(
+            experiment::reconcile,
+            |vx, err, ctx| on_error("experiment", vx.as_ref(), err, &ctx),
+            ctx.clone(),
+        )
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "experiment reconcile");
+            }
+        });
 
     let trial_controller = Controller::new(
         api::<ValidatorTrial>(&client, &opts.namespace),
