@@ -108,3 +108,11 @@ a lab test that installs this chart and runs an experiment as its ServiceAccount
 {{- else }}{{ $n }}
 {{- end }}
 {{- end }}
+
+{{/* The job label of the operator's series, whichever monitor scrapes it: the
+PrometheusRule selects by it. */}}
+{{- define "valtune.jobRelabeling" -}}
+- action: replace
+  targetLabel: job
+  replacement: {{ include "valtune.fullname" . }}
+{{- end }}
