@@ -4,8 +4,11 @@
 mod admission;
 mod agave;
 mod analysis;
+mod chart;
+mod chart_schemas;
 mod common;
 mod e2e;
 mod firedancer;
+mod helm;
 mod lifecycle;
 mod manifests;
