@@ -44,6 +44,36 @@ fn strict(v: &mut Value) {
     }
 }
 
+/// The schemas `root` refers to, directly or not (and itself): a kind's file holds only
+/// those, not its whole group-version's.
+fn reachable(schemas: &Value, root: &str) -> serde_json::Map<String, Value> {
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(map) => {
+                if let Some(r) = map.get("$ref").and_then(Value::as_str)
+                    && let Some(name) = r.strip_prefix("#/components/schemas/")
+                {
+                    out.push(name.to_string());
+                }
+                map.values().for_each(|v| refs(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+    let mut found = serde_json::Map::new();
+    let mut todo = vec![root.to_string()];
+    while let Some(name) = todo.pop() {
+        if found.contains_key(&name) {
+            continue;
+        }
+        let schema = schemas[&name].clone();
+        refs(&schema, &mut todo);
+        found.insert(name, schema);
+    }
+    found
+}
+
 async fn get_json(lab: &Lab, path: &str) -> Value {
     let req = http::Request::get(path).body(Vec::new()).unwrap();
     let text = lab.client.request_text(req).await.unwrap();
@@ -80,7 +110,7 @@ async fn write_schemas(lab: &Lab, kinds: &BTreeSet<(String, String)>, dir: &Path
                 {
                     let file = json!({
                         "$ref": format!("#/components/schemas/{name}"),
-                        "components": components,
+                        "components": {"schemas": reachable(&components["schemas"], name)},
                     });
                     std::fs::write(
                         dir.join(schema_file(api_version, kind)),
