@@ -62,7 +62,7 @@ test: tools build check-crds chart-test lint ## all tests: unit, and the lab tes
 	$(LAB) up --dir $(TEST_LAB_DIR) --topology lab/topology-test.yaml --time-scale $(TIME_SCALE) >/dev/null
 	@# Lab tests mostly wait on the lab, so they run six at a time.
 	@status=0; VALTUNE_LAB_DIR=$$(cd $(TEST_LAB_DIR) && pwd) \
-	  $(CARGO) test --workspace -- --include-ignored --test-threads=6 || status=$$?; \
+	  $(CARGO) test --workspace --no-fail-fast -- --include-ignored --test-threads=6 || status=$$?; \
 	if [ $$status -ne 0 ]; then $(LAB) down --dir $(TEST_LAB_DIR) --keep; \
 	  echo "tests failed; the lab's logs are kept in $(TEST_LAB_DIR)/logs" >&2; \
 	else $(LAB) down --dir $(TEST_LAB_DIR); fi; exit $$status

@@ -594,6 +594,8 @@ async fn wait_apiserver(state: &LabState, timeout: Duration) -> anyhow::Result<C
     }
 }
 
+const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
+
 async fn wait_nodes_ready(
     state: &LabState,
     client: &Client,
@@ -611,17 +613,29 @@ async fn wait_nodes_ready(
             .items
             .iter()
             .filter(|n| {
-                n.status
+                let ready = n
+                    .status
                     .as_ref()
                     .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+                // The apiserver taints a new node not-ready; the node lifecycle controller
+                // lifts it a moment after Ready. Until then nothing schedules there.
+                let untainted = !n
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_ref())
+                    .is_some_and(|ts| ts.iter().any(|t| t.key == NOT_READY_TAINT));
+                ready && untainted
             })
             .count();
         if ready >= want {
             return Ok(());
         }
         if Instant::now() > deadline {
-            bail!("only {ready} of {want} nodes Ready after {timeout:?}; see logs/kwok.log");
+            bail!(
+                "only {ready} of {want} nodes Ready and without the {NOT_READY_TAINT} taint \
+                 after {timeout:?}; see logs/kwok.log and logs/kube-controller-manager.log"
+            );
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }

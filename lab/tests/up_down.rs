@@ -41,7 +41,8 @@ async fn a_second_lab_comes_up_beside_the_first_and_goes_away_completely() {
     let list = nodes.list(&ListParams::default()).await.unwrap().items;
     // The topology's machines, and the lab's system node.
     let topology = valtune_lab::topology::Topology::load(&state.topology).unwrap();
-    assert_eq!(list.len(), topology.nodes().unwrap().len() + 1);
+    let machines = topology.nodes().unwrap();
+    assert_eq!(list.len(), machines.len() + 1);
     for n in &list {
         let st = n.status.clone().unwrap();
         let ready = st
@@ -51,17 +52,21 @@ async fn a_second_lab_comes_up_beside_the_first_and_goes_away_completely() {
             .any(|c| c.type_ == "Ready" && c.status == "True");
         assert!(ready, "{:?} not Ready", n.metadata.name);
         if n.metadata.name.as_deref() == Some(valtune_lab::topology::SYSTEM_NODE) {
-            assert!(
-                n.spec
-                    .clone()
-                    .unwrap()
-                    .taints
-                    .unwrap_or_default()
-                    .is_empty()
-            );
+            let taints = n.spec.clone().unwrap().taints.unwrap_or_default();
+            assert!(taints.is_empty(), "the system node is tainted: {taints:?}");
             continue;
         }
-        assert_eq!(st.allocatable.unwrap()["hugepages-1Gi"].0, "64Gi");
+        // What the topology declares (the API server writes zero as "0").
+        let declared = machines
+            .iter()
+            .find(|m| n.metadata.name.as_deref() == Some(m.name.as_str()))
+            .expect("every node is one of the topology's machines")
+            .hugepages1_gi;
+        let want = match declared {
+            0 => "0".to_string(),
+            gi => format!("{gi}Gi"),
+        };
+        assert_eq!(st.allocatable.unwrap()["hugepages-1Gi"].0, want);
         let taints = n.spec.clone().unwrap().taints.unwrap();
         assert!(taints.iter().any(|t| t.effect == "NoSchedule"));
     }
