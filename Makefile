@@ -17,7 +17,7 @@ TEST_LAB_DIR ?= target/test-lab
 # Simulated seconds per real second in the lab (manifests/examples are written for 720).
 TIME_SCALE ?= 720
 
-.PHONY: help tools build crds check-crds golden lint unit test bench lab-up lab-down demo demo-down
+.PHONY: help tools build crds check-crds manifests chart-test image golden lint unit test bench lab-up lab-down demo demo-down
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -28,13 +28,24 @@ tools: ## build the lab's control-plane tools into ~/.cache/valtune (once per ve
 build: ## build the valtune and valtune-lab binaries
 	$(CARGO) build --workspace --bins
 
-crds: build ## regenerate crds/ from the API types
+crds: build ## regenerate crds/ (and the chart's copy) from the API types
 	$(VALTUNE) crd --out-dir crds
+	$(VALTUNE) crd --out-dir charts/valtune/files/crds
 
-check-crds: build ## fail if crds/ is not what the code generates
+check-crds: build ## fail if crds/ or the chart's CRDs are not what the code generates
 	@tmp=$$(mktemp -d); $(VALTUNE) crd --out-dir $$tmp; \
-	if ! diff -ru crds $$tmp; then rm -rf $$tmp; \
-	  echo "crds/ is stale: run 'make crds' and commit the result" >&2; exit 1; fi; rm -rf $$tmp
+	for d in crds charts/valtune/files/crds; do if ! diff -ru $$d $$tmp; then rm -rf $$tmp; \
+	  echo "$$d is stale: run 'make crds' and commit the result" >&2; exit 1; fi; done; rm -rf $$tmp
+
+manifests: tools ## regenerate what is rendered from the chart: manifests/install/valtune.yaml, the argocd-cm patch
+	hack/install-manifest.sh > manifests/install/valtune.yaml
+	hack/argocd-cm.sh > charts/valtune/argocd/argocd-cm.yaml
+
+chart-test: tools ## the chart's offline checks: lint, template, promtool rule tests, Argo CD health checks
+	hack/chart-test.sh
+
+image: tools ## build the operator's OCI image (no Docker) into target/image; prints its digest
+	hack/image.sh
 
 golden: ## rewrite the golden files of rendered pods (clients/*/testdata) after an intended change
 	UPDATE_GOLDEN=1 $(CARGO) test -p valtune --lib golden
@@ -46,12 +57,12 @@ lint: ## rustfmt and clippy, warnings are errors
 unit: ## unit tests only (no lab)
 	$(CARGO) test --workspace
 
-test: tools build check-crds lint ## all tests: unit, and the lab tests against a fresh lab
+test: tools build check-crds chart-test lint ## all tests: unit, and the lab tests against a fresh lab (the chart installed in it)
 	@$(LAB) down --dir $(TEST_LAB_DIR) >/dev/null 2>&1 || true
 	$(LAB) up --dir $(TEST_LAB_DIR) --topology lab/topology-test.yaml --time-scale $(TIME_SCALE) >/dev/null
 	@# Lab tests mostly wait on the lab, so they run six at a time.
 	@status=0; VALTUNE_LAB_DIR=$$(cd $(TEST_LAB_DIR) && pwd) \
-	  $(CARGO) test --workspace -- --include-ignored --test-threads=6 || status=$$?; \
+	  $(CARGO) test --workspace --no-fail-fast -- --include-ignored --test-threads=6 || status=$$?; \
 	if [ $$status -ne 0 ]; then $(LAB) down --dir $(TEST_LAB_DIR) --keep; \
 	  echo "tests failed; the lab's logs are kept in $(TEST_LAB_DIR)/logs" >&2; \
 	else $(LAB) down --dir $(TEST_LAB_DIR); fi; exit $$status
@@ -67,6 +78,5 @@ lab-down: ## stop the lab's processes and remove .lab (KEEP=1 keeps logs and dat
 	@if [ ! -x $(LAB) ]; then $(CARGO) build -p valtune-lab; fi
 	$(LAB) down --dir $(LAB_DIR) $(if $(KEEP),--keep,)
 
-demo: lab-up ## the lab, the CRDs, the operator and the paper's RAM sweep, to a results table
-	KUBECONFIG=$(LAB_DIR)/kubeconfig $(KUBECTL) apply --server-side -f crds/
-	LAB_DIR=$(LAB_DIR) KUBECTL=$(KUBECTL) hack/demo.sh
+demo: lab-up ## what a user does, in the lab: helm install the chart, kubectl apply the RAM sweep, the results
+	LAB_DIR=$(LAB_DIR) KUBECTL=$(KUBECTL) HELM=$(TOOLS_BIN)/helm hack/demo.sh

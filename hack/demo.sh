@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
-# The demo (`make demo`): on a running lab with the CRDs installed, start the operator,
-# apply the quickstart (the paper's RAM sweep), follow it to the end, print the results.
+# The demo (`make demo`): on a running lab, what a user does on a cluster: `helm install`
+# the chart (the CRDs, the operator as a Deployment running as its ServiceAccount), then
+# `kubectl apply` the quickstart (the paper's RAM sweep); follow it to the end and print
+# the results. The lab runs the operator's pod as the local valtune binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 lab_dir=${LAB_DIR:-.lab}
 kubectl=${KUBECTL:?set KUBECTL}
+helm=${HELM:?set HELM}
 export KUBECONFIG=$lab_dir/kubeconfig
 eval "$(./target/debug/valtune-lab env --dir "$lab_dir")"
 experiment=agave-ram
 manifest=manifests/examples/quickstart-agave-ram-sweep.yaml
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-./target/debug/valtune-lab spawn --dir "$lab_dir" --name operator -- \
-  "$PWD/target/debug/valtune" operator --prometheus-url "$PROMETHEUS_URL" --listen "127.0.0.1:$port"
+# On a cluster: --set operator.prometheusUrl=http://prometheus-operated.monitoring:9090.
+# The lab's pod IPs are loopback addresses, which Services cannot have as endpoints, so
+# Prometheus scrapes the operator through the chart's PodMonitor here.
+echo "helm install valtune charts/valtune (namespace valtune-system)"
+"$helm" upgrade --install valtune charts/valtune --namespace valtune-system --create-namespace \
+  --set operator.prometheusUrl="$PROMETHEUS_URL" \
+  --set metrics.serviceMonitor.enabled=false --set metrics.podMonitor.enabled=true \
+  --wait --timeout 3m >/dev/null
+"$kubectl" -n valtune-system get pods -l app.kubernetes.io/instance=valtune
 
 # A fresh run each time: the previous demo's experiment (and its trials) go first.
 "$kubectl" delete validatorexperiment "$experiment" --ignore-not-found --wait=true >/dev/null
@@ -32,7 +41,7 @@ while :; do
   fi
   case "$phase" in Succeeded|Failed) break ;; esac
   if [ $((SECONDS - start)) -gt 600 ]; then
-    echo "the experiment did not finish in 10 minutes; see $lab_dir/logs/operator.log" >&2
+    echo "the experiment did not finish in 10 minutes; see $lab_dir/logs/pods/valtune-system_valtune-*_operator.log" >&2
     exit 1
   fi
   sleep 2
@@ -45,6 +54,6 @@ cat <<MSG
 
 The lab is still running:   export KUBECONFIG=$lab_dir/kubeconfig
                             $kubectl get validatorexperiments,validatortrials
-Operator log:               $lab_dir/logs/operator.log
+Operator log:               $lab_dir/logs/pods/valtune-system_valtune-*_operator.log
 Stop everything with:       make lab-down
 MSG

@@ -36,7 +36,10 @@ po_key=$(key prometheus-operator "$here/prometheus-operator/go.mod" "$here/prome
 prom_key=$(key prometheus "$here/prometheus/go.mod" "$here/prometheus/go.sum")
 pe_key=$(key process-exporter "$here/process-exporter/go.mod" "$here/process-exporter/go.sum")
 vma_key=$(key vmagent "$here/vmagent/go.mod" "$here/vmagent/go.sum")
-bin_dir="$cache/bin/$(printf '%s\n' "$k8s_key" "$etcd_key" "$kwok_key" "$helm_key" "$po_key" "$prom_key" "$pe_key" "$vma_key" | sha256sum | cut -c1-12)"
+kc_key=$(key kubeconform "$here/kubeconform/go.mod" "$here/kubeconform/go.sum")
+crane_key=$(key crane "$here/crane/go.mod" "$here/crane/go.sum")
+lua_key=$(key luahealth "$here/luahealth/go.mod" "$here/luahealth/go.sum" "$here/luahealth/main.go")
+bin_dir="$cache/bin/$(printf '%s\n' "$k8s_key" "$etcd_key" "$kwok_key" "$helm_key" "$po_key" "$prom_key" "$pe_key" "$vma_key" "$kc_key" "$crane_key" "$lua_key" | sha256sum | cut -c1-12)"
 
 # tool key -> binaries it provides
 declare -A provides=(
@@ -48,6 +51,9 @@ declare -A provides=(
   [$prom_key]="prometheus promtool"
   [$pe_key]="process-exporter"
   [$vma_key]="vmagent"
+  [$kc_key]="kubeconform"
+  [$crane_key]="crane"
+  [$lua_key]="luahealth"
 )
 
 built() { # built KEY: every binary of KEY is present
@@ -116,6 +122,13 @@ go_build "$pe_key" process-exporter "-X github.com/prometheus/common/version.Ver
   github.com/ncabatoff/process-exporter/cmd/process-exporter
 go_build "$vma_key" vmagent "-X github.com/VictoriaMetrics/VictoriaMetrics/lib/buildinfo.Version=vmagent-v1.110.0" \
   github.com/VictoriaMetrics/VictoriaMetrics/app/vmagent
+
+# The chart's checks (make chart-test) and the operator image (make image).
+go_build "$kc_key" kubeconform "-X main.version=v0.8.0" github.com/yannh/kubeconform/cmd/kubeconform
+go_build "$crane_key" crane "-X github.com/google/go-containerregistry/cmd/crane/cmd.Version=v0.22.1" \
+  github.com/google/go-containerregistry/cmd/crane
+# Argo CD's Lua for health checks (gopher-lua v1.1.2), with valtune's harness around it.
+go_build "$lua_key" luahealth "" valtune.dev/hack/tools/luahealth
 
 # One directory of links so callers need a single path.
 if [ ! -d "$bin_dir" ]; then

@@ -2,7 +2,6 @@
 //! kube-controller-manager), kwok for the simulated kubelets, Prometheus, and the lab's
 //! simulator, on free loopback ports, recorded in the lab's state file.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -35,6 +34,9 @@ pub struct UpOptions {
     pub scrape_interval: String,
     /// The `valtune-lab` binary (runs the simulator).
     pub lab_exe: PathBuf,
+    /// The `valtune` binary the lab runs for pods of valtune's image (default: beside
+    /// `lab_exe`, e.g. target/debug/valtune).
+    pub valtune: Option<PathBuf>,
 }
 
 const TOOLS: [&str; 8] = [
@@ -95,6 +97,10 @@ pub async fn up(opts: &UpOptions) -> anyhow::Result<LabState> {
         scrape_interval: opts.scrape_interval.clone(),
         topology: std::fs::canonicalize(&opts.topology)?,
         tools: std::fs::canonicalize(&opts.tools)?,
+        valtune: opts
+            .valtune
+            .clone()
+            .unwrap_or_else(|| opts.lab_exe.with_file_name("valtune")),
         processes: Vec::new(),
         ready: false,
     };
@@ -114,9 +120,10 @@ pub async fn up(opts: &UpOptions) -> anyhow::Result<LabState> {
             state.ready = true;
             state.save()?;
             log(format!(
-                "up in {:.0}s: {} nodes, pods in {}",
+                "up in {:.0}s: {} validator nodes and {}, pods in {}",
                 started.elapsed().as_secs_f64(),
                 topology.nodes()?.len(),
+                crate::topology::SYSTEM_NODE,
                 state.pod_cidr
             ));
             Ok(state)
@@ -152,11 +159,12 @@ async fn start(
             "{token},valtune-lab-admin,valtune-lab-admin,\"system:masters\"\n{operator_token},{OPERATOR_USER},{OPERATOR_USER},\"system:masters\"\n"
         ),
     )?;
-    // The audit log records every write of that operator user, and nothing else.
+    // The audit log records every write of that operator user, and of service accounts
+    // (the operator's own pod, installed by the chart, runs as one), and nothing else.
     std::fs::write(
         dir.join("audit-policy.yaml"),
         format!(
-            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n  users: [{OPERATOR_USER}]\n  verbs: [create, update, patch, delete, deletecollection]\n- level: None\n"
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n  users: [{OPERATOR_USER}]\n  verbs: [create, update, patch, delete, deletecollection]\n- level: Metadata\n  userGroups: [system:serviceaccounts]\n  verbs: [create, update, patch, delete, deletecollection]\n- level: None\n"
         ),
     )?;
     openssl(&["genrsa", "-out", path_str(&pki.join("sa.key"))?, "2048"])?;
@@ -331,7 +339,7 @@ async fn start(
 
     // kwok: the simulated kubelets of the topology's nodes.
     let kwok_config = dir.join("kwok.yaml");
-    std::fs::write(&kwok_config, kwok_config_yaml(kwok_cidr, node_ip))?;
+    std::fs::write(&kwok_config, crate::kwok::config_yaml(kwok_cidr, node_ip))?;
     spawn(
         state,
         "kwok",
@@ -381,6 +389,7 @@ async fn start(
     // The cluster's contents: storage class, nodes, local PVs, prometheus-operator CRDs.
     apply(&client, storage_class(&state.name)).await?;
     let mut nodes = topology.nodes()?;
+    nodes.push(crate::topology::system_node());
     anyhow::ensure!(
         nodes.len() <= 127,
         "the topology has {} nodes; a lab has addresses for 127",
@@ -585,6 +594,8 @@ async fn wait_apiserver(state: &LabState, timeout: Duration) -> anyhow::Result<C
     }
 }
 
+const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
+
 async fn wait_nodes_ready(
     state: &LabState,
     client: &Client,
@@ -602,17 +613,29 @@ async fn wait_nodes_ready(
             .items
             .iter()
             .filter(|n| {
-                n.status
+                let ready = n
+                    .status
                     .as_ref()
                     .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+                // The apiserver taints a new node not-ready; the node lifecycle controller
+                // lifts it a moment after Ready. Until then nothing schedules there.
+                let untainted = !n
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_ref())
+                    .is_some_and(|ts| ts.iter().any(|t| t.key == NOT_READY_TAINT));
+                ready && untainted
             })
             .count();
         if ready >= want {
             return Ok(());
         }
         if Instant::now() > deadline {
-            bail!("only {ready} of {want} nodes Ready after {timeout:?}; see logs/kwok.log");
+            bail!(
+                "only {ready} of {want} nodes Ready and without the {NOT_READY_TAINT} taint \
+                 after {timeout:?}; see logs/kwok.log and logs/kube-controller-manager.log"
+            );
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -728,17 +751,6 @@ fn write_kubeconfig(state: &LabState, path: &Path, token: &str, ca: &Path) -> an
     });
     std::fs::write(path, serde_saphyr::to_string(&kubeconfig)?)?;
     Ok(())
-}
-
-fn kwok_config_yaml(cidr: &str, node_ip: &str) -> String {
-    let options = BTreeMap::from([("cidr", cidr), ("nodeIP", node_ip)]);
-    let mut out = String::from(
-        "# Generated by valtune-lab. kwok's default stages make pods Running with an IP from\n# the lab's loopback network; the simulator plays the containers from there.\napiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n",
-    );
-    for (k, v) in options {
-        out.push_str(&format!("  {k}: {v:?}\n"));
-    }
-    out
 }
 
 fn openssl(args: &[&str]) -> anyhow::Result<()> {

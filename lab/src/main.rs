@@ -31,6 +31,10 @@ enum Command {
         /// How often Prometheus scrapes pods.
         #[arg(long, default_value = "1s")]
         scrape_interval: String,
+        /// The valtune binary to run for pods of valtune's image (default: the one
+        /// beside this program, e.g. target/debug/valtune).
+        #[arg(long, env = "VALTUNE_EXE")]
+        valtune: Option<PathBuf>,
     },
     /// Stop the lab's processes and remove its state.
     Down {
@@ -82,6 +86,7 @@ async fn main() -> anyhow::Result<()> {
             topology,
             time_scale,
             scrape_interval,
+            valtune,
         } => {
             let state = control_plane::up(&UpOptions {
                 dir,
@@ -90,6 +95,7 @@ async fn main() -> anyhow::Result<()> {
                 time_scale,
                 scrape_interval,
                 lab_exe: std::env::current_exe()?,
+                valtune,
             })
             .await?;
             print_env(&state);

@@ -31,6 +31,9 @@ pub struct LabState {
     /// The lab's tools (the exporters it runs for trial pods' sidecars among them).
     #[serde(default)]
     pub tools: PathBuf,
+    /// The `valtune` binary run for pods of valtune's image (sim/local_pods.rs).
+    #[serde(default)]
+    pub valtune: PathBuf,
     pub processes: Vec<ProcessRecord>,
     /// Set once start-up completed; a lab without it is a failed or partial start.
     #[serde(default)]

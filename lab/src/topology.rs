@@ -23,6 +23,8 @@ pub const LAB_LABEL: &str = "valtune.dev/lab";
 pub const STORAGE_CLASS: &str = "local-nvme";
 /// The NVIDIA device plugin's extended resource.
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+/// Every lab's ordinary worker, beside the topology's validator machines.
+pub const SYSTEM_NODE: &str = "lab-system";
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -246,6 +248,10 @@ impl Topology {
             out.push(node);
         }
         anyhow::ensure!(!out.is_empty(), "topology: no nodes");
+        anyhow::ensure!(
+            out.iter().all(|n| n.name != SYSTEM_NODE),
+            "topology: {SYSTEM_NODE} is the lab's own system node; name yours differently"
+        );
         let mut names: Vec<_> = out.iter().map(|n| &n.name).collect();
         names.sort();
         names.dedup();
@@ -254,6 +260,34 @@ impl Topology {
             "topology: node names must be unique"
         );
         Ok(out)
+    }
+}
+
+/// The worker every lab has for cluster add-ons, as a cluster's system pool: the valtune
+/// operator's own pod lands here (the validator machines are tainted). No validator
+/// labels and no taint, so pods without a node selector may run here too, as on a real
+/// cluster; trials select their machines.
+pub fn system_node() -> LabNode {
+    let labels = BTreeMap::from([
+        ("kubernetes.io/hostname".into(), SYSTEM_NODE.into()),
+        ("kubernetes.io/os".into(), "linux".into()),
+        ("kubernetes.io/arch".into(), "amd64".into()),
+        ("node-role.kubernetes.io/system".into(), String::new()),
+        ("type".into(), "kwok".into()),
+    ]);
+    LabNode {
+        name: SYSTEM_NODE.into(),
+        cpu: 8,
+        memory: "32Gi".into(),
+        hugepages1_gi: 0,
+        hugepages2_mi: 0,
+        gpus: 0,
+        pods: 110,
+        nvme: Vec::new(),
+        labels,
+        taints: Vec::new(),
+        prepared: Prepared::default(),
+        ip: None,
     }
 }
 
@@ -482,6 +516,17 @@ mod tests {
         assert_eq!(nodes[1].cpu, 64);
         assert_eq!(nodes[0].labels["a"], "one");
         assert_eq!(nodes[0].labels["b"], "two");
+    }
+
+    #[test]
+    fn the_system_node_is_an_untainted_worker_with_no_validator_labels() {
+        let n = system_node();
+        assert!(n.taints.is_empty());
+        assert!(!n.labels.contains_key("valtune.dev/bare-metal"));
+        let t: Topology =
+            serde_saphyr::from_str(&format!("defaults: {{}}\nnodes:\n- name: {SYSTEM_NODE}\n"))
+                .unwrap();
+        assert!(t.nodes().is_err(), "a topology may not take its name");
     }
 
     #[test]

@@ -25,6 +25,7 @@ async fn a_second_lab_comes_up_beside_the_first_and_goes_away_completely() {
         time_scale: 720.0,
         scrape_interval: "1s".into(),
         lab_exe: PathBuf::from(env!("CARGO_BIN_EXE_valtune-lab")),
+        valtune: None,
     };
     let state = up(&opts).await.expect("a second lab starts");
     if let Ok(first) = std::env::var("VALTUNE_LAB_DIR") {
@@ -38,8 +39,10 @@ async fn a_second_lab_comes_up_beside_the_first_and_goes_away_completely() {
     let client = state.client().await.unwrap();
     let nodes: Api<Node> = Api::all(client);
     let list = nodes.list(&ListParams::default()).await.unwrap().items;
+    // The topology's machines, and the lab's system node.
     let topology = valtune_lab::topology::Topology::load(&state.topology).unwrap();
-    assert_eq!(list.len(), topology.nodes().unwrap().len());
+    let machines = topology.nodes().unwrap();
+    assert_eq!(list.len(), machines.len() + 1);
     for n in &list {
         let st = n.status.clone().unwrap();
         let ready = st
@@ -48,7 +51,22 @@ async fn a_second_lab_comes_up_beside_the_first_and_goes_away_completely() {
             .iter()
             .any(|c| c.type_ == "Ready" && c.status == "True");
         assert!(ready, "{:?} not Ready", n.metadata.name);
-        assert_eq!(st.allocatable.unwrap()["hugepages-1Gi"].0, "64Gi");
+        if n.metadata.name.as_deref() == Some(valtune_lab::topology::SYSTEM_NODE) {
+            let taints = n.spec.clone().unwrap().taints.unwrap_or_default();
+            assert!(taints.is_empty(), "the system node is tainted: {taints:?}");
+            continue;
+        }
+        // What the topology declares (the API server writes zero as "0").
+        let declared = machines
+            .iter()
+            .find(|m| n.metadata.name.as_deref() == Some(m.name.as_str()))
+            .expect("every node is one of the topology's machines")
+            .hugepages1_gi;
+        let want = match declared {
+            0 => "0".to_string(),
+            gi => format!("{gi}Gi"),
+        };
+        assert_eq!(st.allocatable.unwrap()["hugepages-1Gi"].0, want);
         let taints = n.spec.clone().unwrap().taints.unwrap();
         assert!(taints.iter().any(|t| t.effect == "NoSchedule"));
     }

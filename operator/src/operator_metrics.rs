@@ -1,5 +1,8 @@
 //! The operator's own metrics (served on /metrics): reconciles, errors by kind, reconcile
-//! durations, trial phase changes, and trials by phase read from the controller's cache.
+//! durations, trial phase changes, and, read from the controllers' caches at each scrape,
+//! experiments by phase, trials by phase and by outcome, how long the oldest trial of each
+//! phase has been in it, and trials whose Prometheus cannot be read. The chart's
+//! PrometheusRule and Grafana dashboard (charts/valtune) are built on these names.
 
 use std::sync::{Mutex, RwLock};
 use std::time::Instant;
@@ -12,8 +15,42 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::api::ValidatorTrial;
-use crate::api::trial::TrialPhase;
+use crate::api::experiment::ExperimentPhase;
+use crate::api::trial::{TrialOutcome, TrialPhase};
+use crate::api::{ValidatorExperiment, ValidatorTrial};
+
+const TRIAL_PHASES: [TrialPhase; 7] = [
+    TrialPhase::Pending,
+    TrialPhase::Scheduling,
+    TrialPhase::WarmingUp,
+    TrialPhase::Measuring,
+    TrialPhase::Collecting,
+    TrialPhase::Succeeded,
+    TrialPhase::Failed,
+];
+
+const OUTCOMES: [TrialOutcome; 12] = [
+    TrialOutcome::KeptUp,
+    TrialOutcome::FellBehind,
+    TrialOutcome::OOMKilled,
+    TrialOutcome::Aborted,
+    TrialOutcome::Crashed,
+    TrialOutcome::Unschedulable,
+    TrialOutcome::TimedOut,
+    TrialOutcome::NodeLost,
+    TrialOutcome::NodeNotPrepared,
+    TrialOutcome::MetricsUnavailable,
+    TrialOutcome::Unobserved,
+    TrialOutcome::Invalid,
+];
+
+const EXPERIMENT_PHASES: [ExperimentPhase; 5] = [
+    ExperimentPhase::Pending,
+    ExperimentPhase::Running,
+    ExperimentPhase::Suspended,
+    ExperimentPhase::Succeeded,
+    ExperimentPhase::Failed,
+];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ControllerLabel {
@@ -31,6 +68,33 @@ pub struct PhaseLabel {
     pub phase: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    pub outcome: String,
+}
+
+fn phase_label(phase: impl std::fmt::Debug) -> PhaseLabel {
+    PhaseLabel {
+        phase: format!("{phase:?}"),
+    }
+}
+
+/// When a trial entered the phase it is in: what its status records for that phase
+/// (creation for Pending; the window's planned end is when Collecting starts).
+fn phase_start(t: &ValidatorTrial) -> Option<i64> {
+    let st = t.status.as_ref();
+    let recorded = st.and_then(|s| match s.phase {
+        TrialPhase::Scheduling => s.scheduling_since.as_ref(),
+        TrialPhase::WarmingUp => s.started_at.as_ref(),
+        TrialPhase::Measuring => s.window_start.as_ref(),
+        TrialPhase::Collecting => s.window_end.as_ref(),
+        _ => None,
+    });
+    recorded
+        .or(t.metadata.creation_timestamp.as_ref())
+        .map(|t| t.0.as_second())
+}
+
 pub struct OperatorMetrics {
     registry: Mutex<Registry>,
     reconciles: Family<ControllerLabel, Counter>,
@@ -38,8 +102,13 @@ pub struct OperatorMetrics {
     durations: Family<ControllerLabel, Histogram>,
     transitions: Family<PhaseLabel, Counter>,
     trials: Family<PhaseLabel, Gauge>,
+    outcomes: Family<OutcomeLabel, Gauge>,
+    oldest: Family<PhaseLabel, Gauge>,
+    blind: Gauge,
+    experiments: Family<PhaseLabel, Gauge>,
     prometheus_queries: Counter,
     trial_store: RwLock<Option<Store<ValidatorTrial>>>,
+    experiment_store: RwLock<Option<Store<ValidatorExperiment>>>,
 }
 
 /// Observes a reconcile's duration when dropped.
@@ -93,6 +162,31 @@ impl OperatorMetrics {
             transitions.clone(),
         );
         registry.register("trials", "Trials by phase", trials.clone());
+        let outcomes = Family::<OutcomeLabel, Gauge>::default();
+        registry.register(
+            "trials_finished",
+            "Finished trials by outcome",
+            outcomes.clone(),
+        );
+        let oldest = Family::<PhaseLabel, Gauge>::default();
+        registry.register(
+            "trials_oldest_phase_start_seconds",
+            "When the trial longest in each unfinished phase entered it (Unix seconds; absent when no trial is in the phase)",
+            oldest.clone(),
+        );
+        let blind = Gauge::default();
+        registry.register(
+            "trials_blind",
+            "Unfinished trials whose Prometheus cannot be read (status.blindSince set)",
+            blind.clone(),
+        );
+        let experiments = Family::<PhaseLabel, Gauge>::default();
+        registry.register("experiments", "Experiments by phase", experiments.clone());
+        // Every phase's counter exists from the start, so "no transition in a while" reads
+        // as an increase of 0, not as a missing series.
+        for phase in TRIAL_PHASES {
+            let _ = transitions.get_or_create(&phase_label(phase));
+        }
         let prometheus_queries = Counter::default();
         registry.register(
             "prometheus_queries",
@@ -106,8 +200,13 @@ impl OperatorMetrics {
             durations,
             transitions,
             trials,
+            outcomes,
+            oldest,
+            blind,
+            experiments,
             prometheus_queries,
             trial_store: RwLock::new(None),
+            experiment_store: RwLock::new(None),
         }
     }
 
@@ -146,33 +245,70 @@ impl OperatorMetrics {
             .inc();
     }
 
-    /// Trials by phase are counted from this cache at each scrape.
+    /// Trials are counted from this cache at each scrape.
     pub fn watch_trials(&self, store: Store<ValidatorTrial>) {
         *self.trial_store.write().expect("lock") = Some(store);
+    }
+
+    /// Experiments are counted from this cache at each scrape.
+    pub fn watch_experiments(&self, store: Store<ValidatorExperiment>) {
+        *self.experiment_store.write().expect("lock") = Some(store);
+    }
+
+    /// Sets the gauges read from the trials in the cache.
+    pub fn count_trials(&self, all: &[std::sync::Arc<ValidatorTrial>]) {
+        let phase = |t: &ValidatorTrial| t.status.as_ref().map(|s| s.phase).unwrap_or_default();
+        for p in TRIAL_PHASES {
+            let in_phase: Vec<_> = all.iter().filter(|t| phase(t) == p).collect();
+            self.trials
+                .get_or_create(&phase_label(p))
+                .set(in_phase.len() as i64);
+            if p.is_finished() {
+                continue;
+            }
+            match in_phase.iter().filter_map(|t| phase_start(t)).min() {
+                Some(oldest) => {
+                    self.oldest.get_or_create(&phase_label(p)).set(oldest);
+                }
+                None => {
+                    self.oldest.remove(&phase_label(p));
+                }
+            }
+        }
+        for o in OUTCOMES {
+            let n = all
+                .iter()
+                .filter(|t| phase(t).is_finished())
+                .filter(|t| t.status.as_ref().and_then(|s| s.outcome) == Some(o))
+                .count();
+            self.outcomes
+                .get_or_create(&OutcomeLabel {
+                    outcome: o.as_str().into(),
+                })
+                .set(n as i64);
+        }
+        let blind = all
+            .iter()
+            .filter(|t| !phase(t).is_finished())
+            .filter(|t| t.status.as_ref().is_some_and(|s| s.blind_since.is_some()))
+            .count();
+        self.blind.set(blind as i64);
     }
 
     /// The OpenMetrics text of every metric.
     pub fn encode(&self) -> String {
         if let Some(store) = self.trial_store.read().expect("lock").as_ref() {
-            let phases = [
-                TrialPhase::Pending,
-                TrialPhase::Scheduling,
-                TrialPhase::WarmingUp,
-                TrialPhase::Measuring,
-                TrialPhase::Collecting,
-                TrialPhase::Succeeded,
-                TrialPhase::Failed,
-            ];
+            self.count_trials(&store.state());
+        }
+        if let Some(store) = self.experiment_store.read().expect("lock").as_ref() {
             let all = store.state();
-            for phase in phases {
+            for p in EXPERIMENT_PHASES {
                 let n = all
                     .iter()
-                    .filter(|t| t.status.as_ref().map(|s| s.phase).unwrap_or_default() == phase)
+                    .filter(|x| x.status.as_ref().map(|s| s.phase).unwrap_or_default() == p)
                     .count();
-                self.trials
-                    .get_or_create(&PhaseLabel {
-                        phase: format!("{phase:?}"),
-                    })
+                self.experiments
+                    .get_or_create(&phase_label(p))
                     .set(n as i64);
             }
         }
@@ -204,5 +340,52 @@ mod tests {
         );
         assert!(text.contains("valtune_reconcile_duration_seconds_count{controller=\"trial\"} 1"));
         assert!(text.contains("valtune_trial_phase_transitions_total{phase=\"Measuring\"} 1"));
+        // Phases nobody entered yet read 0, not absent.
+        assert!(text.contains("valtune_trial_phase_transitions_total{phase=\"Collecting\"} 0"));
+    }
+
+    fn trial(yaml: &str) -> std::sync::Arc<ValidatorTrial> {
+        std::sync::Arc::new(serde_saphyr::from_str(yaml).unwrap())
+    }
+
+    #[test]
+    fn trials_are_counted_by_phase_outcome_age_and_blindness() {
+        let head = "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorTrial\nmetadata: {name: t, creationTimestamp: '2026-01-01T00:00:00Z'}\nspec: {experiment: x, point: {}, repetition: 1, template: {agave: {image: a}}, settings: {}, metrics: {}}\n";
+        let all = vec![
+            trial(&format!(
+                "{head}status: {{phase: Measuring, windowStart: '2026-01-01T02:00:00Z'}}"
+            )),
+            trial(&format!(
+                "{head}status: {{phase: Measuring, windowStart: '2026-01-01T01:00:00Z', blindSince: '2026-01-01T03:00:00Z'}}"
+            )),
+            trial(&format!(
+                "{head}status: {{phase: Failed, outcome: MetricsUnavailable}}"
+            )),
+            trial(&format!(
+                "{head}status: {{phase: Succeeded, outcome: KeptUp}}"
+            )),
+        ];
+        let m = OperatorMetrics::new();
+        m.count_trials(&all);
+        let text = m.encode();
+        for line in [
+            "valtune_trials{phase=\"Measuring\"} 2",
+            "valtune_trials{phase=\"Pending\"} 0",
+            "valtune_trials_finished{outcome=\"MetricsUnavailable\"} 1",
+            "valtune_trials_finished{outcome=\"KeptUp\"} 1",
+            "valtune_trials_finished{outcome=\"OOMKilled\"} 0",
+            "valtune_trials_blind 1",
+            // 2026-01-01T01:00:00Z, the earlier window start.
+            "valtune_trials_oldest_phase_start_seconds{phase=\"Measuring\"} 1767229200",
+        ] {
+            assert!(text.contains(line), "{line} missing in\n{text}");
+        }
+        assert!(!text.contains("oldest_phase_start_seconds{phase=\"Pending\"}"));
+        // A phase that empties loses its series.
+        m.count_trials(&all[2..]);
+        assert!(
+            !m.encode()
+                .contains("oldest_phase_start_seconds{phase=\"Measuring\"}")
+        );
     }
 }

@@ -147,6 +147,7 @@ async fn bench() {
         time_scale: 720.0,
         scrape_interval: "1s".into(),
         lab_exe: PathBuf::from(std::env::var("VALTUNE_LAB_EXE").expect("VALTUNE_LAB_EXE")),
+        valtune: None,
     })
     .await
     .expect("starting the bench lab");

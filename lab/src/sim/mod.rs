@@ -4,6 +4,8 @@
 //!   one model per client ([`clients`]), runs the pod's exporter sidecars ([`sidecars`]),
 //!   and reports the validator's exit as the kubelet would ([`workloads`]);
 //! - enforces activeDeadlineSeconds, as the kubelet does ([`workloads`]);
+//! - runs the pods of images it has a local build of (valtune's own operator, installed
+//!   by its chart) as local processes with their ServiceAccount's token ([`local_pods`]);
 //! - recycles released local volumes ([`volumes`]);
 //! - plays prometheus-operator's config reloader for the lab's Prometheus ([`reloader`]).
 
@@ -11,6 +13,7 @@ pub mod clients;
 pub mod clock;
 pub mod init_steps;
 pub mod kubelet;
+pub mod local_pods;
 pub mod pod_view;
 pub mod procfs;
 pub mod reloader;
@@ -26,6 +29,7 @@ pub async fn run(state: LabState) -> anyhow::Result<()> {
         r = volumes::recycle_volumes(client.clone(), state.name.clone()) => r,
         r = reloader::run(client.clone(), state.clone()) => r,
         r = workloads::run(client.clone(), state.clone()) => r,
+        r = local_pods::run(client.clone(), state.clone()) => r,
         _ = tokio::signal::ctrl_c() => Ok(()),
         _ = sigterm() => Ok(()),
     }

@@ -200,6 +200,7 @@ mod tests {
             scrape_interval: "1s".into(),
             topology: PathBuf::new(),
             tools: PathBuf::new(),
+            valtune: PathBuf::new(),
             processes: vec![],
             ready: true,
         };

@@ -48,7 +48,7 @@ impl Real {
 }
 
 /// The image's repository (no registry, no tag) and tag.
-fn repository(image: &str) -> (&str, &str) {
+pub(crate) fn repository(image: &str) -> (&str, &str) {
     let (name, tag) = match image.rsplit_once(':') {
         Some((n, t)) if !t.contains('/') => (n, t),
         _ => (image, "latest"),

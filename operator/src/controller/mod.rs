@@ -69,9 +69,15 @@ impl Error {
 pub fn is_permanent(e: &kube::Error) -> Option<&str> {
     match e {
         kube::Error::Api(s) if matches!(s.code, 400 | 413 | 422) => Some(&s.message),
-        // Forbidden: by an admission plugin (a RuntimeClass that does not exist, a pod
-        // security level) or by RBAC; neither passes on a retry. A quota may free up.
-        kube::Error::Api(s) if s.code == 403 && !s.message.contains("exceeded quota") => {
+        // Forbidden by an admission plugin (a RuntimeClass that does not exist, a pod
+        // security level): the object is refused. Not RBAC (`User "..." cannot patch
+        // resource`), which an admin fixes without touching the trial, nor a quota, which
+        // may free up: those are errors, retried and counted.
+        kube::Error::Api(s)
+            if s.code == 403
+                && !s.message.contains("exceeded quota")
+                && !s.message.contains(" cannot ") =>
+        {
             Some(&s.message)
         }
         _ => None,
@@ -229,25 +235,27 @@ pub async fn run(
         let _ = rx.wait_for(|s| *s).await;
     };
 
-    let experiments = Controller::new(
+    let experiment_controller = Controller::new(
         api::<ValidatorExperiment>(&client, &opts.namespace),
         watcher::Config::default(),
-    )
-    .owns(
-        api::<ValidatorTrial>(&client, &opts.namespace),
-        watcher::Config::default(),
-    )
-    .graceful_shutdown_on(stop(rx.clone()))
-    .run(
-        experiment::reconcile,
-        |vx, err, ctx| on_error("experiment", vx.as_ref(), err, &ctx),
-        ctx.clone(),
-    )
-    .for_each(|r| async move {
-        if let Err(e) = r {
-            tracing::debug!(error = %e, "experiment reconcile");
-        }
-    });
+    );
+    ctx.metrics.watch_experiments(experiment_controller.store());
+    let experiments = experiment_controller
+        .owns(
+            api::<ValidatorTrial>(&client, &opts.namespace),
+            watcher::Config::default(),
+        )
+        .graceful_shutdown_on(stop(rx.clone()))
+        .run(
+            experiment::reconcile,
+            |vx, err, ctx| on_error("experiment", vx.as_ref(), err, &ctx),
+            ctx.clone(),
+        )
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "experiment reconcile");
+            }
+        });
 
     let trial_controller = Controller::new(
         api::<ValidatorTrial>(&client, &opts.namespace),
@@ -285,4 +293,49 @@ pub async fn run(
 /// The name of an object for messages: namespace/name.
 pub fn name_of<K: ResourceExt>(obj: &K) -> String {
     format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: u16, message: &str) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status {
+                code,
+                message: message.into(),
+                ..Default::default()
+            }
+            .boxed(),
+        )
+    }
+
+    /// What retrying cannot fix ends the trial; what an admin or time can fix is retried.
+    #[test]
+    fn refusals_of_the_object_are_permanent_and_rbac_is_not() {
+        assert!(is_permanent(&api(422, "spec.containers[0].image: Required value")).is_some());
+        assert!(
+            is_permanent(&api(
+                403,
+                r#"pods "t-1" is forbidden: pod rejected: RuntimeClass "nvidia" not found"#
+            ))
+            .is_some()
+        );
+        assert!(
+            is_permanent(&api(
+                403,
+                r#"pods "t-1" is forbidden: User "system:serviceaccount:v:valtune" cannot patch resource "pods" in API group "" in the namespace "v""#
+            ))
+            .is_none()
+        );
+        assert!(
+            is_permanent(&api(
+                403,
+                r#"pods "t-1" is forbidden: exceeded quota: compute, requested: cpu=64"#
+            ))
+            .is_none()
+        );
+        assert!(is_permanent(&api(409, "conflict")).is_none());
+        assert!(is_permanent(&api(500, "etcd timeout")).is_none());
+    }
 }

@@ -4,9 +4,7 @@
 
 use std::hash::{Hash, Hasher};
 
-use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
-};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
@@ -22,10 +20,15 @@ fn resource() -> ApiResource {
     ))
 }
 
-/// Whether the cluster serves the PodMonitor kind.
+/// Whether the cluster serves the PodMonitor kind. Asked of API discovery, which every
+/// authenticated user may read (the system:discovery role), not by listing PodMonitors:
+/// an operator that watches one namespace has no right to list them cluster-wide.
 pub async fn served(client: &Client) -> bool {
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource());
-    api.list(&ListParams::default().limit(1)).await.is_ok()
+    let gv = format!("{}/{}", resource().group, resource().version);
+    client
+        .list_api_group_resources(&gv)
+        .await
+        .is_ok_and(|list| list.resources.iter().any(|r| r.name == resource().plural))
 }
 
 /// The PodMonitor of an experiment whose client is scraped at `endpoints`. Pure.
