@@ -243,7 +243,8 @@ async fn the_window_can_start_at_the_first_execution_as_the_paper_measured() {
     let first = t.first_execution_at.clone().unwrap().0;
     let caught = t.caught_up_at.clone().unwrap().0;
     assert_eq!(t.window_start.unwrap().0, first);
-    assert!(caught > first, "catching up happened inside the window");
+    // Times are kept to the second and, at the lab's 720x, catching up can take less.
+    assert!(caught >= first, "catching up happened inside the window");
     let r = t.results.unwrap();
     assert!(
         r.catch_up_seconds.unwrap() > 0.0 && r.startup_seconds.is_some(),
