@@ -163,7 +163,7 @@ async fn report(experiment: &str, namespace: &str, format: ReportFormat) -> anyh
     let lp = ListParams::default().labels(&format!("{}={experiment}", labels::EXPERIMENT));
     let list = valtune::report::sorted(trials.list(&lp).await?.items, &vx.spec.sweep);
     let client = valtune::clients::client_for(&vx.spec.template)?;
-    let layout = client.report(&vx.spec.sweep);
+    let layout = client.report(&vx.spec.template, &vx.spec.sweep);
     match format {
         ReportFormat::Table => {
             print!("{}", valtune::report::table(&list, &layout));

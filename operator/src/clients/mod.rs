@@ -159,7 +159,7 @@ pub trait ValidatorClient: Send + Sync {
     fn profile_keys(&self) -> Option<Vec<crate::api::settings::QueryKey>>;
     /// The columns of `valtune report`'s table for an experiment's sweep, shaped like the
     /// seed the experiment reproduces.
-    fn report(&self, _sweep: &SweepSpec) -> profile::Layout {
+    fn report(&self, _t: &ValidatorTemplate, _sweep: &SweepSpec) -> profile::Layout {
         profile::Layout::ram()
     }
     /// What the recommendation optimises when the sweep has no memory values.

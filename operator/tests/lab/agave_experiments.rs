@@ -51,7 +51,7 @@ async fn the_program_cache_example_reproduces_figure_12() {
     let ts = trials(&lab, &ns).await;
     let layout = valtune::clients::client_for(&done.spec.template)
         .unwrap()
-        .report(&done.spec.sweep);
+        .report(&done.spec.template, &done.spec.sweep);
     let table = valtune::report::table(
         &valtune::report::sorted(ts.clone(), &done.spec.sweep),
         &layout,

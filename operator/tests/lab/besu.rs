@@ -104,7 +104,7 @@ async fn the_example_runs_to_completion_with_the_seeds_shape() {
     let client = valtune::clients::client_for(&done.spec.template).unwrap();
     let table = valtune::report::table(
         &valtune::report::sorted(ts, &done.spec.sweep),
-        &client.report(&done.spec.sweep),
+        &client.report(&done.spec.template, &done.spec.sweep),
     );
     eprintln!("{table}");
     assert!(

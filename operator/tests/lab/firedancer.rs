@@ -209,7 +209,7 @@ async fn the_seed_session_names_the_bottleneck_of_each_layout() {
     let all = valtune::report::sorted(trials(&lab, &ns).await, &vx.spec.sweep);
     let layout = valtune::clients::client_for(&vx.spec.template)
         .unwrap()
-        .report(&vx.spec.sweep);
+        .report(&vx.spec.template, &vx.spec.sweep);
     let table = valtune::report::table(&all, &layout);
     println!("{table}");
     let point = |v: i32, b: i32, off: &str| {

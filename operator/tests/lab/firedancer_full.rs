@@ -189,10 +189,17 @@ async fn the_bench_session_names_each_layouts_bottleneck_in_its_versions_names()
     let all = valtune::report::sorted(all, &vx.spec.sweep);
     let layout = valtune::clients::client_for(&vx.spec.template)
         .unwrap()
-        .report(&vx.spec.sweep);
+        .report(&vx.spec.template, &vx.spec.sweep);
     let table = valtune::report::table(&all, &layout);
     println!("{table}");
     assert_eq!(all.len(), 4, "{table}");
+    // Its own tiles in the columns: execle for bank, execrp where the store tile was.
+    let header = table.lines().next().unwrap();
+    assert!(
+        header.contains("EXECLE BUSY %") && header.contains("EXECRP BUSY %"),
+        "{header}"
+    );
+    assert!(!header.contains("STORE"), "{header}");
     for t in all.iter().chain(&old) {
         let s = t.status.clone().unwrap();
         assert_eq!(s.outcome, Some(TrialOutcome::KeptUp), "{s:?}");
@@ -311,7 +318,10 @@ async fn a_follower_is_measured_from_its_own_replay_and_its_execrp_tiles_decide(
     assert!(r.final_lag.unwrap() <= 5.0, "{r:?}");
     // Its lag is read once replay starts after the snapshot; at 720x the ~15 simulated
     // minutes from there to the cluster's slot fall within a scrape or two.
-    assert!(r.catch_up_seconds.is_some() && r.startup_seconds.unwrap() > 0.0, "{r:?}");
+    assert!(
+        r.catch_up_seconds.is_some() && r.startup_seconds.unwrap() > 0.0,
+        "{r:?}"
+    );
     assert!(
         (25.0..45.0).contains(&r.figure("execrpBusyPct").unwrap()),
         "{r:?}"

@@ -150,7 +150,7 @@ async fn the_example_reproduces_the_seed_and_the_report_states_the_working_set()
     );
     let table = valtune::report::table(
         &valtune::report::sorted(ts.clone(), &vx.spec.sweep),
-        &client.report(&vx.spec.sweep),
+        &client.report(&vx.spec.template, &vx.spec.sweep),
     );
     assert!(
         table.contains("CATCH-UP blk/s") && table.contains("MAX SWAP GiB"),

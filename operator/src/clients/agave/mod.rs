@@ -214,7 +214,7 @@ impl ValidatorClient for Agave {
         )
     }
 
-    fn report(&self, sweep: &SweepSpec) -> Layout {
+    fn report(&self, _t: &ValidatorTemplate, sweep: &SweepSpec) -> Layout {
         if sweep.program_cache_entries.is_some() {
             profile::program_cache_layout()
         } else {

@@ -162,7 +162,7 @@ impl ValidatorClient for Besu {
         Some(profile::profile().queries.keys().copied().collect())
     }
 
-    fn report(&self, _sweep: &SweepSpec) -> Layout {
+    fn report(&self, _t: &ValidatorTemplate, _sweep: &SweepSpec) -> Layout {
         Layout {
             numbers: profile::columns(),
             ..Default::default()

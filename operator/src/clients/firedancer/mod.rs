@@ -100,9 +100,10 @@ impl ValidatorClient for Firedancer {
         Some(vec![QueryKey::Tps, QueryKey::SlotLag])
     }
 
-    fn report(&self, _sweep: &SweepSpec) -> Layout {
+    fn report(&self, t: &ValidatorTemplate, _sweep: &SweepSpec) -> Layout {
+        let full = t.client.firedancer.as_ref().is_some_and(layout::full);
         Layout {
-            numbers: profile::COLUMNS.to_vec(),
+            numbers: profile::columns(full),
             text: profile::TEXT_COLUMNS.to_vec(),
             ..Default::default()
         }

@@ -265,28 +265,49 @@ fn bottleneck_text(r: &TrialResults) -> Option<String> {
     }
 }
 
-pub const COLUMNS: [Column; 5] = [
-    Column {
-        header: "AVG TPS",
-        value: |r| r.avg_tps,
-    },
-    Column {
-        header: "MAX TPS",
-        value: |r| r.max_tps,
-    },
-    Column {
-        header: "VERIFY BUSY %",
-        value: |r| r.figure("verifyBusyPct"),
-    },
-    Column {
-        header: "BANK BUSY %",
-        value: |r| r.figure("bankBusyPct"),
-    },
-    Column {
-        header: "STORE BUSY %",
-        value: |r| r.figure("storeBusyPct"),
-    },
-];
+/// The report's numbers: TPS, then the tiles seed 003 watched. Full Firedancer's bank
+/// tiles are its execle tiles, and it has no store tile (no blockstore); its execrp tiles
+/// (replaying other leaders' blocks) take that column.
+pub fn columns(full: bool) -> Vec<Column> {
+    let mut out = vec![
+        Column {
+            header: "AVG TPS",
+            value: |r| r.avg_tps,
+        },
+        Column {
+            header: "MAX TPS",
+            value: |r| r.max_tps,
+        },
+        Column {
+            header: "VERIFY BUSY %",
+            value: |r| r.figure("verifyBusyPct"),
+        },
+    ];
+    if full {
+        out.extend([
+            Column {
+                header: "EXECLE BUSY %",
+                value: |r| r.figure("bankBusyPct"),
+            },
+            Column {
+                header: "EXECRP BUSY %",
+                value: |r| r.figure("execrpBusyPct"),
+            },
+        ]);
+    } else {
+        out.extend([
+            Column {
+                header: "BANK BUSY %",
+                value: |r| r.figure("bankBusyPct"),
+            },
+            Column {
+                header: "STORE BUSY %",
+                value: |r| r.figure("storeBusyPct"),
+            },
+        ]);
+    }
+    out
+}
 
 pub const TEXT_COLUMNS: [TextColumn; 1] = [TextColumn {
     header: "BOTTLENECK",

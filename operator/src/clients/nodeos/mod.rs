@@ -138,7 +138,7 @@ impl ValidatorClient for Nodeos {
         Some(profile::profile().queries.keys().copied().collect())
     }
 
-    fn report(&self, _sweep: &SweepSpec) -> Layout {
+    fn report(&self, _t: &ValidatorTemplate, _sweep: &SweepSpec) -> Layout {
         Layout {
             numbers: report::COLUMNS.to_vec(),
             ..Default::default()

@@ -89,7 +89,9 @@ pub fn topology(c: &Cfg, v: V, bench: bool) -> Topology {
     }
     // `telemetry` and a `[tiles.event] url` (both on by default) run the event tile.
     if c.bool("telemetry", true)
-        && c.str("tiles.event.url", "https://events-in.firedancer.io") != ""
+        && !c
+            .str("tiles.event.url", "https://events-in.firedancer.io")
+            .is_empty()
     {
         push(&mut t, "event", 1);
     }

@@ -304,7 +304,11 @@ impl Frankendancer {
                 Replay {
                     processed: self.lab(self.executed(t)),
                     slots: self.lab(up * 2.5),
-                    reset_slot: (t >= BOOT_S).then(|| 1 + (up * 2.5) as u64).unwrap_or(0),
+                    reset_slot: if t >= BOOT_S {
+                        1 + (up * 2.5) as u64
+                    } else {
+                        0
+                    },
                 }
             }
         }
