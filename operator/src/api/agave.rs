@@ -265,57 +265,38 @@ pub struct ProgramCacheImage {
     .message("the exporters' ports must differ: change rpcPort, processPort or datapointsPort"))]
 pub struct AgaveExporters {
     /// asymmetric-research/solana-exporter: slot lag (getHealth) from JSON RPC.
-    #[serde(default = "default_rpc_exporter")]
+    #[serde(default = "super::images::solana_exporter")]
     #[schemars(length(min = 1, max = 512))]
     pub rpc: String,
-    #[serde(default = "default_rpc_exporter_port")]
+    #[serde(default = "super::images::solana_exporter_port")]
     #[schemars(range(min = 1024, max = 65535))]
     pub rpc_port: i32,
     /// ncabatoff/process-exporter: RSS, VSZ and page faults of the validator.
-    #[serde(default = "default_process_exporter")]
+    #[serde(default = "super::images::process_exporter")]
     #[schemars(length(min = 1, max = 512))]
     pub process: String,
-    #[serde(default = "default_process_exporter_port")]
+    #[serde(default = "super::images::process_exporter_port")]
     #[schemars(range(min = 1024, max = 65535))]
     pub process_port: i32,
     /// VictoriaMetrics vmagent: receives `SOLANA_METRICS_CONFIG` datapoints (every
     /// point, with its own timestamp) and remote-writes them to Prometheus.
-    #[serde(default = "default_datapoints_exporter")]
+    #[serde(default = "super::images::vmagent")]
     #[schemars(length(min = 1, max = 512))]
     pub datapoints: String,
-    #[serde(default = "default_datapoints_port")]
+    #[serde(default = "super::images::vmagent_port")]
     #[schemars(range(min = 1024, max = 65535))]
     pub datapoints_port: i32,
-}
-
-fn default_rpc_exporter() -> String {
-    super::images::solana_exporter()
-}
-fn default_rpc_exporter_port() -> i32 {
-    9634
-}
-fn default_process_exporter() -> String {
-    super::images::process_exporter()
-}
-fn default_process_exporter_port() -> i32 {
-    9256
-}
-fn default_datapoints_exporter() -> String {
-    super::images::vmagent()
-}
-fn default_datapoints_port() -> i32 {
-    8429
 }
 
 impl Default for AgaveExporters {
     fn default() -> Self {
         Self {
-            rpc: default_rpc_exporter(),
-            rpc_port: default_rpc_exporter_port(),
-            process: default_process_exporter(),
-            process_port: default_process_exporter_port(),
-            datapoints: default_datapoints_exporter(),
-            datapoints_port: default_datapoints_port(),
+            rpc: super::images::solana_exporter(),
+            rpc_port: super::images::solana_exporter_port(),
+            process: super::images::process_exporter(),
+            process_port: super::images::process_exporter_port(),
+            datapoints: super::images::vmagent(),
+            datapoints_port: super::images::vmagent_port(),
         }
     }
 }

@@ -292,42 +292,29 @@ impl Default for FiredancerBench {
 #[serde(rename_all = "camelCase")]
 pub struct FiredancerExporters {
     /// asymmetric-research/solana-exporter: slot lag (getHealth) from the Agave RPC.
-    #[serde(default = "default_rpc_exporter")]
+    #[serde(default = "super::images::solana_exporter")]
     #[schemars(length(min = 1, max = 512))]
     pub rpc: String,
-    #[serde(default = "default_rpc_exporter_port")]
+    #[serde(default = "super::images::solana_exporter_port")]
     #[schemars(range(min = 1024, max = 65535))]
     pub rpc_port: i32,
     /// VictoriaMetrics vmagent: receives the Agave child's datapoints (`[reporting]
     /// solana_metrics_config`) and remote-writes every point to Prometheus.
-    #[serde(default = "default_datapoints_exporter")]
+    #[serde(default = "super::images::vmagent")]
     #[schemars(length(min = 1, max = 512))]
     pub datapoints: String,
-    #[serde(default = "default_datapoints_port")]
+    #[serde(default = "super::images::vmagent_port")]
     #[schemars(range(min = 1024, max = 65535))]
     pub datapoints_port: i32,
-}
-
-fn default_rpc_exporter() -> String {
-    super::images::solana_exporter()
-}
-fn default_rpc_exporter_port() -> i32 {
-    9634
-}
-fn default_datapoints_exporter() -> String {
-    super::images::vmagent()
-}
-fn default_datapoints_port() -> i32 {
-    8429
 }
 
 impl Default for FiredancerExporters {
     fn default() -> Self {
         Self {
-            rpc: default_rpc_exporter(),
-            rpc_port: default_rpc_exporter_port(),
-            datapoints: default_datapoints_exporter(),
-            datapoints_port: default_datapoints_port(),
+            rpc: super::images::solana_exporter(),
+            rpc_port: super::images::solana_exporter_port(),
+            datapoints: super::images::vmagent(),
+            datapoints_port: super::images::vmagent_port(),
         }
     }
 }

@@ -1,20 +1,10 @@
 //! The CRD schema (OpenAPI + CEL) refuses bad experiments at `kubectl apply` time, with a
 //! message that names the field and says what to do.
 
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{DeleteParams, DynamicObject, PostParams};
 use serde_json::{Value, json};
 
-use crate::common::{lab, merge, yaml_file};
-
-fn experiments(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
-        "valtune.dev",
-        "v1alpha1",
-        "ValidatorExperiment",
-    ));
-    Api::namespaced_with(client.clone(), ns, &ar)
-}
+use crate::common::{experiments, lab, merge, refusals, yaml_file};
 
 fn quickstart() -> Value {
     yaml_file("manifests/examples/quickstart-agave-ram-sweep.yaml")
@@ -329,27 +319,11 @@ async fn invalid_experiments_are_refused_with_the_field_and_the_fix() {
     let base = quickstart();
     let cases = invalid_cases();
     assert!(cases.len() >= 15);
-    let mut failures = Vec::new();
-    for (what, patch, field, text) in cases {
-        let obj: DynamicObject = serde_json::from_value(merge(&base, &patch)).unwrap();
-        match api.create(&PostParams::default(), &obj).await {
-            Ok(_) => failures.push(format!("{what}: accepted")),
-            Err(kube::Error::Api(status)) => {
-                let msg = status.message;
-                // The API server prefixes each error with its field's path; rules on the
-                // object root (metadata.name) name the field in their message instead.
-                let names_field = msg.contains(&format!("{field}:"))
-                    || (field == "metadata.name"
-                        && msg.contains("<nil>: Invalid value: \"object\": metadata.name"));
-                if !(names_field && msg.contains(text)) {
-                    failures.push(format!(
-                        "{what}: expected `{field}: ...{text}...`, got: {msg}"
-                    ));
-                }
-            }
-            Err(e) => failures.push(format!("{what}: {e}")),
-        }
-    }
+    let cases = cases
+        .into_iter()
+        .map(|(what, patch, field, text)| (what, merge(&base, &patch), field, text))
+        .collect();
+    let failures = refusals(&api, cases).await;
     lab.delete_namespace(&ns).await;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -12,7 +12,9 @@ use valtune::api::experiment::ExperimentPhase;
 use valtune::api::trial::{TrialOutcome, ValidatorTrial};
 use valtune::clients::besu::profile::{BLOCKS, P50, P95, P99};
 
-use crate::common::{Lab, Operator, lab, merge, trials, wait_finished, yaml_file};
+use crate::common::{
+    Lab, Operator, experiments, lab, merge, refusals, trials, wait_finished, yaml_file,
+};
 
 const EXAMPLE: &str = "manifests/examples/besu-allocator-heap-sweep.yaml";
 
@@ -331,8 +333,7 @@ async fn besu_settings_a_version_cannot_honour_are_refused_with_the_field_and_th
     use kube::api::{DynamicObject, PostParams};
     let lab = lab().await;
     let ns = lab.namespace("besu-admission").await;
-    let ar = kube::api::ApiResource::erase::<ValidatorExperiment>(&());
-    let api: Api<DynamicObject> = Api::namespaced_with(lab.client.clone(), &ns, &ar);
+    let api = experiments(&lab.client, &ns);
     let base = yaml_file(EXAMPLE);
     // The example itself is accepted.
     let ok: DynamicObject = serde_json::from_value(base.clone()).unwrap();
@@ -341,22 +342,11 @@ async fn besu_settings_a_version_cannot_honour_are_refused_with_the_field_and_th
         ..Default::default()
     };
     api.create(&pp, &ok).await.unwrap();
-    let mut failures = Vec::new();
-    for (what, patch, field, text) in invalid_cases() {
-        let obj: DynamicObject = serde_json::from_value(merge(&base, &patch)).unwrap();
-        match api.create(&pp, &obj).await {
-            Ok(_) => failures.push(format!("{what}: accepted")),
-            Err(kube::Error::Api(status)) => {
-                let msg = status.message;
-                if !(msg.contains(&format!("{field}:")) && msg.contains(text)) {
-                    failures.push(format!(
-                        "{what}: expected `{field}: ...{text}...`, got: {msg}"
-                    ));
-                }
-            }
-            Err(e) => failures.push(format!("{what}: {e}")),
-        }
-    }
+    let cases = invalid_cases()
+        .into_iter()
+        .map(|(what, patch, field, text)| (what, merge(&base, &patch), field, text))
+        .collect();
+    let failures = refusals(&api, cases).await;
     lab.delete_namespace(&ns).await;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

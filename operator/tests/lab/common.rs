@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use serde_json::Value;
 use valtune_lab::LabState;
 
@@ -292,4 +292,46 @@ pub async fn create(lab: &Lab, vx: &valtune::api::ValidatorExperiment) {
     let ns = vx.metadata.namespace.clone().unwrap();
     let api: Api<valtune::api::ValidatorExperiment> = Api::namespaced(lab.client.clone(), &ns);
     api.create(&PostParams::default(), vx).await.unwrap();
+}
+
+/// ValidatorExperiments as plain objects: admission tests send what the typed API would
+/// not let them build.
+pub fn experiments(client: &Client, ns: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::erase::<valtune::api::ValidatorExperiment>(&());
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+/// A case of an admission test: (what is wrong, the object, the field the API server's
+/// error names, the text it says).
+pub type Refusal<'a> = (&'a str, Value, &'a str, &'a str);
+
+/// Sends each case's object as a dry run (admission runs, nothing is stored) and lists
+/// what went otherwise than expected: accepted, or refused without naming the field (the
+/// API server prefixes each error with its path) and the text. Rules on the object's root
+/// (metadata.name) name their field in the message instead.
+pub async fn refusals(api: &Api<DynamicObject>, cases: Vec<Refusal<'_>>) -> Vec<String> {
+    let pp = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let mut failures = Vec::new();
+    for (what, obj, field, text) in cases {
+        let obj: DynamicObject = serde_json::from_value(obj).unwrap();
+        match api.create(&pp, &obj).await {
+            Ok(_) => failures.push(format!("{what}: accepted")),
+            Err(kube::Error::Api(status)) => {
+                let msg = status.message;
+                let names_field = msg.contains(&format!("{field}:"))
+                    || (field == "metadata.name"
+                        && msg.contains("<nil>: Invalid value: \"object\": metadata.name"));
+                if !(names_field && msg.contains(text)) {
+                    failures.push(format!(
+                        "{what}: expected `{field}: ...{text}...`, got: {msg}"
+                    ));
+                }
+            }
+            Err(e) => failures.push(format!("{what}: {e}")),
+        }
+    }
+    failures
 }

@@ -6,12 +6,13 @@
 use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use valtune::api::trial::{TrialOutcome, TrialPhase};
 use valtune::api::{ValidatorExperiment, ValidatorTrial};
 
-use crate::common::{Lab, lab, merge, trials, wait_finished, wait_for, yaml_file};
+use crate::common::{
+    Lab, experiments, lab, merge, refusals, trials, wait_finished, wait_for, yaml_file,
+};
 
 const EXAMPLE: &str = "manifests/examples/frankendancer-bench-tiles.yaml";
 
@@ -31,15 +32,6 @@ async fn create(lab: &Lab, vx: &ValidatorExperiment) {
     let ns = vx.metadata.namespace.clone().unwrap();
     let api: Api<ValidatorExperiment> = Api::namespaced(lab.client.clone(), &ns);
     api.create(&PostParams::default(), vx).await.unwrap();
-}
-
-fn experiments(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
-        "valtune.dev",
-        "v1alpha1",
-        "ValidatorExperiment",
-    ));
-    Api::namespaced_with(client.clone(), ns, &ar)
 }
 
 /// (what is wrong, merge patch on the example, field the error names, text it says)
@@ -169,25 +161,11 @@ async fn admission_refuses_layouts_privileges_and_pages_with_the_numbers() {
     api.delete("fd-bench-tiles", &DeleteParams::default())
         .await
         .unwrap();
-    let mut failures = Vec::new();
-    for (what, patch, field, text) in refused() {
-        let obj: DynamicObject = serde_json::from_value(merge(&example(), &patch)).unwrap();
-        match api.create(&PostParams::default(), &obj).await {
-            Ok(_) => {
-                failures.push(format!("{what}: accepted"));
-                let _ = api.delete("fd-bench-tiles", &DeleteParams::default()).await;
-            }
-            Err(kube::Error::Api(status)) => {
-                let msg = status.message;
-                if !(msg.contains(&format!("{field}:")) && msg.contains(text)) {
-                    failures.push(format!(
-                        "{what}: expected `{field}: ...{text}...`, got: {msg}"
-                    ));
-                }
-            }
-            Err(e) => failures.push(format!("{what}: {e}")),
-        }
-    }
+    let cases = refused()
+        .into_iter()
+        .map(|(what, patch, field, text)| (what, merge(&example(), &patch), field, text))
+        .collect();
+    let failures = refusals(&api, cases).await;
     lab.delete_namespace(&ns).await;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

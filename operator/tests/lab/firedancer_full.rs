@@ -7,13 +7,14 @@
 
 use std::time::Duration;
 
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
+use kube::api::{DeleteParams, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use valtune::api::ValidatorExperiment;
 use valtune::api::trial::{TrialOutcome, TrialResults, ValidatorTrial};
 
-use crate::common::{Lab, create, lab, merge, trials, wait_finished, yaml_file};
+use crate::common::{
+    Lab, create, experiments, lab, merge, refusals, trials, wait_finished, yaml_file,
+};
 use crate::firedancer::{names, query};
 
 const EXAMPLE: &str = "manifests/examples/firedancer-bench-tiles.yaml";
@@ -102,15 +103,6 @@ fn refused() -> Vec<(&'static str, Value, &'static str, &'static str)> {
     ]
 }
 
-fn experiments(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
-        "valtune.dev",
-        "v1alpha1",
-        "ValidatorExperiment",
-    ));
-    Api::namespaced_with(client.clone(), ns, &ar)
-}
-
 #[tokio::test]
 #[ignore = "needs the lab: run `make test`"]
 async fn admission_refuses_what_full_firedancer_cannot_run() {
@@ -120,25 +112,11 @@ async fn admission_refuses_what_full_firedancer_cannot_run() {
     let ok: DynamicObject = serde_json::from_value(example()).unwrap();
     api.create(&PostParams::default(), &ok).await.unwrap();
     api.delete(NAME, &DeleteParams::default()).await.unwrap();
-    let mut failures = Vec::new();
-    for (what, patch, field, text) in refused() {
-        let obj: DynamicObject = serde_json::from_value(merge(&example(), &patch)).unwrap();
-        match api.create(&PostParams::default(), &obj).await {
-            Ok(_) => {
-                failures.push(format!("{what}: accepted"));
-                let _ = api.delete(NAME, &DeleteParams::default()).await;
-            }
-            Err(kube::Error::Api(status)) => {
-                let msg = status.message;
-                if !(msg.contains(&format!("{field}:")) && msg.contains(text)) {
-                    failures.push(format!(
-                        "{what}: expected `{field}: ...{text}...`, got: {msg}"
-                    ));
-                }
-            }
-            Err(e) => failures.push(format!("{what}: {e}")),
-        }
-    }
+    let cases = refused()
+        .into_iter()
+        .map(|(what, patch, field, text)| (what, merge(&example(), &patch), field, text))
+        .collect();
+    let failures = refusals(&api, cases).await;
     lab.delete_namespace(&ns).await;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

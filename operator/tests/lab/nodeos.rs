@@ -7,12 +7,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 use valtune::api::ValidatorExperiment;
 use valtune::api::trial::{TrialOutcome, TrialPhase, ValidatorTrial};
 
-use crate::common::{Lab, lab, merge, trials, wait_finished, yaml_file};
+use crate::common::{Lab, experiments, lab, merge, refusals, trials, wait_finished, yaml_file};
 
 const EXAMPLE: &str = "manifests/examples/nodeos-wax-memory-pressure.yaml";
 
@@ -186,15 +185,6 @@ async fn a_swap_trial_no_prepared_node_can_take_ends_unschedulable() {
     }
 }
 
-fn experiments(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
-        "valtune.dev",
-        "v1alpha1",
-        "ValidatorExperiment",
-    ));
-    Api::namespaced_with(client.clone(), ns, &ar)
-}
-
 #[tokio::test]
 #[ignore = "needs the lab: run `make test`"]
 async fn what_nodeos_or_kubernetes_would_refuse_is_refused_at_admission() {
@@ -264,22 +254,11 @@ async fn what_nodeos_or_kubernetes_would_refuse_is_refused_at_admission() {
             "uses hugepages only in databaseMapMode heap or locked",
         ),
     ];
-    let mut failures = Vec::new();
-    for (what, patch, field, text) in cases {
-        let obj: DynamicObject = serde_json::from_value(example(&ns, "bad", patch)).unwrap();
-        match api.create(&PostParams::default(), &obj).await {
-            Ok(_) => failures.push(format!("{what}: accepted")),
-            Err(kube::Error::Api(status)) => {
-                let msg = status.message;
-                if !(msg.contains(&format!("{field}:")) && msg.contains(text)) {
-                    failures.push(format!(
-                        "{what}: expected `{field}: ...{text}...`, got: {msg}"
-                    ));
-                }
-            }
-            Err(e) => failures.push(format!("{what}: {e}")),
-        }
-    }
+    let cases = cases
+        .into_iter()
+        .map(|(what, patch, field, text)| (what, example(&ns, "bad", patch), field, text))
+        .collect();
+    let failures = refusals(&api, cases).await;
     lab.delete_namespace(&ns).await;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
