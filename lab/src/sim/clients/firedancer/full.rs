@@ -6,15 +6,11 @@
 
 use super::bench::Setup;
 use super::keys::V;
-use super::topology::{Cfg, Tile, Topology};
+use super::topology::{Cfg, Topology, bench_tiles, push};
 
 /// rserve, accdb, admin and snapwr came with v1.1.0.
 fn v1_1(v: V) -> bool {
     v >= (1, 1, 0)
-}
-
-fn push(out: &mut Vec<Tile>, kind: &'static str, n: u32) {
-    out.extend((0..n).map(|id| Tile { kind, id }));
 }
 
 /// The tiles of a config, in `fd_topo_initialize`'s order (defaults of
@@ -101,16 +97,7 @@ pub fn topology(c: &Cfg, v: V, bench: bool) -> Topology {
     if c.bool("tiles.gui.enabled", true) {
         push(&mut t, "gui", 1);
     }
-    let (benchg, benchs) = (
-        n("development.bench.benchg_tile_count", 4),
-        n("development.bench.benchs_tile_count", 2),
-    );
-    let mut bench_tiles = Vec::new();
-    if bench {
-        push(&mut bench_tiles, "bencho", 1);
-        push(&mut bench_tiles, "benchg", benchg);
-        push(&mut bench_tiles, "benchs", benchs);
-    }
+    let (benchg, benchs, bench_tiles) = bench_tiles(c, bench);
     Topology {
         tiles: t,
         bench: bench_tiles,

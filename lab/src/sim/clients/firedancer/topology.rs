@@ -44,7 +44,24 @@ pub struct Topology {
     pub setup: Setup,
 }
 
-fn push(out: &mut Vec<Tile>, kind: &'static str, n: u32) {
+/// The bench's tiles, the same in both flavors (src/app/shared_dev/commands/bench/bench.c):
+/// bencho, then the generators and senders; with their counts.
+pub fn bench_tiles(c: &Cfg, bench: bool) -> (u32, u32, Vec<Tile>) {
+    let n = |key: &str, d: i64| c.int(key, d).max(0) as u32;
+    let (benchg, benchs) = (
+        n("development.bench.benchg_tile_count", 4),
+        n("development.bench.benchs_tile_count", 2),
+    );
+    let mut tiles = Vec::new();
+    if bench {
+        push(&mut tiles, "bencho", 1);
+        push(&mut tiles, "benchg", benchg);
+        push(&mut tiles, "benchs", benchs);
+    }
+    (benchg, benchs, tiles)
+}
+
+pub fn push(out: &mut Vec<Tile>, kind: &'static str, n: u32) {
     out.extend((0..n).map(|id| Tile { kind, id }));
 }
 
@@ -96,16 +113,7 @@ pub fn topology(c: &Cfg, v: V, bench: bool) -> Topology {
     if c.bool("tiles.bundle.enabled", false) {
         push(&mut tiles, "bundle", 1);
     }
-    let (benchg, benchs) = (
-        n("development.bench.benchg_tile_count", 4),
-        n("development.bench.benchs_tile_count", 2),
-    );
-    let mut bench_tiles = Vec::new();
-    if bench {
-        push(&mut bench_tiles, "bencho", 1);
-        push(&mut bench_tiles, "benchg", benchg);
-        push(&mut bench_tiles, "benchs", benchs);
-    }
+    let (benchg, benchs, bench_tiles) = bench_tiles(c, bench);
     Topology {
         tiles,
         bench: bench_tiles,
