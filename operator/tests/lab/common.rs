@@ -301,22 +301,31 @@ pub fn experiments(client: &Client, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), ns, &ar)
 }
 
-/// A case of an admission test: (what is wrong, the object, the field the API server's
-/// error names, the text it says).
+/// A case of an admission test: (what is wrong, a merge patch on the base object, the
+/// field the API server's error names, the text it says).
 pub type Refusal<'a> = (&'a str, Value, &'a str, &'a str);
 
-/// Sends each case's object as a dry run (admission runs, nothing is stored) and lists
-/// what went otherwise than expected: accepted, or refused without naming the field (the
-/// API server prefixes each error with its path) and the text. Rules on the object's root
-/// (metadata.name) name their field in the message instead.
-pub async fn refusals(api: &Api<DynamicObject>, cases: Vec<Refusal<'_>>) -> Vec<String> {
+/// Sends the base object, then each case's patch of it, as dry runs (admission runs,
+/// nothing is stored), and lists what went otherwise than expected: the base refused, a
+/// case accepted, or refused without naming the field (the API server prefixes each error
+/// with its path) and the text. Rules on the object's root (metadata.name) name their
+/// field in the message instead.
+pub async fn refusals(
+    api: &Api<DynamicObject>,
+    base: &Value,
+    cases: Vec<Refusal<'_>>,
+) -> Vec<String> {
     let pp = PostParams {
         dry_run: true,
         ..Default::default()
     };
     let mut failures = Vec::new();
-    for (what, obj, field, text) in cases {
-        let obj: DynamicObject = serde_json::from_value(obj).unwrap();
+    let ok: DynamicObject = serde_json::from_value(base.clone()).unwrap();
+    if let Err(e) = api.create(&pp, &ok).await {
+        failures.push(format!("the base object itself: {e}"));
+    }
+    for (what, patch, field, text) in cases {
+        let obj: DynamicObject = serde_json::from_value(merge(base, &patch)).unwrap();
         match api.create(&pp, &obj).await {
             Ok(_) => failures.push(format!("{what}: accepted")),
             Err(kube::Error::Api(status)) => {

@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use kube::api::{DeleteParams, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use valtune::api::ValidatorExperiment;
 use valtune::api::trial::{TrialOutcome, TrialResults, ValidatorTrial};
@@ -109,14 +108,7 @@ async fn admission_refuses_what_full_firedancer_cannot_run() {
     let lab = lab().await;
     let ns = lab.namespace("fdf-admission").await;
     let api = experiments(&lab.client, &ns);
-    let ok: DynamicObject = serde_json::from_value(example()).unwrap();
-    api.create(&PostParams::default(), &ok).await.unwrap();
-    api.delete(NAME, &DeleteParams::default()).await.unwrap();
-    let cases = refused()
-        .into_iter()
-        .map(|(what, patch, field, text)| (what, merge(&example(), &patch), field, text))
-        .collect();
-    let failures = refusals(&api, cases).await;
+    let failures = refusals(&api, &example(), refused()).await;
     lab.delete_namespace(&ns).await;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
