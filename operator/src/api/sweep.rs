@@ -164,6 +164,15 @@ impl Setting {
         }
     }
 
+    /// Whether its values are numbers or quantities, which order by size (the others
+    /// are names).
+    pub fn is_ordered(self) -> bool {
+        matches!(
+            self,
+            Setting::MallocArenaMax | Setting::Heap | Setting::MemoryPressure
+        )
+    }
+
     /// The swept values, as they appear in trial points.
     pub fn values(self, sweep: &SweepSpec) -> Option<Vec<String>> {
         fn text<T: Serialize>(v: &[T]) -> Vec<String> {

@@ -9,6 +9,7 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use valtune::api::trial::{TrialOutcome, TrialPhase};
 use valtune::api::{ValidatorExperiment, ValidatorTrial};
+use valtune::results::dataset::Dataset;
 
 use crate::common::{
     Lab, experiments, lab, merge, refusals, trials, wait_finished, wait_for, yaml_file,
@@ -178,7 +179,7 @@ async fn the_seed_session_names_the_bottleneck_of_each_layout() {
     let layout = valtune::clients::client_for(&vx.spec.template)
         .unwrap()
         .report(&vx.spec.template, &vx.spec.sweep);
-    let table = valtune::report::table(&all, &layout);
+    let table = valtune::report::table(&Dataset::from_trials(&vx.spec.sweep, &all), &layout);
     println!("{table}");
     let point = |v: i32, b: i32, off: &str| {
         all.iter()
