@@ -293,7 +293,7 @@ async fn a_layout_larger_than_the_pod_fails_as_fdctl_does() {
     let mut vx = bench(&ns, "fd-cores", one_point("1"));
     vx.metadata.uid = Some("0".into());
     vx.spec.template.resources.cpu = 40;
-    let planned = valtune::api::sweep::plan(&vx.spec.sweep, 1);
+    let planned = valtune::strategies::plan::plan(&vx.spec.sweep, 1);
     let mut trial = valtune::controller::experiment::build_trial(&vx, &planned[0]);
     trial.metadata.owner_references = None;
     let api: Api<ValidatorTrial> = Api::namespaced(lab.client.clone(), &ns);

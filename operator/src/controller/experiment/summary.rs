@@ -1,75 +1,46 @@
-//! The experiment's status, pure: trial counts by expected name, the phase and its
-//! conditions, the per-point summary (capped), and the recommendation.
+//! The experiment's status, pure: trial counts by the strategy's trial names, the phase
+//! and its conditions, the per-point summary (capped), and the recommendation, all read
+//! from the [`Dataset`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::ResourceExt;
 
 use crate::api::experiment::{
     ExperimentPhase, MAX_SUMMARY_ROWS, Recommendation, SummaryRow, TrialCounts,
     ValidatorExperiment, ValidatorExperimentStatus,
 };
 use crate::api::quantity::{Bytes, parse_quantity};
-use crate::api::sweep::PlannedTrial;
-use crate::api::trial::{TrialPhase, TrialResults, ValidatorTrial};
+use crate::api::trial::TrialResults;
 use crate::controller::status::condition;
 use crate::results::analysis::round2;
 use crate::results::dataset::{Dataset, Point};
+use crate::strategies::{Decision, failed_limit_reached};
 
-/// The experiment's status from its planned and existing trials. Pure.
+/// The experiment's status from its strategy's decision and its trials. Pure.
 pub fn compute_status(
     vx: &ValidatorExperiment,
-    planned: &[PlannedTrial],
-    existing: &BTreeMap<String, ValidatorTrial>,
+    decision: &Decision,
+    data: &Dataset,
     blocked: Option<String>,
     old: &ValidatorExperimentStatus,
     now: Timestamp,
 ) -> ValidatorExperimentStatus {
-    let name = vx.name_any();
     let g = vx.metadata.generation;
-    let mut counts = TrialCounts {
-        expected: planned.len() as i32,
-        ..Default::default()
+    // Counted by the strategy's trial names; started trials of points that left the sweep
+    // run to the end: they hold nodes, and the experiment is not finished while they run.
+    let tally = data.tally(&decision.trials);
+    let counts = TrialCounts {
+        expected: decision.expected as i32,
+        pending: decision.expected.saturating_sub(tally.created) as i32,
+        active: tally.active as i32,
+        finished: tally.finished as i32,
+        succeeded: tally.succeeded as i32,
+        failed: tally.failed.len() as i32,
     };
-    let mut failed_names = Vec::new();
-    for p in planned {
-        let tname = p.name(&name);
-        match existing
-            .get(&tname)
-            .map(|t| t.status.clone().unwrap_or_default())
-        {
-            None => counts.pending += 1,
-            Some(s) if !s.phase.is_finished() => counts.active += 1,
-            Some(s) => {
-                counts.finished += 1;
-                if s.phase == TrialPhase::Succeeded {
-                    counts.succeeded += 1;
-                } else {
-                    counts.failed += 1;
-                    failed_names.push(tname);
-                }
-            }
-        }
-    }
-    // Started trials of points that left the sweep run to the end: they hold nodes, and
-    // the experiment is not finished while they run.
-    let planned_names: BTreeSet<String> = planned.iter().map(|p| p.name(&name)).collect();
-    let leftovers = existing
-        .iter()
-        .filter(|(n, t)| {
-            !planned_names.contains(*n)
-                && !t
-                    .status
-                    .as_ref()
-                    .map(|s| s.phase)
-                    .unwrap_or_default()
-                    .is_finished()
-        })
-        .count() as i32;
-    counts.active += leftovers;
-    let limit_hit = super::failed_limit_reached(vx, counts.failed);
+    let failed_names = tally.failed;
+    let limit_hit = failed_limit_reached(&vx.spec, failed_names.len());
     let created = counts.expected - counts.pending;
     let (phase, reason, message) = if let Some(why) = &blocked {
         (ExperimentPhase::Failed, "Unsupported", why.clone())
@@ -94,14 +65,11 @@ pub fn compute_status(
                 counts.active
             ),
         )
-    } else if counts.finished == counts.expected && counts.expected > 0 && counts.active == 0 {
+    } else if let Some(done) = decision.done.as_ref().filter(|_| counts.active == 0) {
         (
             ExperimentPhase::Succeeded,
-            "AllTrialsFinished",
-            format!(
-                "all {} trials finished ({} failed)",
-                counts.expected, counts.failed
-            ),
+            done.reason,
+            done.message.clone(),
         )
     } else if vx.spec.suspend && counts.active == 0 {
         (
@@ -138,9 +106,9 @@ pub fn compute_status(
         )
     };
     let done = matches!(phase, ExperimentPhase::Succeeded | ExperimentPhase::Failed);
-    // The summary and the recommendation read the planned trials only.
-    let data = Dataset::from_trials(&vx.spec.sweep, existing.values())
-        .only(|t| planned_names.contains(&t.name));
+    // The summary and the recommendation read the strategy's trials only.
+    let counted: BTreeSet<&str> = decision.trials.iter().map(String::as_str).collect();
+    let data = data.only(|t| counted.contains(t.name.as_str()));
     let (summary, truncated) = summarize(&data);
     let recommendation = recommend(vx, &data, counts.expected - counts.finished);
     let prev = &old.conditions;
