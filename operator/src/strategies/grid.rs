@@ -76,6 +76,15 @@ mod tests {
         }
     }
 
+    /// Trials of the plan's first entries, in these phases.
+    fn first(spec: &ValidatorExperimentSpec, phases: &[TrialPhase]) -> Vec<TrialRecord> {
+        phases
+            .iter()
+            .enumerate()
+            .map(|(i, phase)| trial(spec, i, *phase))
+            .collect()
+    }
+
     /// A trial of a point no longer in the sweep.
     fn leftover(repetition: i32, phase: TrialPhase, deleting: bool) -> TrialRecord {
         let p = PlannedTrial {
@@ -110,20 +119,14 @@ mod tests {
             (
                 "one of two running: one more",
                 "parallelism: 2",
-                |s| vec![trial(s, 0, Measuring)],
+                |s| first(s, &[Measuring]),
                 &[1],
                 false,
             ),
             (
                 "every point before any repeats",
                 "parallelism: 2\ntrial: {repetitions: 2}",
-                |s| {
-                    vec![
-                        trial(s, 0, Succeeded),
-                        trial(s, 1, Succeeded),
-                        trial(s, 2, WarmingUp),
-                    ]
-                },
+                |s| first(s, &[Succeeded, Succeeded, WarmingUp]),
                 &[3],
                 false,
             ),
@@ -151,7 +154,7 @@ mod tests {
             (
                 "maxFailedTrials reached: nothing new",
                 "parallelism: 2\nmaxFailedTrials: 1",
-                |s| vec![trial(s, 0, Failed)],
+                |s| first(s, &[Failed]),
                 &[],
                 false,
             ),
@@ -165,13 +168,7 @@ mod tests {
             (
                 "all finished: done",
                 "parallelism: 3",
-                |s| {
-                    vec![
-                        trial(s, 0, Succeeded),
-                        trial(s, 1, Failed),
-                        trial(s, 2, Succeeded),
-                    ]
-                },
+                |s| first(s, &[Succeeded, Failed, Succeeded]),
                 &[],
                 true,
             ),
@@ -194,15 +191,9 @@ mod tests {
 
     #[test]
     fn done_says_how_many_trials_failed() {
+        use TrialPhase::*;
         let spec = spec("");
-        let data = Dataset::new(
-            &spec.sweep,
-            [
-                trial(&spec, 0, TrialPhase::Succeeded),
-                trial(&spec, 1, TrialPhase::Failed),
-                trial(&spec, 2, TrialPhase::Succeeded),
-            ],
-        );
+        let data = Dataset::new(&spec.sweep, first(&spec, &[Succeeded, Failed, Succeeded]));
         let d = Grid.decide(EXPERIMENT, &spec, &data);
         assert_eq!(
             d.done,
