@@ -9,3 +9,4 @@ pub mod operator_metrics;
 pub mod report;
 pub mod results;
 pub mod runtime;
+pub mod strategies;

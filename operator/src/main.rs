@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use kube::Client;
 use kube::api::{Api, ListParams};
 use valtune::api::{ValidatorExperiment, ValidatorTrial, labels};
+use valtune::results::dataset::Dataset;
 use valtune::runtime::{self, OperatorArgs};
 
 /// valtune: deploy validators on Kubernetes and find out, with numbers, what they need.
@@ -162,11 +163,12 @@ async fn report(experiment: &str, namespace: &str, format: ReportFormat) -> anyh
     let trials: Api<ValidatorTrial> = Api::namespaced(client, namespace);
     let lp = ListParams::default().labels(&format!("{}={experiment}", labels::EXPERIMENT));
     let list = valtune::report::sorted(trials.list(&lp).await?.items, &vx.spec.sweep);
+    let data = Dataset::from_trials(&vx.spec.sweep, &list);
     let client = valtune::clients::client_for(&vx.spec.template)?;
     let layout = client.report(&vx.spec.template, &vx.spec.sweep);
     match format {
         ReportFormat::Table => {
-            print!("{}", valtune::report::table(&list, &layout));
+            print!("{}", valtune::report::table(&data, &layout));
             print!("{}", valtune::report::coverage_notes(&list));
             println!();
             print!("{}", valtune::report::summary(&vx));
@@ -174,7 +176,7 @@ async fn report(experiment: &str, namespace: &str, format: ReportFormat) -> anyh
                 println!("{note}");
             }
         }
-        ReportFormat::Csv => print!("{}", valtune::report::csv(&list, &layout)),
+        ReportFormat::Csv => print!("{}", valtune::report::csv(&data, &layout)),
         ReportFormat::Json => {
             let rows: Vec<_> = list
                 .iter()

@@ -42,7 +42,7 @@ pub const FIELD_MANAGER: &str = "valtune";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::sweep::plan;
+    use crate::strategies::plan::plan;
 
     fn quickstart() -> ValidatorExperiment {
         let path = concat!(

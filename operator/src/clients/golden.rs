@@ -17,7 +17,7 @@ pub fn trial(yaml: &str, index: usize) -> ValidatorTrial {
     vx.metadata
         .uid
         .get_or_insert_with(|| "00000000-0000-0000-0000-000000000001".into());
-    let planned = crate::api::sweep::plan(&vx.spec.sweep, vx.spec.trial.repetitions);
+    let planned = crate::strategies::plan::plan(&vx.spec.sweep, vx.spec.trial.repetitions);
     let mut t = build_trial(&vx, &planned[index]);
     t.metadata.uid = Some("00000000-0000-0000-0000-000000000002".into());
     t

@@ -11,6 +11,7 @@ use valtune::api::ValidatorExperiment;
 use valtune::api::experiment::ExperimentPhase;
 use valtune::api::trial::{TrialOutcome, ValidatorTrial};
 use valtune::clients::besu::profile::{BLOCKS, P50, P95, P99};
+use valtune::results::dataset::Dataset;
 
 use crate::common::{
     Lab, Operator, experiments, lab, merge, refusals, trials, wait_finished, yaml_file,
@@ -105,7 +106,7 @@ async fn the_example_runs_to_completion_with_the_seeds_shape() {
     // The report reads like the seed's table, and the recommendation has the lowest p95.
     let client = valtune::clients::client_for(&done.spec.template).unwrap();
     let table = valtune::report::table(
-        &valtune::report::sorted(ts, &done.spec.sweep),
+        &Dataset::from_trials(&done.spec.sweep, &ts),
         &client.report(&done.spec.template, &done.spec.sweep),
     );
     eprintln!("{table}");

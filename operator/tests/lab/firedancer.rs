@@ -9,6 +9,7 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use valtune::api::trial::{TrialOutcome, TrialPhase};
 use valtune::api::{ValidatorExperiment, ValidatorTrial};
+use valtune::results::dataset::Dataset;
 
 use crate::common::{
     Lab, experiments, lab, merge, refusals, trials, wait_finished, wait_for, yaml_file,
@@ -178,7 +179,7 @@ async fn the_seed_session_names_the_bottleneck_of_each_layout() {
     let layout = valtune::clients::client_for(&vx.spec.template)
         .unwrap()
         .report(&vx.spec.template, &vx.spec.sweep);
-    let table = valtune::report::table(&all, &layout);
+    let table = valtune::report::table(&Dataset::from_trials(&vx.spec.sweep, &all), &layout);
     println!("{table}");
     let point = |v: i32, b: i32, off: &str| {
         all.iter()
@@ -292,7 +293,7 @@ async fn a_layout_larger_than_the_pod_fails_as_fdctl_does() {
     let mut vx = bench(&ns, "fd-cores", one_point("1"));
     vx.metadata.uid = Some("0".into());
     vx.spec.template.resources.cpu = 40;
-    let planned = valtune::api::sweep::plan(&vx.spec.sweep, 1);
+    let planned = valtune::strategies::plan::plan(&vx.spec.sweep, 1);
     let mut trial = valtune::controller::experiment::build_trial(&vx, &planned[0]);
     trial.metadata.owner_references = None;
     let api: Api<ValidatorTrial> = Api::namespaced(lab.client.clone(), &ns);

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use valtune::api::ValidatorExperiment;
 use valtune::api::trial::{TrialOutcome, TrialResults, ValidatorTrial};
+use valtune::results::dataset::Dataset;
 
 use crate::common::{
     Lab, create, experiments, lab, merge, refusals, trials, wait_finished, yaml_file,
@@ -160,7 +161,7 @@ async fn the_bench_session_names_each_layouts_bottleneck_in_its_versions_names()
     let layout = valtune::clients::client_for(&vx.spec.template)
         .unwrap()
         .report(&vx.spec.template, &vx.spec.sweep);
-    let table = valtune::report::table(&all, &layout);
+    let table = valtune::report::table(&Dataset::from_trials(&vx.spec.sweep, &all), &layout);
     println!("{table}");
     assert_eq!(all.len(), 4, "{table}");
     // Its own tiles in the columns: execle for bank, execrp where the store tile was.

@@ -10,6 +10,7 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use valtune::api::ValidatorExperiment;
 use valtune::api::trial::{TrialOutcome, TrialPhase, ValidatorTrial};
+use valtune::results::dataset::Dataset;
 
 use crate::common::{Lab, experiments, lab, merge, refusals, trials, wait_finished, yaml_file};
 
@@ -148,7 +149,7 @@ async fn the_example_reproduces_the_seed_and_the_report_states_the_working_set()
         ]
     );
     let table = valtune::report::table(
-        &valtune::report::sorted(ts.clone(), &vx.spec.sweep),
+        &Dataset::from_trials(&vx.spec.sweep, &ts),
         &client.report(&vx.spec.template, &vx.spec.sweep),
     );
     assert!(
