@@ -65,7 +65,7 @@ fn every_example_renders_a_pod_the_lab_plays_and_serves_its_profile() {
             continue;
         }
         for planned in plan(&vx.spec.sweep, 1) {
-            let trial = build_trial(&vx, &planned);
+            let trial = build_trial(&vx, &planned).expect("an example point");
             let what = format!("{file} ({})", planned.point.describe());
             let rendered = clients::render(&trial, 1, &[], Some("http://127.0.0.1:9090"))
                 .unwrap_or_else(|e| panic!("{what}: {e}"));

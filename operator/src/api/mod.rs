@@ -12,6 +12,7 @@ pub mod settings;
 pub mod sweep;
 pub mod template;
 pub mod trial;
+pub mod tuning;
 pub mod version;
 
 pub use experiment::{ValidatorExperiment, ValidatorExperimentSpec, ValidatorExperimentStatus};

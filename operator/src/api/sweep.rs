@@ -175,13 +175,7 @@ impl Setting {
     /// The swept values, as they appear in trial points.
     pub fn values(self, sweep: &SweepSpec) -> Option<Vec<String>> {
         fn text<T: Serialize>(v: &[T]) -> Vec<String> {
-            v.iter()
-                .map(|x| match serde_json::to_value(x) {
-                    Ok(serde_json::Value::String(s)) => s,
-                    Ok(other) => other.to_string(),
-                    Err(_) => String::new(),
-                })
-                .collect()
+            v.iter().map(value_text).collect()
         }
         match self {
             Setting::Allocator => sweep.allocator.as_deref().map(text),
@@ -191,6 +185,16 @@ impl Setting {
             Setting::DatabaseMapMode => sweep.database_map_mode.as_deref().map(text),
             Setting::Sigverify => sweep.sigverify.as_deref().map(text),
         }
+    }
+}
+
+/// A typed value as trial points write it: an enum by its name (`glibc`), a number as
+/// its digits.
+pub fn value_text<T: Serialize>(x: &T) -> String {
+    match serde_json::to_value(x) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
     }
 }
 
@@ -235,6 +239,28 @@ pub enum ThreadKnob {
 }
 
 impl ThreadKnob {
+    pub const ALL: [ThreadKnob; 19] = [
+        ThreadKnob::BankingThreads,
+        ThreadKnob::ReplayTransactionsThreads,
+        ThreadKnob::ReplayForksThreads,
+        ThreadKnob::RayonGlobalThreads,
+        ThreadKnob::RpcThreads,
+        ThreadKnob::UnifiedSchedulerHandlerThreads,
+        ThreadKnob::NetTiles,
+        ThreadKnob::QuicTiles,
+        ThreadKnob::VerifyTiles,
+        ThreadKnob::BankTiles,
+        ThreadKnob::ShredTiles,
+        ThreadKnob::ResolvTiles,
+        ThreadKnob::ExecTiles,
+        ThreadKnob::GossvfTiles,
+        ThreadKnob::SignTiles,
+        ThreadKnob::ChainThreads,
+        ThreadKnob::HttpThreads,
+        ThreadKnob::NetThreads,
+        ThreadKnob::EosVmOcCompileThreads,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             ThreadKnob::BankingThreads => "bankingThreads",

@@ -18,7 +18,7 @@ pub fn trial(yaml: &str, index: usize) -> ValidatorTrial {
         .uid
         .get_or_insert_with(|| "00000000-0000-0000-0000-000000000001".into());
     let planned = crate::strategies::plan::plan(&vx.spec.sweep, vx.spec.trial.repetitions);
-    let mut t = build_trial(&vx, &planned[index]);
+    let mut t = build_trial(&vx, &planned[index]).expect("a fixture point");
     t.metadata.uid = Some("00000000-0000-0000-0000-000000000002".into());
     t
 }

@@ -23,6 +23,7 @@ use kube::core::Rule;
 use crate::api::ValidatorTrial;
 use crate::api::sweep::SweepSpec;
 use crate::api::template::{ClientSpec, ValidatorTemplate, VolumeRole};
+use crate::api::tuning::PointValueError;
 use crate::api::version::Version;
 use knobs::{KnobError, KnobTable};
 use profile::MetricProfile;
@@ -204,6 +205,8 @@ pub enum RenderError {
     Unsupported(&'static str),
     #[error(transparent)]
     Knob(#[from] KnobError),
+    #[error(transparent)]
+    Point(#[from] PointValueError),
     #[error("{0}")]
     Invalid(String),
 }
@@ -221,6 +224,13 @@ pub fn render(
     if !client.runs_trials() {
         return Err(RenderError::Unsupported(client.display()));
     }
+    // A trial created before `template.tuning` existed has its tuned values only in its
+    // point.
+    let mut trial = trial.clone();
+    if trial.spec.template.tuning.is_empty() {
+        trial.spec.template.tuning.apply_point(&trial.spec.point)?;
+    }
+    let trial = &trial;
     let skeleton = pod::skeleton(trial, attempt, client, prometheus_url)?;
     let part = client.render(trial, &skeleton)?;
     let mut rendered = pod::assemble(trial, attempt, client, skeleton, part, avoid_nodes);
@@ -234,4 +244,51 @@ pub fn profile(trial: &ValidatorTrial) -> Result<MetricProfile, RenderError> {
     Ok(client
         .profile(&trial.spec.template)
         .with_overrides(&trial.spec.metrics.queries))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::api::ValidatorExperiment;
+    use crate::api::sweep::SweepSpec;
+    use crate::clients::golden;
+    use crate::strategies::plan::plan;
+
+    /// What a template's tuning sets renders exactly as the same value swept: every trial
+    /// of every example, rendered again from an experiment that sweeps nothing and whose
+    /// template is that trial's resolved one.
+    #[test]
+    fn a_tuned_template_renders_as_its_swept_point() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/examples");
+        let mut tuned = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let file = entry.unwrap().file_name().into_string().unwrap();
+            let yaml = golden::example(&file);
+            let vx: ValidatorExperiment = serde_saphyr::from_str(&yaml).unwrap();
+            for index in 0..plan(&vx.spec.sweep, vx.spec.trial.repetitions).len() {
+                let swept = golden::trial(&yaml, index);
+                tuned += usize::from(!swept.spec.template.tuning.is_empty());
+                let mut by_hand = vx.clone();
+                by_hand.spec.template = swept.spec.template.clone();
+                by_hand.spec.sweep = SweepSpec::default();
+                let unswept = golden::trial(&serde_saphyr::to_string(&by_hand).unwrap(), 0);
+                assert_eq!(unswept.spec.point.describe(), "baseline");
+                let text = |t: &crate::api::ValidatorTrial| {
+                    let name = t.metadata.name.clone().unwrap();
+                    golden::rendered(t).replace(&name, "TRIAL")
+                };
+                assert_eq!(text(&unswept), text(&swept), "{file}, trial {index}");
+            }
+        }
+        assert!(tuned >= 10, "the examples tune {tuned} trials");
+    }
+
+    /// A trial written before `template.tuning` existed renders from its point as before.
+    #[test]
+    fn a_trial_without_tuning_renders_from_its_point() {
+        let trial = golden::trial(&golden::example("firedancer-bench-tiles.yaml"), 3);
+        assert!(!trial.spec.template.tuning.is_empty());
+        let mut old = trial.clone();
+        old.spec.template.tuning = Default::default();
+        assert_eq!(golden::rendered(&old), golden::rendered(&trial));
+    }
 }

@@ -308,6 +308,24 @@ fn invalid_cases() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             "every heap must be below the container's memory",
         ),
         (
+            "a tuned heap as large as the container",
+            json!({"spec": {"sweep": {"heap": null}, "template": {"tuning": {"heap": "32Gi"}}}}),
+            "spec.template.tuning.heap",
+            "template.tuning.heap must be below the container's memory",
+        ),
+        (
+            "a tuned allocator before BESU_USING_JEMALLOC",
+            json!({"spec": {"sweep": {"allocator": null}, "template": {"besu": {"image": "hyperledger/besu:24.10.0"}, "tuning": {"allocator": "glibc"}}}}),
+            "spec.template.tuning.allocator",
+            "this Besu version has no allocator: it exists from 24.12.0",
+        ),
+        (
+            "a tuned program cache size",
+            json!({"spec": {"template": {"tuning": {"programCacheEntries": 512}}}}),
+            "spec.template.tuning.programCacheEntries",
+            "Besu has no program cache",
+        ),
+        (
             "an option valtune sets, again",
             json!({"spec": {"template": {"extraArgs": ["--metrics-port=9000"]}}}),
             "spec.template.extraArgs",

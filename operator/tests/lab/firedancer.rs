@@ -124,6 +124,12 @@ fn refused() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             "this Firedancer version has no execTiles: it exists from 1.0.0",
         ),
         (
+            "execTiles tuned on Frankendancer",
+            json!({"spec": {"template": {"tuning": {"threads": {"execTiles": 4}}}}}),
+            "spec.template.tuning.threads",
+            "this Firedancer version has no execTiles: it exists from 1.0.0",
+        ),
+        (
             "an arg knob",
             json!({"spec": {"sweep": {"knobs": [{"name": "x", "arg": "--foo", "values": ["1"]}]}}}),
             "spec.sweep.knobs",
@@ -294,7 +300,7 @@ async fn a_layout_larger_than_the_pod_fails_as_fdctl_does() {
     vx.metadata.uid = Some("0".into());
     vx.spec.template.resources.cpu = 40;
     let planned = valtune::strategies::plan::plan(&vx.spec.sweep, 1);
-    let mut trial = valtune::controller::experiment::build_trial(&vx, &planned[0]);
+    let mut trial = valtune::controller::experiment::build_trial(&vx, &planned[0]).unwrap();
     trial.metadata.owner_references = None;
     let api: Api<ValidatorTrial> = Api::namespaced(lab.client.clone(), &ns);
     api.create(&PostParams::default(), &trial).await.unwrap();

@@ -95,6 +95,18 @@ fn refused() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             "the largest layout needs 70 tile cores and 12 for the bench generators and senders, 82 cores in all, but a trial gets 64",
         ),
         (
+            "more tuned tiles than cores",
+            json!({"spec": {"sweep": {"threads": null}, "template": {"tuning": {"threads": {"verifyTiles": 40, "bankTiles": 6}}}}}),
+            "spec.template.resources.cpu",
+            "the largest layout needs 70 tile cores and 12 for the bench generators and senders, 82 cores in all, but a trial gets 64",
+        ),
+        (
+            "one sign tile tuned",
+            json!({"spec": {"template": {"tuning": {"threads": {"signTiles": 1}}}}}),
+            "spec.template.tuning.threads",
+            "full Firedancer needs at least 2 sign tiles",
+        ),
+        (
             "a follower's stacks in too few 2 MiB pages",
             json!({"spec": {"template": {"firedancer": {"workload": "follow", "cluster": "testnet"}, "resources": {"hugepages2Mi": 200}}}}),
             "spec.template.resources.hugepages2Mi",

@@ -234,6 +234,18 @@ async fn what_nodeos_or_kubernetes_would_refuse_is_refused_at_admission() {
             "leaves nodeos no memory",
         ),
         (
+            "a tuned hog as large as the memory",
+            json!({"spec": {"sweep": {"memoryPressure": null}, "template": {"tuning": {"memoryPressure": "16Gi"}}}}),
+            "spec.template.tuning.memoryPressure",
+            "leaves nodeos no memory",
+        ),
+        (
+            "a tuned heap mode on tmpfs",
+            json!({"spec": {"template": {"tuning": {"databaseMapMode": "heap"}}}}),
+            "spec.template.nodeos.state.medium",
+            "We recommend storing the state db file on tmpfs only when database-map-mode=mapped",
+        ),
+        (
             "a snapshot and a genesis",
             json!({"spec": {"template": {"nodeos": {"genesisJson": "{}"}}}}),
             "spec.template.nodeos.genesisJson",

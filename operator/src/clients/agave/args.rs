@@ -68,7 +68,7 @@ pub fn preset(cluster: SolanaCluster) -> Option<ClusterPreset> {
     }
 }
 
-/// The arguments, and the env vars the point's knobs need.
+/// The arguments, and the env vars the tuned knobs need.
 pub type Command = (Vec<String>, Vec<(String, String)>);
 
 /// The `agave-validator` command line for a trial, and the env vars its knobs need.
@@ -92,11 +92,11 @@ pub fn args(
             args.extend([flag.into(), mount(role)]);
         }
     }
-    if super::gpu::sigverify(trial, agave) == Sigverify::Gpu {
+    if super::gpu::sigverify(&template.tuning, agave) == Sigverify::Gpu {
         // perf/src/perf_libs.rs init_cuda: loads libcuda-crypt.so, or exits.
         args.push("--cuda".into());
     }
-    let applied = knobs::apply(&AGAVE, &trial.spec.point, version)?;
+    let applied = knobs::apply(&AGAVE, &template.tuning, version)?;
     args.extend(applied.args);
     args.extend(template.extra_args.iter().cloned());
     Ok((args, applied.env))

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::Container;
 use super::{Agave, LEDGER_DIR, PROCESS_NAME, VALIDATOR_CONTAINER, args, bench, gpu};
 use crate::api::agave::AgaveWorkload;
 use crate::api::sweep::Sigverify;
-use crate::api::template::AgaveSpec;
+use crate::api::template::{AgaveSpec, Tuning};
 use crate::api::trial::ValidatorTrial;
 use crate::api::version::Version;
 use crate::clients::parts::{self, env, port, sidecar};
@@ -52,9 +52,9 @@ fi
     s
 }
 
-/// The image of the trial: the one built with its program cache size, if it sweeps one.
-fn image(trial: &ValidatorTrial, agave: &AgaveSpec) -> Result<String, RenderError> {
-    match trial.spec.point.program_cache_entries {
+/// The image: the one built with the tuned program cache size, if there is one.
+fn image(tuning: &Tuning, agave: &AgaveSpec) -> Result<String, RenderError> {
+    match tuning.program_cache_entries {
         None => Ok(agave.image.clone()),
         Some(n) => agave
             .program_cache_images
@@ -77,7 +77,7 @@ pub fn pod(
 ) -> Result<ClientPod, RenderError> {
     let version = client.version(&trial.spec.template);
     let (args, knob_env) = args::args(trial, agave, version, |r| client.mount_path(r))?;
-    let image = image(trial, agave)?;
+    let image = image(&trial.spec.template.tuning, agave)?;
     let remote_write = skeleton.remote_write.clone().ok_or_else(|| {
         RenderError::Invalid(
             "Agave's datapoints are remote-written to Prometheus, and no Prometheus is configured: set spec.metrics.prometheusUrl (or remoteWriteUrl), or start the operator with --prometheus-url".into(),
@@ -146,7 +146,7 @@ pub fn pod(
         share_process_namespace: true,
         ..Default::default()
     };
-    if gpu::sigverify(trial, agave) == Sigverify::Gpu {
+    if gpu::sigverify(&trial.spec.template.tuning, agave) == Sigverify::Gpu {
         gpu::apply(&agave.gpu, &mut validator, &mut volumes, &mut tweaks);
     }
     Ok(ClientPod {

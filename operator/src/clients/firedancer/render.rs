@@ -106,7 +106,7 @@ pub fn pod(
         .collect();
     let cfg = config::config(&Inputs {
         spec,
-        point: &trial.spec.point,
+        tuning: &t.tuning,
         version: Some(version),
         volumes: volumes.clone(),
         datapoints_port: follow.then_some(x.datapoints_port),
@@ -121,7 +121,7 @@ pub fn pod(
         "config",
         BTreeMap::from([(TEMPLATE_FILE.to_string(), cfg.render(&header))]),
     );
-    let needs = Needs::of(spec, &trial.spec.point, version);
+    let needs = Needs::of(spec, &t.tuning, version);
     let mut dirs = vec![SCRATCH_DIR.to_string()];
     dirs.extend(volumes.iter().map(|(_, p)| p.clone()));
     let full = layout::full(spec);
@@ -202,7 +202,7 @@ pub fn pod(
         mount("fd-scratch", SCRATCH_DIR, false),
     ]);
     let mut validator_env: Vec<EnvVar> = Vec::new();
-    let applied = crate::clients::knobs::apply(client.knobs(), &trial.spec.point, Some(version))?;
+    let applied = crate::clients::knobs::apply(client.knobs(), &t.tuning, Some(version))?;
     validator_env.extend(applied.env.iter().map(|(k, v)| env(k, v)));
     validator_env.extend(t.env.iter().cloned());
     let validator = Container {

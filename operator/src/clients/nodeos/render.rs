@@ -1,5 +1,5 @@
 //! A nodeos trial's pod: nodeos with its data and state volumes, a snapshot or genesis to
-//! start from, two metric sidecars, and the memory hog of `sweep.memoryPressure`, all
+//! start from, two metric sidecars, and the memory hog of `tuning.memoryPressure`, all
 //! inside one pod-level memory budget (docs/clients/nodeos.md, "The pod").
 
 use std::collections::BTreeMap;
@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::profile::DEFAULT_MAX_LAG_BLOCKS;
-use super::{Nodeos, PROCESS_NAME, VALIDATOR_CONTAINER, trial_plan};
+use super::{Nodeos, PROCESS_NAME, VALIDATOR_CONTAINER, plan};
 use crate::api::nodeos::{NodeosMapMode, NodeosSpec, StateMedium};
 use crate::api::template::VolumeRole;
 use crate::api::trial::ValidatorTrial;
@@ -83,8 +83,8 @@ pub fn pod(
     spec: &NodeosSpec,
     skeleton: &Skeleton,
 ) -> Result<ClientPod, RenderError> {
-    let plan = trial_plan(trial, spec)?;
     let template = &trial.spec.template;
+    let plan = plan(template, spec)?;
     let data_dir = client.mount_path(VolumeRole::Data);
     let separate_state = spec.state.medium != StateMedium::Disk
         || template.storage.iter().any(|v| v.role == VolumeRole::State);
@@ -113,8 +113,8 @@ pub fn pod(
         "--plugin".into(),
         "eosio::prometheus_plugin".into(),
     ]);
-    // A swept map mode comes with the knobs below.
-    if !trial.spec.point.settings.contains_key("databaseMapMode") {
+    // A tuned map mode comes with the knobs below.
+    if template.tuning.database_map_mode.is_none() {
         args.extend(["--database-map-mode".into(), plan.mode.as_str().into()]);
     }
     for peer in &spec.peers {
@@ -228,7 +228,7 @@ pub fn pod(
     }
     let applied = knobs::apply(
         &super::knobs::NODEOS,
-        &trial.spec.point,
+        &template.tuning,
         client.version(template),
     )?;
     args.extend(applied.args);

@@ -157,9 +157,13 @@ fn a_memory_state_is_a_sized_tmpfs_and_a_genesis_start_mounts_its_file() {
 }
 
 #[test]
-fn the_seed_plan_reads_the_point() {
+fn the_seed_plan_reads_the_tuning() {
     let t = golden::trial(&golden::example(EXAMPLE), 1);
-    let plan = trial_plan(&t, t.spec.template.client.nodeos.as_ref().unwrap()).unwrap();
+    let plan = plan(
+        &t.spec.template,
+        t.spec.template.client.nodeos.as_ref().unwrap(),
+    )
+    .unwrap();
     assert_eq!(
         plan,
         Plan {

@@ -9,15 +9,21 @@ use crate::api::ValidatorExperiment;
 use crate::api::labels;
 use crate::api::resolve::resolve_template;
 use crate::api::trial::{ValidatorTrial, ValidatorTrialSpec};
+use crate::api::tuning::PointValueError;
 use crate::strategies::plan::PlannedTrial;
 
-pub fn build_trial(vx: &ValidatorExperiment, p: &PlannedTrial) -> ValidatorTrial {
+/// An error names a point value its setting cannot hold (a strategy's bug: the sweep's
+/// values all can).
+pub fn build_trial(
+    vx: &ValidatorExperiment,
+    p: &PlannedTrial,
+) -> Result<ValidatorTrial, PointValueError> {
     let name = vx.name_any();
     let spec = ValidatorTrialSpec {
         experiment: name.clone(),
         point: p.point.clone(),
         repetition: p.repetition,
-        template: resolve_template(&vx.spec.template, &vx.spec.sweep, &p.point),
+        template: resolve_template(&vx.spec.template, &vx.spec.sweep, &p.point)?,
         settings: vx.spec.trial.clone(),
         metrics: vx.spec.metrics.clone(),
     };
@@ -32,5 +38,5 @@ pub fn build_trial(vx: &ValidatorExperiment, p: &PlannedTrial) -> ValidatorTrial
         owner_references: vx.controller_owner_ref(&()).map(|o| vec![o]),
         ..Default::default()
     };
-    trial
+    Ok(trial)
 }

@@ -55,16 +55,24 @@ pub fn decide(vx: &ValidatorExperiment, trials: &[ValidatorTrial]) -> Step {
         })
         .map(|t| t.name.clone())
         .collect();
-    let create = decision
+    let create: Result<Vec<Vec<ValidatorTrial>>, _> = decision
         .start
         .iter()
         .map(|group| group.0.iter().map(|p| build_trial(vx, p)).collect())
         .collect();
-    Step {
-        blocked,
-        decision,
-        delete,
-        create,
+    match create {
+        Ok(create) => Step {
+            blocked,
+            decision,
+            delete,
+            create,
+        },
+        Err(e) => Step {
+            blocked: Some(format!("a trial the strategy chose cannot be built: {e}")),
+            decision,
+            delete: Vec::new(),
+            create: Vec::new(),
+        },
     }
 }
 

@@ -26,7 +26,7 @@ fn trial(
     outcome: Option<TrialOutcome>,
     tps: f64,
 ) -> ValidatorTrial {
-    let mut t = build_trial(vx, p);
+    let mut t = build_trial(vx, p).unwrap();
     t.status = Some(ValidatorTrialStatus {
         phase,
         outcome,
