@@ -1,6 +1,7 @@
 //! Validator clients. Each is one module behind [`ValidatorClient`]: its knob table, how
-//! a trial becomes its pod (on the shared skeleton of [`pod`]), its metric profile and its
-//! admission rules. [`client_for`] is the one place that lists them.
+//! a [`RenderInput`] (a resolved template, its owner and group, a lifecycle) becomes its
+//! pod (on the shared skeleton of [`pod`]), its metric profile and its admission rules.
+//! [`client_for`] is the one place that lists them.
 //!
 //! Adding a client: a module under `clients/` implementing the trait, one line in
 //! [`CLIENTS`], a model under `lab/src/sim/clients/`, one line in the simulator's
@@ -11,6 +12,7 @@ pub mod besu;
 pub mod firedancer;
 #[cfg(test)]
 pub mod golden;
+pub mod input;
 pub mod knobs;
 pub mod nodeos;
 pub mod parts;
@@ -25,6 +27,7 @@ use crate::api::sweep::SweepSpec;
 use crate::api::template::{ClientSpec, ValidatorTemplate, VolumeRole};
 use crate::api::tuning::PointValueError;
 use crate::api::version::Version;
+pub use input::RenderInput;
 use knobs::{KnobError, KnobTable};
 use profile::MetricProfile;
 
@@ -143,14 +146,15 @@ pub trait ValidatorClient: Send + Sync {
         "/mnt/hugepages"
     }
     /// Secrets of random bytes the client's pods mount, created once if they do not exist
-    /// (e.g. an Engine API JWT). Pure: the value is the operator's to generate.
-    fn secrets(&self, _trial: &ValidatorTrial) -> Vec<pod::GeneratedSecret> {
+    /// and shared by the input's group (e.g. an Engine API JWT). Pure: the value is the
+    /// operator's to generate.
+    fn secrets(&self, _input: &RenderInput) -> Vec<pod::GeneratedSecret> {
         Vec::new()
     }
-    /// The client's part of an attempt's pod, on the shared skeleton. Pure.
+    /// The client's part of the pod, on the shared skeleton. Pure.
     fn render(
         &self,
-        trial: &ValidatorTrial,
+        input: &RenderInput,
         skeleton: &pod::Skeleton,
     ) -> Result<ClientPod, RenderError>;
     /// How results are read, before the experiment's overrides.
@@ -191,7 +195,7 @@ pub struct ClientPod {
     pub tweaks: pod::Tweaks,
 }
 
-/// What the operator applies for one attempt of a trial.
+/// What the operator applies for a pod: the pod, its ConfigMaps, and its group's Secrets.
 #[derive(Debug, Clone)]
 pub struct Rendered {
     pub pod: Pod,
@@ -211,30 +215,17 @@ pub enum RenderError {
     Invalid(String),
 }
 
-/// The pod and ConfigMaps of one attempt of a trial. Pure: the same trial and attempt
-/// always render the same objects, so re-applying them is a no-op.
-/// `prometheus_url` is the operator's default Prometheus (the trial may name its own).
-pub fn render(
-    trial: &ValidatorTrial,
-    attempt: i32,
-    avoid_nodes: &[String],
-    prometheus_url: Option<&str>,
-) -> Result<Rendered, RenderError> {
-    let client = client_for(&trial.spec.template)?;
+/// The pod, ConfigMaps and generated Secrets of an input. Pure: the same input always
+/// renders the same objects, so re-applying them is a no-op.
+pub fn render(input: &RenderInput) -> Result<Rendered, RenderError> {
+    let client = client_for(&input.template)?;
     if !client.runs_trials() {
         return Err(RenderError::Unsupported(client.display()));
     }
-    // A trial created before `template.tuning` existed has its tuned values only in its
-    // point.
-    let mut trial = trial.clone();
-    if trial.spec.template.tuning.is_empty() {
-        trial.spec.template.tuning.apply_point(&trial.spec.point)?;
-    }
-    let trial = &trial;
-    let skeleton = pod::skeleton(trial, attempt, client, prometheus_url)?;
-    let part = client.render(trial, &skeleton)?;
-    let mut rendered = pod::assemble(trial, attempt, client, skeleton, part, avoid_nodes);
-    rendered.secrets = client.secrets(trial);
+    let skeleton = pod::skeleton(input, client)?;
+    let part = client.render(input, &skeleton)?;
+    let mut rendered = pod::assemble(input, skeleton, part);
+    rendered.secrets = client.secrets(input);
     Ok(rendered)
 }
 

@@ -5,8 +5,7 @@ use super::LEDGER_DIR;
 use super::knobs::AGAVE;
 use crate::api::agave::{AgaveWorkload, SolanaCluster};
 use crate::api::sweep::Sigverify;
-use crate::api::template::{AgaveSpec, VolumeRole};
-use crate::api::trial::ValidatorTrial;
+use crate::api::template::{AgaveSpec, ValidatorTemplate, VolumeRole};
 use crate::api::version::Version;
 use crate::clients::knobs::{self, KnobError};
 
@@ -71,14 +70,13 @@ pub fn preset(cluster: SolanaCluster) -> Option<ClusterPreset> {
 /// The arguments, and the env vars the tuned knobs need.
 pub type Command = (Vec<String>, Vec<(String, String)>);
 
-/// The `agave-validator` command line for a trial, and the env vars its knobs need.
+/// The `agave-validator` command line of a template, and the env vars its knobs need.
 pub fn args(
-    trial: &ValidatorTrial,
+    template: &ValidatorTemplate,
     agave: &AgaveSpec,
     version: Option<Version>,
     mount: impl Fn(VolumeRole) -> String,
 ) -> Result<Command, KnobError> {
-    let template = &trial.spec.template;
     let mut args = match agave.workload {
         AgaveWorkload::Follow => follow(agave),
         AgaveWorkload::Bench => super::bench::validator_args(agave),

@@ -18,12 +18,12 @@ pub use profile::profile;
 use super::knobs::{Dim, KnobTable, Place};
 use super::pod::Skeleton;
 use super::profile::{Layout, MetricProfile, Objective};
-use super::{ClientPod, RenderError, ValidatorClient};
+use super::{ClientPod, RenderError, RenderInput, ValidatorClient};
 use crate::api::agave::AgaveWorkload;
 use crate::api::settings::QueryKey;
 use crate::api::sweep::{Setting, SweepSpec, ThreadKnob};
 use crate::api::template::{AgaveSpec, ClientSpec, ValidatorTemplate};
-use crate::api::trial::{TrialResults, ValidatorTrial};
+use crate::api::trial::TrialResults;
 use crate::api::version::{Version, Versions, cel_known, cel_version};
 
 pub const VALIDATOR_CONTAINER: &str = "validator";
@@ -192,13 +192,9 @@ impl ValidatorClient for Agave {
         agave_rules()
     }
 
-    fn render(
-        &self,
-        trial: &ValidatorTrial,
-        skeleton: &Skeleton,
-    ) -> Result<ClientPod, RenderError> {
-        let agave = spec(&trial.spec.template)?;
-        render::pod(self, trial, agave, skeleton)
+    fn render(&self, input: &RenderInput, skeleton: &Skeleton) -> Result<ClientPod, RenderError> {
+        let agave = spec(&input.template)?;
+        render::pod(self, input, agave, skeleton)
     }
 
     fn profile(&self, t: &ValidatorTemplate) -> MetricProfile {

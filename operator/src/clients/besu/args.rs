@@ -6,8 +6,7 @@ use super::{CONFIG_DIR, DATA_DIR, JWT_PATH, LOG4J_FILE, TOML_FILE};
 use crate::api::besu::{BesuSpec, BesuStorageFormat};
 use crate::api::quantity::parse_quantity;
 use crate::api::sweep::{Allocator, value_text};
-use crate::api::template::Tuning;
-use crate::api::trial::ValidatorTrial;
+use crate::api::template::{Tuning, ValidatorTemplate};
 use crate::api::version::Version;
 use crate::clients::RenderError;
 use crate::clients::knobs::{self, How};
@@ -77,9 +76,9 @@ fn allocator_env(allocator: Allocator, besu: &BesuSpec) -> Vec<(String, String)>
     env
 }
 
-/// Besu's command line and environment for a trial.
+/// Besu's command line and environment for a template.
 pub fn command(
-    trial: &ValidatorTrial,
+    template: &ValidatorTemplate,
     besu: &BesuSpec,
     version: Option<Version>,
 ) -> Result<Command, RenderError> {
@@ -126,10 +125,10 @@ pub fn command(
     if !besu.config.is_empty() {
         args.push(flag("--config-file", &format!("{CONFIG_DIR}/{TOML_FILE}")));
     }
-    let tuning = &trial.spec.template.tuning;
+    let tuning = &template.tuning;
     let applied = knobs::apply(&BESU, tuning, version)?;
     args.extend(applied.args);
-    args.extend(trial.spec.template.extra_args.iter().cloned());
+    args.extend(template.extra_args.iter().cloned());
 
     let mut env = vec![(
         "LOG4J_CONFIGURATION_FILE".to_string(),

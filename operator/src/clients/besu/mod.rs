@@ -14,12 +14,12 @@ use kube::core::Rule;
 use super::knobs::{Dim, KnobTable};
 use super::pod::{GeneratedSecret, Skeleton};
 use super::profile::{Layout, MetricProfile, Objective};
-use super::{ClientPod, RenderError, ValidatorClient};
+use super::{ClientPod, RenderError, RenderInput, ValidatorClient};
 use crate::api::besu::BesuSpec;
 use crate::api::settings::QueryKey;
 use crate::api::sweep::{Setting, SweepSpec};
 use crate::api::template::{ClientSpec, ValidatorTemplate};
-use crate::api::trial::{TrialResults, ValidatorTrial};
+use crate::api::trial::TrialResults;
 
 pub use render::{WRAPPER, log4j2_xml, secret_name};
 
@@ -150,17 +150,13 @@ impl ValidatorClient for Besu {
         besu_rules()
     }
 
-    fn render(
-        &self,
-        trial: &ValidatorTrial,
-        skeleton: &Skeleton,
-    ) -> Result<ClientPod, RenderError> {
-        let besu = spec(&trial.spec.template)?;
-        render::pod(trial, besu, self.version(&trial.spec.template), skeleton)
+    fn render(&self, input: &RenderInput, skeleton: &Skeleton) -> Result<ClientPod, RenderError> {
+        let besu = spec(&input.template)?;
+        render::pod(input, besu, self.version(&input.template), skeleton)
     }
 
-    fn secrets(&self, trial: &ValidatorTrial) -> Vec<GeneratedSecret> {
-        vec![render::jwt_secret(trial)]
+    fn secrets(&self, input: &RenderInput) -> Vec<GeneratedSecret> {
+        vec![render::jwt_secret(input)]
     }
 
     fn profile(&self, _t: &ValidatorTemplate) -> MetricProfile {
@@ -223,7 +219,7 @@ mod tests {
     #[test]
     fn teku_shares_the_jwt_and_reaches_the_engine_port() {
         let t = golden::trial(&golden::example(EXAMPLE), 0);
-        let r = crate::clients::render(&t, 1, &[], Some("http://prom:9090")).unwrap();
+        let r = crate::clients::render(&golden::input(&t)).unwrap();
         let spec = r.pod.spec.unwrap();
         let teku = &spec.init_containers.as_ref().unwrap()[0];
         let args = teku.args.clone().unwrap();

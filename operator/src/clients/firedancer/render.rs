@@ -19,11 +19,10 @@ use super::{VALIDATOR_CONTAINER, start};
 use crate::api::firedancer::{
     Capability, FiredancerNetProvider, FiredancerSpec, FiredancerWorkload,
 };
-use crate::api::trial::ValidatorTrial;
 use crate::api::version::Version;
 use crate::clients::parts::{self, empty_dir, env, mount, port, sidecar};
 use crate::clients::pod::{PREFLIGHT_CONTAINER, Skeleton, Tweaks, config_map, sidecar_resources};
-use crate::clients::{ClientPod, RenderError, ValidatorClient};
+use crate::clients::{ClientPod, RenderError, RenderInput, ValidatorClient};
 
 /// What fdctl run checks of the node (shared/commands/configure/sysctl.c @v0.1106.40201:
 /// the ENFORCE_MINIMUM params, the socket provider's buffer sizes, default 134217728 in
@@ -91,12 +90,12 @@ fn security(spec: &FiredancerSpec) -> SecurityContext {
 
 pub fn pod(
     client: &super::Firedancer,
-    trial: &ValidatorTrial,
+    input: &RenderInput,
     spec: &FiredancerSpec,
     version: Version,
     skeleton: &Skeleton,
 ) -> Result<ClientPod, RenderError> {
-    let t = &trial.spec.template;
+    let t = &input.template;
     let follow = spec.workload == FiredancerWorkload::Follow;
     let x = &spec.exporters;
     let volumes: Vec<_> = t
@@ -113,10 +112,10 @@ pub fn pod(
     })?;
     let header = format!(
         "# Written by valtune for trial {} (firedancer-io/firedancer {version}). The @...@\n# affinity placeholders are filled in from the container's cpuset at start.\n",
-        trial.metadata.name.clone().unwrap_or_default()
+        input.owner.name
     );
     let cm = config_map(
-        trial,
+        input,
         skeleton,
         "config",
         BTreeMap::from([(TEMPLATE_FILE.to_string(), cfg.render(&header))]),
@@ -179,7 +178,7 @@ pub fn pod(
         ));
         // Every datapoint the Agave child pushes, remote-written with its own timestamp
         // under the pod's namespace and name (vmagent app/vmagent, lib/protoparser/influx).
-        let remote_write = skeleton.remote_write.clone().ok_or_else(|| {
+        let remote_write = input.remote_write.clone().ok_or_else(|| {
             RenderError::Invalid(
                 "a Frankendancer follower's datapoints are remote-written to Prometheus, and no Prometheus is configured: set spec.metrics.prometheusUrl (or remoteWriteUrl), or start the operator with --prometheus-url".into(),
             )

@@ -17,7 +17,7 @@ pub use render::{CHAIN_EXPORTER, EXPORTER_SCRIPT, HOG_CONTAINER, STATE_TMPFS_LAB
 use super::knobs::KnobTable;
 use super::pod::Skeleton;
 use super::profile::{Layout, MetricProfile, Objective};
-use super::{ClientPod, RenderError, ValidatorClient};
+use super::{ClientPod, RenderError, RenderInput, ValidatorClient};
 use crate::api::nodeos::{NodeosMapMode, NodeosSpec, StateMedium};
 use crate::api::quantity::parse_quantity;
 use crate::api::settings::QueryKey;
@@ -117,13 +117,9 @@ impl ValidatorClient for Nodeos {
         rules::rules()
     }
 
-    fn render(
-        &self,
-        trial: &ValidatorTrial,
-        skeleton: &Skeleton,
-    ) -> Result<ClientPod, RenderError> {
-        let nodeos = spec(&trial.spec.template)?;
-        render::pod(self, trial, nodeos, skeleton)
+    fn render(&self, input: &RenderInput, skeleton: &Skeleton) -> Result<ClientPod, RenderError> {
+        let nodeos = spec(&input.template)?;
+        render::pod(self, input, nodeos, skeleton)
     }
 
     fn profile(&self, _t: &ValidatorTemplate) -> MetricProfile {

@@ -14,11 +14,10 @@ use super::profile::DEFAULT_MAX_LAG_BLOCKS;
 use super::{Nodeos, PROCESS_NAME, VALIDATOR_CONTAINER, plan};
 use crate::api::nodeos::{NodeosMapMode, NodeosSpec, StateMedium};
 use crate::api::template::VolumeRole;
-use crate::api::trial::ValidatorTrial;
 use crate::clients::knobs;
 use crate::clients::parts::{mount, port};
 use crate::clients::pod::{Skeleton, Tweaks, config_map, sidecar_resources};
-use crate::clients::{ClientPod, RenderError, ValidatorClient};
+use crate::clients::{ClientPod, RenderError, RenderInput, ValidatorClient};
 
 /// Port names of the endpoints Prometheus scrapes.
 pub const HTTP_PORT_NAME: &str = "http";
@@ -79,11 +78,11 @@ fn config_ini(spec: &NodeosSpec) -> String {
 
 pub fn pod(
     client: &Nodeos,
-    trial: &ValidatorTrial,
+    input: &RenderInput,
     spec: &NodeosSpec,
     skeleton: &Skeleton,
 ) -> Result<ClientPod, RenderError> {
-    let template = &trial.spec.template;
+    let template = &input.template;
     let plan = plan(template, spec)?;
     let data_dir = client.mount_path(VolumeRole::Data);
     let separate_state = spec.state.medium != StateMedium::Disk
@@ -244,7 +243,7 @@ pub fn pod(
                 ..Default::default()
             }),
     );
-    let config_map = config_map(trial, skeleton, "nodeos", files);
+    let config_map = config_map(input, skeleton, "nodeos", files);
 
     // The node's tmpfs outlives pods: a fresh start from the snapshot needs it empty.
     let command = if spec.state.medium == StateMedium::HostTmpfs {
@@ -342,12 +341,7 @@ pub fn pod(
         ..Default::default()
     };
 
-    let max_lag = trial
-        .spec
-        .settings
-        .warmup
-        .max_lag
-        .unwrap_or(DEFAULT_MAX_LAG_BLOCKS);
+    let max_lag = input.max_lag.unwrap_or(DEFAULT_MAX_LAG_BLOCKS);
     let x = &spec.exporters;
     // Native sidecars: restarted if they exit, unlike containers under restartPolicy Never.
     init.push(Container {
