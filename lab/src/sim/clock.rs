@@ -14,7 +14,12 @@ impl Clock {
     /// Simulated seconds a model holds one TPS value for: three scrape intervals, so
     /// every stretch is visible to Prometheus.
     pub fn stretch_s(&self) -> f64 {
-        self.step * self.scale * 3.0
+        self.scrapes_s(3.0)
+    }
+
+    /// Simulated seconds of `n` of the lab's scrape intervals.
+    pub fn scrapes_s(&self, n: f64) -> f64 {
+        self.step * self.scale * n
     }
 
     /// Simulated seconds between a process's datapoints: a tenth of a real second, so a

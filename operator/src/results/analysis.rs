@@ -256,6 +256,39 @@ pub async fn scrapes_around(
 
 /// Whether Prometheus has scraped the pod at or after `t` (its `up` series, which every
 /// scrape writes, whatever the client).
+/// PromQL for the first moment in `[since, now]` at which `condition` (an expression that
+/// keeps only the samples meeting it, e.g. `(lag) <= 120`) held, one evaluation per `step`:
+/// the earliest timestamp among the steps where it held.
+pub fn first_time_query(
+    condition: &str,
+    since: Timestamp,
+    now: Timestamp,
+    step: Duration,
+) -> String {
+    let span = Duration::try_from(now.duration_since(since)).unwrap_or_default();
+    format!(
+        "min_over_time(timestamp({condition})[{}:{}])",
+        promql_duration(span.max(step)),
+        promql_duration(step)
+    )
+}
+
+/// When `condition` first held in `[since, now]`, read from Prometheus' samples (so the
+/// answer does not depend on when the operator looked), to the second.
+pub async fn first_time(
+    prom: &Prometheus,
+    condition: &str,
+    since: Timestamp,
+    now: Timestamp,
+    step: Duration,
+) -> Result<Option<Timestamp>, PromError> {
+    let q = first_time_query(condition, since, now, step);
+    Ok(prom
+        .value(&q, Some(now))
+        .await?
+        .and_then(|t| Timestamp::from_second(t.floor() as i64).ok()))
+}
+
 pub async fn scraped_since(
     prom: &Prometheus,
     selector: &str,
@@ -334,6 +367,17 @@ mod tests {
     fn durations_stay_exact() {
         assert_eq!(promql_duration(Duration::from_secs(43200)), "43200s");
         assert_eq!(promql_duration(Duration::from_millis(59_250)), "59250ms");
+    }
+
+    #[test]
+    fn the_first_time_a_condition_held_is_the_least_timestamp_over_the_span() {
+        let since: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let now: Timestamp = "2026-01-01T01:30:00Z".parse().unwrap();
+        let q = first_time_query("(lag) <= 120", since, now, Duration::from_secs(15));
+        assert_eq!(q, "min_over_time(timestamp((lag) <= 120)[5400s:15s])");
+        // A span shorter than a step still reads one step.
+        let q = first_time_query("x > 0", now, now, Duration::from_secs(15));
+        assert_eq!(q, "min_over_time(timestamp(x > 0)[15s:15s])");
     }
 
     #[test]

@@ -255,26 +255,26 @@ pub async fn observe(
                     .map_err(|e| e.to_string()),
                 );
             }
+            // Since the pod started: a moment Prometheus recorded counts even if this
+            // operator looked late (a busy or restarted operator, a slow reconcile), and
+            // samples pushed with their own timestamps (Agave flushes every 10 s) count
+            // when they arrive.
+            let since = st.started_at.as_ref().map(|t| t.0).unwrap_or_else(now);
             if let (true, Some(prom)) = (*lag, prom) {
                 let q = analysis::expand(profile.query(profile.lag).unwrap_or(""), &sel, s.step);
                 obs.lag = Some(prom.value(&q, None).await.map_err(|e| e.to_string()));
+                let within = format!("({q}) <= {}", s.max_lag);
+                let r = analysis::first_time(prom, &within, since, now(), s.step).await;
+                obs.caught_up = Some(reading(&mut obs, r));
             }
             if let (true, Some(prom), Some(q)) = (
                 *tps,
                 prom,
                 profile.query(crate::api::settings::QueryKey::Tps),
             ) {
-                // Datapoints reach Prometheus a flush or two after they happen (Agave pushes
-                // every 10 s): look back a minute, or four scrapes, for the first execution.
-                let lookback = (s.step * 4).max(std::time::Duration::from_secs(60));
-                let q = format!(
-                    "max_over_time(({})[{}:{}])",
-                    analysis::expand(q, &sel, s.step),
-                    analysis::promql_duration(lookback),
-                    analysis::promql_duration(s.step)
-                );
-                let r = prom.value(&q, None).await;
-                obs.tps = Some(reading(&mut obs, r));
+                let executing = format!("({}) > 0", analysis::expand(q, &sel, s.step));
+                let r = analysis::first_time(prom, &executing, since, now(), s.step).await;
+                obs.first_execution = Some(reading(&mut obs, r));
             }
             if let (true, Some(prom), Some(start)) = (*aborts, prom, &st.window_start) {
                 obs.aborts = abort::judge(

@@ -168,7 +168,11 @@ pub struct Observed {
     /// Whether Prometheus has any sample of the pod's `up`.
     pub up: Option<Result<bool, String>>,
     pub lag: Option<Reading<f64>>,
-    pub tps: Option<Reading<f64>>,
+    /// The first moment since the pod started that Prometheus' samples show the lag within
+    /// `max_lag`: the catch-up is dated by the data, not by when the operator looked.
+    pub caught_up: Option<Reading<Timestamp>>,
+    /// The first moment since the pod started that it processed a transaction (TPS > 0).
+    pub first_execution: Option<Reading<Timestamp>>,
     /// One verdict per abort rule, in order.
     pub aborts: Vec<Verdict>,
     pub scraped: Option<Result<bool, String>>,

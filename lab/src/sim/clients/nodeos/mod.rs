@@ -86,6 +86,7 @@ impl SimClient for NodeosSim {
             reading.setup.clone(),
             seed(&pod.name),
             clock.stretch_s(),
+            clock.scrapes_s(model::HOG_WAIT_SCRAPES),
             reading.spring,
         );
         // A state larger than its file, or a lock chainbase cannot take (chainbase

@@ -370,6 +370,40 @@ fn not_caught_up_by_the_deadline_times_out_and_measures_the_warm_up() {
     );
 }
 
+/// The catch-up is dated by Prometheus' samples, not by when the operator looked: a pass
+/// that comes late (a busy or restarted operator) opens the same window.
+#[test]
+fn the_catch_up_is_dated_by_the_data_not_by_the_look() {
+    let dated = |caught: i64, lag_now: f64| Observed {
+        caught_up: Some(Ok(Some(at(caught)))),
+        ..lag(Ok(Some(lag_now)))
+    };
+    // Caught up at 1h, seen at 1h10m while already behind again (a hog took its memory).
+    let step = transition(&warming(0), &dated(3600, 900.0), &settings(), at(4200));
+    let st = step.status;
+    assert_eq!(st.phase, TrialPhase::Measuring);
+    assert_eq!(st.caught_up_at, Some(Time(at(3600))));
+    assert_eq!(st.window_start, Some(Time(at(3600))));
+    assert_eq!(st.window_end, Some(Time(at(3600 + 12 * 3600))));
+    // Seen only past the deadline, a catch-up before it still counts...
+    let late = transition(
+        &warming(0),
+        &dated(4 * 3600 - 60, 900.0),
+        &settings(),
+        at(4 * 3600 + 600),
+    );
+    assert_eq!(late.status.phase, TrialPhase::Measuring);
+    assert_eq!(late.status.caught_up_at, Some(Time(at(4 * 3600 - 60))));
+    // ...and one after it does not.
+    let after = transition(
+        &warming(0),
+        &dated(4 * 3600 + 60, 0.0),
+        &settings(),
+        at(4 * 3600 + 600),
+    );
+    assert_eq!(after.status.outcome, Some(TrialOutcome::TimedOut));
+}
+
 #[test]
 fn an_oom_kill_while_warming_up_is_measured_from_the_start() {
     let step = transition(
@@ -744,7 +778,7 @@ fn from_the_first_execution_the_window_includes_catching_up() {
     st.answering_at = Some(Time(at(600)));
     // Behind the chain but processing transactions: the window starts.
     let obs = Observed {
-        tps: Some(Ok(Some(1200.0))),
+        first_execution: Some(Ok(Some(at(900)))),
         ..lag(Ok(Some(9000.0)))
     };
     let step = transition(&st, &obs, &s, at(900));

@@ -115,22 +115,24 @@ pub(super) fn warm_up(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
     let deadline = started + s.warmup_timeout.0 + SignedDuration::from_secs_f64(st.blind_seconds);
     let lag = obs.lag.clone().and_then(|r| r.ok()).flatten();
     let unit = s.lag_unit.as_str();
+    // Moments are dated by Prometheus' samples where it has them, so a pass that came late
+    // (a busy operator, a restart) measures the same window as one that came on time; a
+    // moment past the deadline does not count.
+    let caught_up = first(&obs.caught_up, lag.is_some_and(|l| l <= s.max_lag), now)
+        .filter(|at| *at <= deadline);
     // The paper's window: from the first transaction processed, catch-up included.
     if s.from == WindowStart::FirstExecution
-        && let Some(Ok(Some(tps))) = &obs.tps
-        && *tps > 0.0
+        && let Some(first) = first(&obs.first_execution, false, now).filter(|at| *at <= deadline)
     {
-        let end = now + s.measurement;
-        st.first_execution_at = Some(Time(now));
-        st.window_start = Some(Time(now));
+        let end = first + s.measurement;
+        st.first_execution_at = Some(Time(first));
+        st.window_start = Some(Time(first));
         st.window_end = Some(Time(end));
-        if lag.is_some_and(|l| l <= s.max_lag) {
-            st.caught_up_at = Some(Time(now));
-        }
+        st.caught_up_at = caught_up.map(Time);
         st.phase = TrialPhase::Measuring;
         st.lag = None;
         st.message = Some(format!(
-            "processing transactions ({} {unit} behind); measuring from the first execution until {end}",
+            "processing transactions since {first} ({} {unit} behind); measuring from the first execution until {end}",
             lag.map(|l| l.to_string())
                 .unwrap_or_else(|| "unknown".into())
         ));
@@ -138,18 +140,18 @@ pub(super) fn warm_up(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
         return;
     }
     if s.from == WindowStart::CaughtUp
-        && let Some(lag) = lag
-        && lag <= s.max_lag
+        && let Some(at) = caught_up
     {
-        let end = now + s.measurement;
-        st.caught_up_at = Some(Time(now));
-        st.window_start = Some(Time(now));
+        let end = at + s.measurement;
+        st.caught_up_at = Some(Time(at));
+        st.window_start = Some(Time(at));
         st.window_end = Some(Time(end));
         st.phase = TrialPhase::Measuring;
         st.lag = None;
         st.message = Some(format!(
-            "caught up after {}s ({lag} {unit} behind); measuring until {end}",
-            now.duration_since(started).as_secs()
+            "caught up after {}s (within {} {unit}); measuring until {end}",
+            at.duration_since(started).as_secs(),
+            s.max_lag
         ));
         step.requeue = Some(until(end, now).min(s.step * 2));
         return;
@@ -196,11 +198,9 @@ pub(super) fn measure(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
     let st = &mut step.status;
     note_answering(st, obs, now);
     // Measuring from the first execution: catching up happens inside the window.
-    if st.caught_up_at.is_none()
-        && let Some(Ok(Some(lag))) = &obs.lag
-        && *lag <= s.max_lag
-    {
-        st.caught_up_at = Some(Time(now));
+    if st.caught_up_at.is_none() {
+        let within = matches!(&obs.lag, Some(Ok(Some(lag))) if *lag <= s.max_lag);
+        st.caught_up_at = first(&obs.caught_up, within, now).map(Time);
     }
     let end = st.window_end.as_ref().map(|t| t.0).unwrap_or(now);
     for (i, verdict) in obs.aborts.iter().enumerate() {
@@ -262,4 +262,13 @@ pub(super) fn measure(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
         until(end, now).min(s.step * 2)
     };
     step.requeue = Some(next.max(Duration::from_millis(500)));
+}
+
+/// The moment something first happened: Prometheus' date for it when it has one, else now
+/// when this pass saw it (`seen_now`), else not yet.
+fn first(dated: &Option<Reading<Timestamp>>, seen_now: bool, now: Timestamp) -> Option<Timestamp> {
+    match dated {
+        Some(Ok(Some(at))) => Some((*at).min(now)),
+        _ => seen_now.then_some(now),
+    }
 }
