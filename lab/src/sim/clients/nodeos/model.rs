@@ -45,8 +45,10 @@ const SLOW_START_S: f64 = 300.0;
 /// Loading the snapshot, per GiB of state; "a few minutes longer" when it does not fit.
 const LOAD_S_PER_GIB: f64 = 20.0;
 const LOAD_SWAP_S: f64 = 300.0;
-/// The snapshot's age when the trial starts.
-pub const SNAPSHOT_AGE_S: f64 = 3.0 * 3600.0;
+/// The snapshot's age when the trial starts: a day, as public WAX snapshots are taken
+/// (the resync then takes about 40 minutes: several of the lab's scrapes even when a busy
+/// lab misses some, so the chain exporter sees it catching up as a cluster's would).
+pub const SNAPSHOT_AGE_S: f64 = 24.0 * 3600.0;
 /// A node started from genesis replays years of WAX: it never catches up in a trial.
 const CHAIN_AGE_S: f64 = 2.0 * 365.0 * 86400.0;
 /// Pages written back per block applied: a state file on an SSD (750 a second in sync,
@@ -474,7 +476,9 @@ mod tests {
             assert!((600.0..1200.0).contains(&load), "load {load}");
             let tc = caught_up(&m);
             let speed = m.block_rate(load, tc);
-            assert!((30.0..40.0).contains(&speed), "resync {speed} blocks/s");
+            // About 35 a second over the seed's resync; a day-old snapshot spends less of
+            // it in the slow start.
+            assert!((30.0..42.0).contains(&speed), "resync {speed} blocks/s");
             // The start is I/O bound: slower than later.
             assert!(m.block_rate(load, load + 60.0) < 0.85 * m.block_rate(tc - 300.0, tc - 120.0));
             // In sync for the next 12 hours, with 20-30 swap-ins a second.
