@@ -3,6 +3,7 @@
 //! bare-metal nodes, and a simulator that plays the validator workloads on those nodes.
 //! Only the kubelet and the validator processes are simulated.
 
+pub mod allocatable;
 pub mod control_plane;
 pub mod kwok;
 pub mod net;
