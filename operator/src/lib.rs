@@ -4,6 +4,7 @@
 pub mod api;
 pub mod clients;
 pub mod controller;
+pub mod cost;
 pub mod crd;
 pub mod operator_metrics;
 pub mod report;

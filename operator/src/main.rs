@@ -33,6 +33,8 @@ enum Command {
     Collect(cli::collect::Args),
     /// Compute trial results from a Prometheus for one pod and time window (no cluster needed).
     Analyze(cli::analyze::Args),
+    /// Print an experiment's trials, node-hours and wall-clock before anything runs.
+    Plan(cli::plan::Args),
 }
 
 #[derive(clap::Args)]
@@ -65,5 +67,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Report(args) => cli::report::run(args).await,
         Command::Collect(args) => cli::collect::run(args).await,
         Command::Analyze(args) => cli::analyze::run(args).await,
+        Command::Plan(args) => cli::plan::run(args),
     }
 }

@@ -4,6 +4,7 @@
 pub mod analyze;
 pub mod collect;
 pub mod crd;
+pub mod plan;
 pub mod report;
 
 use anyhow::Context;

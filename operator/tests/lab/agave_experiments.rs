@@ -8,10 +8,11 @@ use serde_json::{Value, json};
 use valtune::api::ValidatorExperiment;
 use valtune::api::trial::{TrialOutcome, ValidatorTrial};
 
-use crate::common::{create, lab, merge, start_experiment, trials, wait_finished, yaml_file};
+use crate::common::{create, lab, merge, start_experiment, trials, wait_finished};
 
+/// An example as the lab runs it (compressed), renamed, with a merge patch.
 fn example(path: &str, ns: &str, name: &str, patch: Value) -> ValidatorExperiment {
-    let mut v = merge(&yaml_file(path), &patch);
+    let mut v = merge(&crate::common::example(path), &patch);
     v["metadata"]["namespace"] = json!(ns);
     v["metadata"]["name"] = json!(name);
     serde_json::from_value(v).unwrap()
