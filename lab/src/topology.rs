@@ -477,7 +477,8 @@ impl LabNode {
 }
 
 /// Local NVMe: no provisioner, bound when the first pod is scheduled (so the scheduler
-/// picks the node and the volume together).
+/// picks the node and the volume together). As manifests/prepare/local-nvme.yaml has it
+/// (its PersistentVolumes keep their own Retain: the lab plays the provisioner's wipe).
 pub fn storage_class(lab: &str) -> StorageClass {
     StorageClass {
         metadata: ObjectMeta {
@@ -487,7 +488,7 @@ pub fn storage_class(lab: &str) -> StorageClass {
         },
         provisioner: "kubernetes.io/no-provisioner".into(),
         volume_binding_mode: Some("WaitForFirstConsumer".into()),
-        reclaim_policy: Some("Retain".into()),
+        reclaim_policy: Some("Delete".into()),
         ..Default::default()
     }
 }
