@@ -2,6 +2,7 @@
 //! and runs tuning experiments on them.
 
 pub mod api;
+pub mod check;
 pub mod clients;
 pub mod controller;
 pub mod cost;

@@ -35,6 +35,9 @@ enum Command {
     Analyze(cli::analyze::Args),
     /// Print an experiment's trials, node-hours and wall-clock before anything runs.
     Plan(cli::plan::Args),
+    /// Check that the cluster is ready for valtune's experiments; each failure says what
+    /// to run to fix it.
+    Check(cli::check::Args),
 }
 
 #[derive(clap::Args)]
@@ -68,5 +71,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Collect(args) => cli::collect::run(args).await,
         Command::Analyze(args) => cli::analyze::run(args).await,
         Command::Plan(args) => cli::plan::run(args),
+        Command::Check(args) => cli::check::run(args).await,
     }
 }

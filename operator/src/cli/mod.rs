@@ -2,6 +2,7 @@
 //! command line and dispatches here.
 
 pub mod analyze;
+pub mod check;
 pub mod collect;
 pub mod crd;
 pub mod plan;

@@ -70,6 +70,9 @@ pub async fn reconcile(vx: Arc<ValidatorExperiment>, ctx: Arc<Context>) -> Resul
         .collect();
 
     let blocked = unsupported(&vx);
+    // Can its Prometheus receive what its client sends? If not, start no trials.
+    let pipeline = super::preflight::check(&ctx, &vx, now).await;
+    let waiting = pipeline.as_ref().is_some_and(|p| p.wait);
     if blocked.is_none() {
         if vx.spec.metrics.pod_monitor && ctx.pod_monitors {
             let client = clients::client_for(&vx.spec.template)
@@ -96,7 +99,12 @@ pub async fn reconcile(vx: Arc<ValidatorExperiment>, ctx: Arc<Context>) -> Resul
         }
         existing.retain(|n, t| expected.contains(n) || t.metadata.deletion_timestamp.is_none());
 
-        for planned_trial in next_to_start(&vx, &planned, &existing) {
+        let to_start = if waiting {
+            Vec::new()
+        } else {
+            next_to_start(&vx, &planned, &existing)
+        };
+        for planned_trial in to_start {
             let trial = build_trial(&vx, &planned_trial);
             let tname = trial.name_any();
             match trials_api.create(&PostParams::default(), &trial).await {
@@ -130,7 +138,20 @@ pub async fn reconcile(vx: Arc<ValidatorExperiment>, ctx: Arc<Context>) -> Resul
         }
     }
 
-    let st = compute_status(&vx, &planned, &existing, blocked, &old, now);
+    let mut st = compute_status(&vx, &planned, &existing, blocked, &old, now);
+    if let Some(p) = &pipeline {
+        st.conditions.push(p.condition.clone());
+        if p.wait {
+            ctx.publish(
+                vx.as_ref(),
+                true,
+                "RemoteWriteReceiverOff",
+                &p.condition.message,
+                true,
+            )
+            .await;
+        }
+    }
     if st != old {
         apply_status(&api, vx.as_ref(), &st)
             .await
@@ -151,8 +172,13 @@ pub async fn reconcile(vx: Arc<ValidatorExperiment>, ctx: Arc<Context>) -> Resul
         }
     }
     ctx.succeeded(&uid);
-    // Trials wake the experiment when they change; this is only a safety net.
-    Ok(Action::requeue(Duration::from_secs(300)))
+    // Trials wake the experiment when they change; this is only a safety net (sooner
+    // while it waits for its Prometheus: nothing else would wake it).
+    Ok(Action::requeue(if waiting {
+        super::preflight::RECHECK
+    } else {
+        Duration::from_secs(300)
+    }))
 }
 
 fn condition_message(st: &ValidatorExperimentStatus, type_: &str) -> String {
