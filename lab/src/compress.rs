@@ -267,7 +267,7 @@ mod tests {
         };
         let mut doc = experiment(json!({"measurement": {"duration": "36h15s"}}), json!({}));
         c.apply(&mut doc).unwrap();
-        assert_eq!(doc["spec"]["trial"]["measurement"]["duration"], "1305150ms");
+        assert_eq!(doc["spec"]["trial"]["measurement"]["duration"], "1296150ms");
         assert_eq!(doc["spec"]["metrics"]["scrapeInterval"], "500ms");
         let mut cm = json!({"kind": "ConfigMap", "data": {"a": "12h"}});
         assert!(c.apply(&mut cm).unwrap().is_empty());

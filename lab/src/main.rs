@@ -206,4 +206,11 @@ fn print_env(state: &LabState) {
     println!("export KUBECONFIG={}", state.kubeconfig.display());
     println!("export VALTUNE_LAB_DIR={}", state.dir.display());
     println!("export PROMETHEUS_URL={}", state.prometheus_url);
+    if !state.prometheus_no_receiver_url.is_empty() {
+        // The lab's second Prometheus, without the remote-write receiver.
+        println!(
+            "export PROMETHEUS_NO_RECEIVER_URL={}",
+            state.prometheus_no_receiver_url
+        );
+    }
 }
