@@ -64,11 +64,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let named = experiments
         .iter()
         .any(|vx| vx.spec.metrics.prometheus_url.is_some());
-    if prometheus_url.is_none() && !named {
-        if let Some((url, from)) = installed_prometheus_url(&client).await {
-            eprintln!("checking the Prometheus of {from}: {url}");
-            prometheus_url = Some(url);
-        }
+    if prometheus_url.is_none()
+        && !named
+        && let Some((url, from)) = installed_prometheus_url(&client).await
+    {
+        eprintln!("checking the Prometheus of {from}: {url}");
+        prometheus_url = Some(url);
     }
     let opts = Options {
         namespace: args.namespace,

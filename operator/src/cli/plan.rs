@@ -50,9 +50,11 @@ pub fn render(vx: &ValidatorExperiment, cost: &Cost) -> String {
     let client = valtune::clients::client_for(&vx.spec.template)
         .map(|c| c.display().to_string())
         .unwrap_or_else(|e| e.to_string());
+    let n = cost.trials.expected;
     let mut out = format!(
-        "experiment {name} ({client}): {} trials, {} at a time\n",
-        cost.trials.expected, cost.parallelism
+        "experiment {name} ({client}): {n} {}, {} at a time\n",
+        if n == 1 { "trial" } else { "trials" },
+        cost.parallelism
     );
     for t in plan(&vx.spec.sweep, vx.spec.trial.repetitions) {
         out.push_str(&format!(
@@ -103,10 +105,11 @@ pub fn render(vx: &ValidatorExperiment, cost: &Cost) -> String {
         ));
     }
     out.push_str(&format!(
-        "expected warm-up: {}, {}\nat most: every warm-up reaching trial.warmup.timeout; the wall-clock assumes {} free nodes\n",
+        "expected warm-up: {}, {}\nat most: every warm-up reaching trial.warmup.timeout; the wall-clock assumes {} free {}\n",
         human(cost.warmup.typical.min(cost.warmup_limit)),
         cost.warmup.basis,
-        cost.parallelism
+        cost.parallelism,
+        if cost.parallelism == 1 { "node" } else { "nodes" }
     ));
     out
 }
