@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use anyhow::Context;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ListParams};
 use valtune::api::ValidatorExperiment;
@@ -45,21 +44,10 @@ fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, String> {
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let client = super::kube_client().await?;
-    let mut experiments = Vec::new();
-    for file in &args.files {
-        let text =
-            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text)
-            .with_context(|| format!("parsing {}", file.display()))?;
-        for doc in docs
-            .into_iter()
-            .filter(|d| d.get("kind").and_then(|k| k.as_str()) == Some("ValidatorExperiment"))
-        {
-            let vx: ValidatorExperiment = serde_json::from_value(doc)
-                .with_context(|| format!("{}: not a ValidatorExperiment", file.display()))?;
-            experiments.push(vx);
-        }
-    }
+    let experiments: Vec<ValidatorExperiment> = super::read_experiments(&args.files)?
+        .into_iter()
+        .map(|(_, vx)| vx)
+        .collect();
     let mut prometheus_url = args.prometheus_url.clone();
     let named = experiments
         .iter()

@@ -20,25 +20,14 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let mut first = true;
-    for file in &args.files {
-        let text =
-            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text)
-            .with_context(|| format!("parsing {}", file.display()))?;
-        for doc in docs
-            .into_iter()
-            .filter(|d| d.get("kind").and_then(|k| k.as_str()) == Some("ValidatorExperiment"))
-        {
-            let vx: ValidatorExperiment = serde_json::from_value(doc)
-                .with_context(|| format!("{}: not a ValidatorExperiment", file.display()))?;
-            let cost = plan_cost(&vx.spec, args.parallelism)
-                .with_context(|| format!("{}", file.display()))?;
-            if !first {
-                println!();
-            }
-            first = false;
-            print!("{}", render(&vx, &cost));
+    for (file, vx) in super::read_experiments(&args.files)? {
+        let cost =
+            plan_cost(&vx.spec, args.parallelism).with_context(|| format!("{}", file.display()))?;
+        if !first {
+            println!();
         }
+        first = false;
+        print!("{}", render(&vx, &cost));
     }
     anyhow::ensure!(!first, "no ValidatorExperiment in the files given");
     Ok(())

@@ -187,14 +187,17 @@ impl MetricProfile {
             .filter_map(|k| self.query(*k))
             .flat_map(series_of)
             .collect();
-        for f in &self.figures {
-            out.extend(
-                series_of(&f.query)
-                    .into_iter()
-                    .filter(|s| self.is_remote_written(s)),
-            );
-        }
+        out.extend(self.remote_written_figure_series());
         out
+    }
+
+    /// The remote-written series the client's own figures read (Besu's block times).
+    pub fn remote_written_figure_series(&self) -> std::collections::BTreeSet<String> {
+        self.figures
+            .iter()
+            .flat_map(|f| series_of(&f.query))
+            .filter(|s| self.is_remote_written(s))
+            .collect()
     }
 }
 

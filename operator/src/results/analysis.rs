@@ -230,13 +230,7 @@ async fn missing_series(
         .flat_map(|q| series_of(q))
         .collect();
     // Remote-written figures (Besu's block times) as well: they are what the trial is for.
-    for f in &profile.figures {
-        names.extend(
-            series_of(&f.query)
-                .into_iter()
-                .filter(|s| profile.is_remote_written(s)),
-        );
-    }
+    names.extend(profile.remote_written_figure_series());
     let range = promql_duration(w.length().max(w.step));
     let mut missing = std::collections::BTreeSet::new();
     for name in names {
