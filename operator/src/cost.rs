@@ -17,8 +17,8 @@ use crate::api::agave::AgaveWorkload;
 use crate::api::experiment::ValidatorExperimentSpec;
 use crate::api::firedancer::FiredancerWorkload;
 use crate::api::settings::{WindowStart, parse_duration};
-use crate::api::sweep::plan;
 use crate::api::template::ValidatorTemplate;
+use crate::strategies::plan::plan;
 
 /// An expected and a worst value.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -11,3 +11,4 @@ pub mod operator_metrics;
 pub mod report;
 pub mod results;
 pub mod runtime;
+pub mod strategies;

@@ -9,9 +9,9 @@ use std::path::Path;
 
 use k8s_openapi::api::core::v1::Pod;
 use valtune::api::ValidatorExperiment;
-use valtune::api::sweep::plan;
-use valtune::clients::{self, client_for};
+use valtune::clients::{self, RenderInput, client_for};
 use valtune::controller::experiment::build_trial;
+use valtune::strategies::plan::plan;
 use valtune_lab::sim::clients::{self as sim, Started};
 use valtune_lab::sim::clock::Clock;
 use valtune_lab::sim::pod_view::PodView;
@@ -65,9 +65,11 @@ fn every_example_renders_a_pod_the_lab_plays_and_serves_its_profile() {
             continue;
         }
         for planned in plan(&vx.spec.sweep, 1) {
-            let trial = build_trial(&vx, &planned);
+            let trial = build_trial(&vx, &planned).expect("an example point");
             let what = format!("{file} ({})", planned.point.describe());
-            let rendered = clients::render(&trial, 1, &[], Some("http://127.0.0.1:9090"))
+            let input = RenderInput::for_trial(&trial, 1, &[], Some("http://127.0.0.1:9090"));
+            let rendered = input
+                .and_then(|i| clients::render(&i))
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
             let pod: Pod = rendered.pod;
             let config_maps: BTreeMap<String, BTreeMap<String, String>> = rendered

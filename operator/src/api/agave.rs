@@ -31,7 +31,8 @@ pub struct AgaveSpec {
     /// The load generator of the `bench` workload.
     #[serde(default)]
     pub bench: AgaveBench,
-    /// Where signatures are verified when the sweep does not say: `cpu`, or `gpu`
+    /// Where signatures are verified when `tuning.sigverify` (or the sweep) does not say:
+    /// `cpu`, or `gpu`
     /// (`--cuda`, with the GPU of `gpu`).
     #[serde(default)]
     pub sigverify: super::sweep::Sigverify,

@@ -37,7 +37,8 @@ pub struct BesuSpec {
     /// 16 GiB).
     #[serde(default)]
     pub rocksdb_high_spec: bool,
-    /// The JVM's maximum heap (`-Xmx` in `BESU_OPTS`) when `sweep.heap` does not set it;
+    /// The JVM's maximum heap (`-Xmx` in `BESU_OPTS`) when `tuning.heap` (or `sweep.heap`)
+    /// does not set it;
     /// unset: the JVM's default (a quarter of the container's memory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32))]

@@ -66,8 +66,9 @@ pub struct FiredancerSpec {
     /// network).
     #[serde(default)]
     pub net_provider: FiredancerNetProvider,
-    /// Tile counts of every trial (`[layout] *_tile_count`); a swept count
-    /// (`sweep.threads`) replaces its entry. Unset counts keep fdctl's defaults.
+    /// Tile counts of every trial (`[layout] *_tile_count`); a tuned count
+    /// (`tuning.threads`, or `sweep.threads`) replaces its entry. Unset counts keep fdctl's
+    /// defaults.
     #[serde(default)]
     pub layout: FiredancerLayout,
     /// `[development.bench]` and `[development.genesis]` of the bench workload.

@@ -12,6 +12,7 @@ pub mod settings;
 pub mod sweep;
 pub mod template;
 pub mod trial;
+pub mod tuning;
 pub mod version;
 
 pub use experiment::{ValidatorExperiment, ValidatorExperimentSpec, ValidatorExperimentStatus};
@@ -42,7 +43,7 @@ pub const FIELD_MANAGER: &str = "valtune";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::sweep::plan;
+    use crate::strategies::plan::plan;
 
     fn quickstart() -> ValidatorExperiment {
         let path = concat!(

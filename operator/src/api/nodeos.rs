@@ -29,7 +29,8 @@ pub struct NodeosSpec {
     #[serde(default = "default_nodeos_state_size")]
     #[schemars(range(min = 256, max = 8_388_608))]
     pub chain_state_db_size_mb: i64,
-    /// `--database-map-mode` when not swept; `heap` and `locked` use hugepages when the
+    /// `--database-map-mode` unless `tuning.databaseMapMode` (or the sweep) sets it; `heap`
+    /// and `locked` use hugepages when the
     /// pod has enough for the whole state (`template.resources.hugepages1Gi`).
     #[serde(default)]
     pub database_map_mode: NodeosMapMode,
@@ -61,7 +62,8 @@ pub struct NodeosSpec {
     /// the IPC_LOCK capability to the nodeos container. Off unless asked for.
     #[serde(default)]
     pub allow_memory_lock: bool,
-    /// The memory hog that `sweep.memoryPressure` runs beside nodeos.
+    /// The memory hog that `tuning.memoryPressure` (or `sweep.memoryPressure`) runs beside
+    /// nodeos.
     #[serde(default)]
     pub memory_hog: NodeosMemoryHog,
     /// The sidecars that carry nodeos' figures to Prometheus, and their ports.
@@ -186,7 +188,7 @@ fn default_fetch_image() -> String {
     "curlimages/curl:8.11.1".into()
 }
 
-/// The hog `sweep.memoryPressure` runs in the pod: stress-ng holding the value's bytes
+/// The hog `tuning.memoryPressure` runs in the pod: stress-ng holding the value's bytes
 /// (`--vm 1 --vm-bytes N --vm-keep`, rewriting them so they stay resident).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

@@ -4,16 +4,20 @@ use k8s_openapi::api::core::v1::EnvVar;
 
 use super::sweep::{SweepSpec, TrialPoint};
 use super::template::ValidatorTemplate;
+use super::tuning::PointValueError;
 
-/// The template a trial runs: swept memory, CPU and hugepages set, and every generic knob
-/// turned into an env var, an argument or a config key of the client. Thread counts and
-/// the program cache size stay in the point: how they reach the process is per client.
+/// The template a trial runs: swept memory, CPU and hugepages set, every typed setting
+/// (thread counts, the program cache size, the allocator, ...) in `tuning`, where the
+/// client's knob table reads it, and every generic knob turned into an env var, an
+/// argument or a config key of the client. An error means the point was not expanded from
+/// a sweep (a sweep holds only valid values).
 pub fn resolve_template(
     template: &ValidatorTemplate,
     sweep: &SweepSpec,
     point: &TrialPoint,
-) -> ValidatorTemplate {
+) -> Result<ValidatorTemplate, PointValueError> {
     let mut t = template.clone();
+    t.tuning.apply_point(point)?;
     if let Some(m) = &point.memory {
         t.resources.memory = Some(m.clone());
         t.resources.memory_limit = None;
@@ -44,13 +48,13 @@ pub fn resolve_template(
             }
         }
     }
-    t
+    Ok(t)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::sweep::KnobSweep;
+    use crate::api::sweep::{KnobSweep, ThreadKnob};
 
     fn template() -> ValidatorTemplate {
         serde_saphyr::from_str(
@@ -66,10 +70,24 @@ mod tests {
             cpu: Some(32),
             ..Default::default()
         };
-        let t = resolve_template(&template(), &SweepSpec::default(), &point);
+        let t = resolve_template(&template(), &SweepSpec::default(), &point).unwrap();
         assert_eq!(t.resources.memory.as_deref(), Some("256Gi"));
         assert_eq!(t.resources.memory_limit, None);
         assert_eq!(t.resources.cpu, 32);
+    }
+
+    #[test]
+    fn swept_settings_replace_the_templates_tuning_and_the_rest_stays() {
+        let mut base = template();
+        base.tuning =
+            serde_saphyr::from_str("threads: {bankingThreads: 8, rpcThreads: 4}\nheap: 5Gi\n")
+                .unwrap();
+        let sweep: SweepSpec =
+            serde_saphyr::from_str("threads: [{name: bankingThreads, values: [16]}]\n").unwrap();
+        let t = resolve_template(&base, &sweep, &sweep.expand()[0]).unwrap();
+        assert_eq!(t.tuning.threads[&ThreadKnob::BankingThreads], 16);
+        assert_eq!(t.tuning.threads[&ThreadKnob::RpcThreads], 4);
+        assert_eq!(t.tuning.heap.as_deref(), Some("5Gi"));
     }
 
     #[test]
@@ -94,7 +112,7 @@ mod tests {
             ..Default::default()
         };
         let point = sweep.expand().remove(0);
-        let t = resolve_template(&template(), &sweep, &point);
+        let t = resolve_template(&template(), &sweep, &point).unwrap();
         let arena: Vec<_> = t
             .env
             .iter()

@@ -311,6 +311,19 @@ fn yes() -> bool {
     true
 }
 
+impl MetricsSettings {
+    /// Where pushed datapoints are remote-written: `remoteWriteUrl`, else the receiver of
+    /// `prometheusUrl`, else of the operator's default Prometheus; None without either.
+    pub fn remote_write(&self, default_prometheus: Option<&str>) -> Option<String> {
+        self.remote_write_url.clone().or_else(|| {
+            self.prometheus_url
+                .as_deref()
+                .or(default_prometheus)
+                .map(|u| format!("{}/api/v1/write", u.trim_end_matches('/')))
+        })
+    }
+}
+
 impl Default for MetricsSettings {
     fn default() -> Self {
         Self {
@@ -322,5 +335,30 @@ impl Default for MetricsSettings {
             pod_monitor_labels: BTreeMap::new(),
             queries: BTreeMap::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_write_is_the_url_given_else_the_receiver_of_a_prometheus() {
+        let mut m = MetricsSettings::default();
+        assert_eq!(m.remote_write(None), None);
+        assert_eq!(
+            m.remote_write(Some("http://prom:9090/")).as_deref(),
+            Some("http://prom:9090/api/v1/write")
+        );
+        m.prometheus_url = Some("http://mine:9090".into());
+        assert_eq!(
+            m.remote_write(Some("http://prom:9090")).as_deref(),
+            Some("http://mine:9090/api/v1/write")
+        );
+        m.remote_write_url = Some("http://vm:8428/api/v1/write".into());
+        assert_eq!(
+            m.remote_write(Some("http://prom:9090")).as_deref(),
+            Some("http://vm:8428/api/v1/write")
+        );
     }
 }

@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::quantity::{Bytes, parse_quantity};
 
@@ -164,16 +163,19 @@ impl Setting {
         }
     }
 
+    /// Whether its values are numbers or quantities, which order by size (the others
+    /// are names).
+    pub fn is_ordered(self) -> bool {
+        matches!(
+            self,
+            Setting::MallocArenaMax | Setting::Heap | Setting::MemoryPressure
+        )
+    }
+
     /// The swept values, as they appear in trial points.
     pub fn values(self, sweep: &SweepSpec) -> Option<Vec<String>> {
         fn text<T: Serialize>(v: &[T]) -> Vec<String> {
-            v.iter()
-                .map(|x| match serde_json::to_value(x) {
-                    Ok(serde_json::Value::String(s)) => s,
-                    Ok(other) => other.to_string(),
-                    Err(_) => String::new(),
-                })
-                .collect()
+            v.iter().map(value_text).collect()
         }
         match self {
             Setting::Allocator => sweep.allocator.as_deref().map(text),
@@ -183,6 +185,16 @@ impl Setting {
             Setting::DatabaseMapMode => sweep.database_map_mode.as_deref().map(text),
             Setting::Sigverify => sweep.sigverify.as_deref().map(text),
         }
+    }
+}
+
+/// A typed value as trial points write it: an enum by its name (`glibc`), a number as
+/// its digits.
+pub fn value_text<T: Serialize>(x: &T) -> String {
+    match serde_json::to_value(x) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
     }
 }
 
@@ -227,6 +239,28 @@ pub enum ThreadKnob {
 }
 
 impl ThreadKnob {
+    pub const ALL: [ThreadKnob; 19] = [
+        ThreadKnob::BankingThreads,
+        ThreadKnob::ReplayTransactionsThreads,
+        ThreadKnob::ReplayForksThreads,
+        ThreadKnob::RayonGlobalThreads,
+        ThreadKnob::RpcThreads,
+        ThreadKnob::UnifiedSchedulerHandlerThreads,
+        ThreadKnob::NetTiles,
+        ThreadKnob::QuicTiles,
+        ThreadKnob::VerifyTiles,
+        ThreadKnob::BankTiles,
+        ThreadKnob::ShredTiles,
+        ThreadKnob::ResolvTiles,
+        ThreadKnob::ExecTiles,
+        ThreadKnob::GossvfTiles,
+        ThreadKnob::SignTiles,
+        ThreadKnob::ChainThreads,
+        ThreadKnob::HttpThreads,
+        ThreadKnob::NetThreads,
+        ThreadKnob::EosVmOcCompileThreads,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             ThreadKnob::BankingThreads => "bankingThreads",
@@ -388,28 +422,6 @@ impl TrialPoint {
     }
 }
 
-/// A point and the repetition it runs as (1-based).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PlannedTrial {
-    pub point: TrialPoint,
-    pub repetition: i32,
-}
-
-impl PlannedTrial {
-    /// The trial's object name: the experiment's name and a hash of point and repetition.
-    /// Deterministic, so a restarted operator finds the trials it made, and a spec edit
-    /// that keeps a point keeps its trial.
-    pub fn name(&self, experiment: &str) -> String {
-        let mut h = Sha256::new();
-        h.update(self.point.canonical().as_bytes());
-        h.update(b"\0rep=");
-        h.update(self.repetition.to_string().as_bytes());
-        let digest = h.finalize();
-        let hex: String = digest.iter().take(5).map(|b| format!("{b:02x}")).collect();
-        format!("{experiment}-{hex}")
-    }
-}
-
 impl SweepSpec {
     /// How many points the sweep has (before repetitions).
     pub fn points(&self) -> usize {
@@ -489,20 +501,6 @@ impl SweepSpec {
     }
 }
 
-/// Every trial of a sweep: all points for repetition 1, then all for 2, and so on, so a
-/// partial run covers the whole sweep before it repeats any point.
-pub fn plan(sweep: &SweepSpec, repetitions: i32) -> Vec<PlannedTrial> {
-    let points = sweep.expand();
-    (1..=repetitions.max(1))
-        .flat_map(|repetition| {
-            points.iter().map(move |point| PlannedTrial {
-                point: point.clone(),
-                repetition,
-            })
-        })
-        .collect()
-}
-
 /// The CEL expression for the number of trials a spec asks for; `self` is the spec.
 /// Thread and knob lists are capped, so their product is spelled out term by term.
 pub fn trial_count_cel() -> String {
@@ -528,17 +526,6 @@ pub fn trial_count_cel() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ram_sweep() -> SweepSpec {
-        SweepSpec {
-            memory: Some(
-                ["128Gi", "256Gi", "512Gi", "1Ti", "1536Gi"]
-                    .map(String::from)
-                    .to_vec(),
-            ),
-            ..Default::default()
-        }
-    }
 
     #[test]
     fn expands_the_cartesian_product_in_written_order() {
@@ -587,52 +574,6 @@ mod tests {
         assert_eq!(sweep.points(), 1);
         assert_eq!(sweep.expand(), vec![TrialPoint::default()]);
         assert_eq!(TrialPoint::default().describe(), "baseline");
-    }
-
-    #[test]
-    fn plan_runs_every_point_before_repeating_one() {
-        let planned = plan(&ram_sweep(), 2);
-        assert_eq!(planned.len(), 10);
-        assert!(planned[..5].iter().all(|t| t.repetition == 1));
-        assert!(planned[5..].iter().all(|t| t.repetition == 2));
-        assert_eq!(planned[0].point, planned[5].point);
-    }
-
-    #[test]
-    fn trial_names_are_deterministic_unique_and_short() {
-        let planned = plan(&ram_sweep(), 2);
-        let names: Vec<String> = planned.iter().map(|t| t.name("agave-ram")).collect();
-        let again: Vec<String> = plan(&ram_sweep(), 2)
-            .iter()
-            .map(|t| t.name("agave-ram"))
-            .collect();
-        assert_eq!(names, again);
-        let mut unique = names.clone();
-        unique.sort();
-        unique.dedup();
-        assert_eq!(unique.len(), names.len());
-        // 40-character experiment names leave room for the suffix within 63 (label values).
-        assert_eq!(planned[0].name(&"x".repeat(40)).len(), 51);
-    }
-
-    #[test]
-    fn equal_memory_written_differently_is_the_same_trial() {
-        let a = PlannedTrial {
-            point: TrialPoint {
-                memory: Some("1Ti".into()),
-                ..Default::default()
-            },
-            repetition: 1,
-        };
-        let b = PlannedTrial {
-            point: TrialPoint {
-                memory: Some("1024Gi".into()),
-                ..Default::default()
-            },
-            repetition: 1,
-        };
-        assert_eq!(a.name("e"), b.name("e"));
-        assert_eq!(b.point.describe(), "memory=1Ti");
     }
 
     #[test]

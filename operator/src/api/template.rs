@@ -12,6 +12,7 @@ pub use super::agave::AgaveSpec;
 pub use super::besu::BesuSpec;
 pub use super::firedancer::FiredancerSpec;
 pub use super::nodeos::NodeosSpec;
+pub use super::tuning::Tuning;
 
 /// A client, a Kubernetes-style image reference and its settings. Exactly one client is set.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
@@ -28,6 +29,10 @@ pub struct ValidatorTemplate {
     /// CPU, memory and hugepages for the validator container.
     #[serde(default)]
     pub resources: Resources,
+    /// Thread counts, the program cache, the allocator, the heap, ...: how the client is
+    /// tuned. A trial's resolved template holds its point's values here.
+    #[serde(default, skip_serializing_if = "Tuning::is_empty")]
+    pub tuning: Tuning,
     /// Volumes by role. Each becomes a PersistentVolumeClaim on local NVMe.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 8))]

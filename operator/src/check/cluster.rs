@@ -16,8 +16,9 @@ use super::prometheus::Reach;
 use super::selection::PrometheusSelectors;
 use super::{Finding, Status};
 use crate::api::ValidatorExperiment;
-use crate::api::sweep::plan;
+use crate::clients::RenderInput;
 use crate::controller::experiment::build_trial;
+use crate::strategies::plan::plan;
 
 /// The label and taint docs/prepare-cluster.md puts on every validator machine, which the
 /// examples select.
@@ -97,10 +98,12 @@ fn needs_of(vx: &ValidatorExperiment, opts: &Options) -> Result<Needs, String> {
         if pods.len() >= MAX_POINTS || !seen.insert(p.point.canonical()) {
             continue;
         }
-        let trial = build_trial(&vx, &p);
-        let rendered = crate::clients::render(&trial, 1, &[], prometheus_url.as_deref())
-            .map_err(|e| format!("{}: {e}", p.point.describe()))?;
-        pods.push((p.point.describe(), rendered.pod));
+        let point = p.point.describe();
+        let trial = build_trial(&vx, &p).map_err(|e| format!("{point}: {e}"))?;
+        let rendered = RenderInput::for_trial(&trial, 1, &[], prometheus_url.as_deref())
+            .and_then(|input| crate::clients::render(&input))
+            .map_err(|e| format!("{point}: {e}"))?;
+        pods.push((point, rendered.pod));
     }
     let mut storage_classes = BTreeMap::new();
     for v in &t.storage {

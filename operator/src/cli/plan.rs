@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use valtune::api::ValidatorExperiment;
-use valtune::api::sweep::plan;
 use valtune::cost::{Cost, human, node_hours, plan_cost};
+use valtune::strategies::plan::plan;
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -4,6 +4,7 @@ use anyhow::Context;
 use clap::ValueEnum;
 use kube::api::{Api, ListParams};
 use valtune::api::{ValidatorExperiment, ValidatorTrial, labels};
+use valtune::results::dataset::Dataset;
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum Format {
@@ -36,11 +37,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let trials: Api<ValidatorTrial> = Api::namespaced(client, &namespace);
     let lp = ListParams::default().labels(&format!("{}={experiment}", labels::EXPERIMENT));
     let list = valtune::report::sorted(trials.list(&lp).await?.items, &vx.spec.sweep);
+    let data = Dataset::from_trials(&vx.spec.sweep, &list);
     let client = valtune::clients::client_for(&vx.spec.template)?;
     let layout = client.report(&vx.spec.template, &vx.spec.sweep);
     match format {
         Format::Table => {
-            print!("{}", valtune::report::table(&list, &layout));
+            print!("{}", valtune::report::table(&data, &layout));
             print!("{}", valtune::report::coverage_notes(&list));
             println!();
             print!("{}", valtune::report::summary(&vx));
@@ -48,7 +50,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 println!("{note}");
             }
         }
-        Format::Csv => print!("{}", valtune::report::csv(&list, &layout)),
+        Format::Csv => print!("{}", valtune::report::csv(&data, &layout)),
         Format::Json => {
             let rows: Vec<_> = list
                 .iter()

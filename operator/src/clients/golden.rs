@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use crate::api::ValidatorExperiment;
 use crate::api::trial::ValidatorTrial;
+use crate::clients::RenderInput;
 use crate::controller::experiment::build_trial;
 
 /// The trial of an experiment's `index`-th planned point (the operator's own builder).
@@ -17,8 +18,8 @@ pub fn trial(yaml: &str, index: usize) -> ValidatorTrial {
     vx.metadata
         .uid
         .get_or_insert_with(|| "00000000-0000-0000-0000-000000000001".into());
-    let planned = crate::api::sweep::plan(&vx.spec.sweep, vx.spec.trial.repetitions);
-    let mut t = build_trial(&vx, &planned[index]);
+    let planned = crate::strategies::plan::plan(&vx.spec.sweep, vx.spec.trial.repetitions);
+    let mut t = build_trial(&vx, &planned[index]).expect("a fixture point");
     t.metadata.uid = Some("00000000-0000-0000-0000-000000000002".into());
     t
 }
@@ -65,15 +66,20 @@ pub fn check(client: &str, name: &str, actual: &str) {
     }
 }
 
-/// The rendered objects of a trial's first attempt, as the golden YAML.
-pub fn rendered(trial: &ValidatorTrial) -> String {
-    let r = super::render(
+/// The input of a trial's first attempt, with the operator's Prometheus of the fixtures.
+pub fn input(trial: &ValidatorTrial) -> RenderInput {
+    RenderInput::for_trial(
         trial,
         1,
         &[],
         Some("http://prometheus-operated.monitoring:9090"),
     )
-    .expect("the fixture renders");
+    .expect("a fixture point")
+}
+
+/// The rendered objects of a trial's first attempt, as the golden YAML.
+pub fn rendered(trial: &ValidatorTrial) -> String {
+    let r = super::render(&input(trial)).expect("the fixture renders");
     let mut docs = vec![serde_saphyr::to_string(&r.pod).expect("YAML")];
     docs.extend(
         r.config_maps

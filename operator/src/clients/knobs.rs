@@ -6,11 +6,13 @@
 
 use kube::core::Rule;
 
-use crate::api::sweep::{Setting, ThreadKnob, TrialPoint};
+use crate::api::sweep::{Setting, ThreadKnob};
+use crate::api::template::Tuning;
 use crate::api::version::{Version, Versions, cel_known};
 
 /// A sweep dimension: a typed field of `spec.sweep`, or one thread or tile count of
-/// `spec.sweep.threads`.
+/// `spec.sweep.threads`. All but the resources can also be set by hand in the template's
+/// `tuning`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dim {
     Memory,
@@ -19,6 +21,18 @@ pub enum Dim {
     ProgramCacheEntries,
     Setting(Setting),
     Thread(ThreadKnob),
+}
+
+/// Where an experiment gives a dimension its value: the sweep (a value per trial), or the
+/// template's `tuning` (one value for every trial that does not sweep it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    Sweep,
+    Tuning,
+}
+
+impl Place {
+    pub const ALL: [Place; 2] = [Place::Sweep, Place::Tuning];
 }
 
 impl Dim {
@@ -46,34 +60,62 @@ impl Dim {
         }
     }
 
+    /// Whether it can be written at `place`: the resources are not tuning (the template
+    /// has them in `resources`).
+    pub fn is_at(&self, place: Place) -> bool {
+        place == Place::Sweep || !matches!(self, Dim::Memory | Dim::Cpu | Dim::Hugepages1Gi)
+    }
+
     /// Where it is written, for rule messages and field paths.
-    pub fn field(&self) -> String {
-        match self {
-            Dim::Thread(_) => "sweep.threads".into(),
-            other => format!("sweep.{}", other.name()),
+    pub fn field(&self, place: Place) -> String {
+        let name = match self {
+            Dim::Thread(_) => "threads",
+            other => other.name(),
+        };
+        match place {
+            Place::Sweep => format!("sweep.{name}"),
+            Place::Tuning => format!("template.tuning.{name}"),
         }
     }
 
-    /// CEL, on the experiment spec: whether the experiment sweeps this dimension.
-    pub fn cel_swept(&self) -> String {
-        match self {
-            Dim::Thread(t) => format!(
+    /// CEL, on the experiment spec: whether the experiment sets this dimension at `place`.
+    pub fn cel_set(&self, place: Place) -> String {
+        match (self, place) {
+            (Dim::Thread(t), Place::Sweep) => format!(
                 "(has(self.sweep.threads) && self.sweep.threads.exists(t, t.name == '{}'))",
                 t.as_str()
             ),
-            other => format!("has(self.{})", other.field()),
+            (Dim::Thread(t), Place::Tuning) => format!(
+                "(has(self.template.tuning) && has(self.template.tuning.threads) && has(self.template.tuning.threads.{}))",
+                t.as_str()
+            ),
+            (other, Place::Sweep) => format!("has(self.{})", other.field(place)),
+            (other, Place::Tuning) => format!(
+                "(has(self.template.tuning) && has(self.{}))",
+                other.field(place)
+            ),
         }
     }
 
-    /// This dimension's value at a point of the sweep, if the point sets it.
-    pub fn value(&self, p: &TrialPoint) -> Option<String> {
+    /// CEL, on the experiment spec: whether every trial takes this dimension's value from
+    /// the template's tuning (it is set there and not swept).
+    pub fn cel_from_tuning(&self) -> String {
+        format!(
+            "({} && !{})",
+            self.cel_set(Place::Tuning),
+            self.cel_set(Place::Sweep)
+        )
+    }
+
+    /// This dimension's value in a template's tuning, written as the sweep writes it.
+    /// None for the resources: the pod's skeleton renders them from the template's
+    /// `resources`.
+    pub fn value(&self, t: &Tuning) -> Option<String> {
         match self {
-            Dim::Memory => p.memory.clone(),
-            Dim::Cpu => p.cpu.map(|v| v.to_string()),
-            Dim::Hugepages1Gi => p.hugepages1_gi.map(|v| v.to_string()),
-            Dim::ProgramCacheEntries => p.program_cache_entries.map(|v| v.to_string()),
-            Dim::Setting(s) => p.settings.get(s.as_str()).cloned(),
-            Dim::Thread(t) => p.threads.get(t.as_str()).map(|v| v.to_string()),
+            Dim::Memory | Dim::Cpu | Dim::Hugepages1Gi => None,
+            Dim::ProgramCacheEntries => t.program_cache_entries.map(|v| v.to_string()),
+            Dim::Setting(s) => t.setting(*s),
+            Dim::Thread(k) => t.threads.get(k).map(|v| v.to_string()),
         }
     }
 }
@@ -265,44 +307,86 @@ impl KnobTable {
             .field_path(format!(".{field}"))
     }
 
-    /// The admission rules the table implies, on the experiment spec.
+    /// The admission rules the table implies, on the experiment spec: the same refusals
+    /// for a value the sweep gives and one the template's tuning gives.
     pub fn rules(&self) -> Vec<Rule> {
-        let (name, spec) = (self.display, self.spec());
         let mut rules = Vec::new();
-        for dim in Dim::fields() {
-            if self.get(dim).is_some() {
-                continue;
-            }
-            let why = self
-                .refusals
-                .iter()
-                .find(|r| r.dim == dim)
-                .map(|r| r.why.to_string())
-                .unwrap_or_else(|| {
-                    format!(
-                        "{name} has no {} knob (it can sweep {})",
-                        dim.name(),
-                        self.honoured()
-                    )
-                });
-            rules.push(self.rule(
-                format!("!{}", dim.cel_swept()),
-                format!("{why}: remove {}", dim.field()),
-                &dim.field(),
-            ));
+        for place in Place::ALL {
+            rules.extend(self.lacking(place));
+            rules.push(self.thread_names(place));
         }
+        rules.extend(self.generic_rules());
+        for knob in self.knobs.iter().filter(|k| k.versioned()) {
+            for place in Place::ALL.into_iter().filter(|p| knob.dim.is_at(*p)) {
+                rules.extend(self.version_rules(knob, place));
+            }
+        }
+        rules
+    }
+
+    /// Typed dimensions the client has no knob for, refused where they are written.
+    fn lacking(&self, place: Place) -> Vec<Rule> {
+        Dim::fields()
+            .filter(|d| d.is_at(place) && self.get(*d).is_none())
+            .map(|dim| {
+                let why = self
+                    .refusals
+                    .iter()
+                    .find(|r| r.dim == dim)
+                    .map(|r| r.why.to_string())
+                    .unwrap_or_else(|| {
+                        format!(
+                            "{} has no {} knob (it can sweep {})",
+                            self.display,
+                            dim.name(),
+                            self.honoured()
+                        )
+                    });
+                let field = dim.field(place);
+                self.rule(
+                    format!("!{}", dim.cel_set(place)),
+                    format!("{why}: remove {field}"),
+                    &field,
+                )
+            })
+            .collect()
+    }
+
+    /// Thread names the client does not have.
+    fn thread_names(&self, place: Place) -> Rule {
+        let name = self.display;
         let threads = self.threads();
-        let allowed = format!(
-            "[{}]",
-            threads
-                .iter()
-                .map(|t| format!("'{t}'"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        let (cond, instead) = match place {
+            Place::Sweep => {
+                let allowed: Vec<String> = threads.iter().map(|t| format!("'{t}'")).collect();
+                (
+                    format!(
+                        "!has(self.sweep.threads) || self.sweep.threads.all(t, t.name in [{}])",
+                        allowed.join(", ")
+                    ),
+                    "sweep the setting with sweep.knobs",
+                )
+            }
+            // The tuning's counts are an object with a field per knob.
+            Place::Tuning => {
+                let lacked: Vec<String> = ThreadKnob::ALL
+                    .iter()
+                    .filter(|t| !threads.contains(&t.as_str()))
+                    .map(|t| format!("!has(self.template.tuning.threads.{})", t.as_str()))
+                    .collect();
+                (
+                    format!(
+                        "!has(self.template.tuning) || !has(self.template.tuning.threads) || ({})",
+                        lacked.join(" && ")
+                    ),
+                    "set it with template.env or template.extraArgs",
+                )
+            }
+        };
+        let field = Dim::Thread(ThreadKnob::BankingThreads).field(place);
         let message = if threads.is_empty() {
             format!(
-                "{name} has no thread or tile counts valtune sets: remove sweep.threads and sweep the setting with sweep.knobs"
+                "{name} has no thread or tile counts valtune sets: remove {field} and {instead}"
             )
         } else {
             format!(
@@ -310,77 +394,84 @@ impl KnobTable {
                 threads.join(", ")
             )
         };
-        rules.push(self.rule(
-            format!("!has(self.sweep.threads) || self.sweep.threads.all(t, t.name in {allowed})"),
-            message,
-            "sweep.threads",
-        ));
-        for (on, key, field) in [
-            (self.generic.env, "env", "env"),
-            (self.generic.arg, "arg", "arg"),
-            (self.generic.config_key, "configKey", "configKey"),
-        ] {
-            if on {
-                continue;
-            }
+        self.rule(cond, message, &field)
+    }
+
+    /// Generic knobs (`sweep.knobs`) of a kind the client does not take.
+    fn generic_rules(&self) -> Vec<Rule> {
+        [
+            (self.generic.env, "env"),
+            (self.generic.arg, "arg"),
+            (self.generic.config_key, "configKey"),
+        ]
+        .into_iter()
+        .filter(|(on, _)| !on)
+        .map(|(_, key)| {
             let why = if key == "configKey" {
                 self.generic.no_config_key.to_string()
             } else {
-                format!("{name} takes no {field} knobs")
+                format!("{} takes no {key} knobs", self.display)
             };
-            rules.push(self.rule(
+            self.rule(
                 format!("!has(self.sweep.knobs) || self.sweep.knobs.all(k, !has(k.{key}))"),
                 why,
                 "sweep.knobs",
-            ));
-        }
+            )
+        })
+        .collect()
+    }
+
+    /// A knob set at `place` whose rendering depends on the version: the version must be
+    /// known, and have the knob.
+    fn version_rules(&self, knob: &Knob, place: Place) -> [Rule; 2] {
+        let (name, spec) = (self.display, self.spec());
         let version = crate::api::version::cel_version(&spec);
-        for knob in self.knobs.iter().filter(|k| k.versioned()) {
-            let swept = knob.dim.cel_swept();
-            let ways: Vec<String> = knob
-                .reach
-                .iter()
-                .map(|r| format!("{} {}", r.how.describe(), r.versions.describe()))
-                .collect();
-            rules.push(self.rule(
-                format!("!{swept} || {}", cel_known(&version)),
+        let set = knob.dim.cel_set(place);
+        let field = knob.dim.field(place);
+        let ways: Vec<String> = knob
+            .reach
+            .iter()
+            .map(|r| format!("{} {}", r.how.describe(), r.versions.describe()))
+            .collect();
+        let covered: Vec<String> = knob
+            .reach
+            .iter()
+            .map(|r| format!("({})", r.versions.cel_contains(&version)))
+            .collect();
+        [
+            self.rule(
+                format!("!{set} || {}", cel_known(&version)),
                 format!(
                     "how {} reaches {name} depends on its version ({}), which is not known: set {}.version or use an image tagged :vX.Y.Z",
                     knob.dim.name(),
                     ways.join("; "),
                     &spec["self.".len()..]
                 ),
-                &knob.dim.field(),
-            ));
-            let covered: Vec<String> = knob
-                .reach
-                .iter()
-                .map(|r| format!("({})", r.versions.cel_contains(&version)))
-                .collect();
-            rules.push(self.rule(
+                &field,
+            ),
+            self.rule(
                 format!(
-                    "!{swept} || !({}) || {}",
+                    "!{set} || !({}) || {}",
                     cel_known(&version),
                     covered.join(" || ")
                 ),
                 format!(
-                    "this {name} version has no {}: it exists {}; remove it from {} or use another version",
+                    "this {name} version has no {}: it exists {}; remove it from {field} or use another version",
                     knob.dim.name(),
                     knob.reach
                         .iter()
                         .map(|r| r.versions.describe())
                         .collect::<Vec<_>>()
                         .join(" and "),
-                    knob.dim.field()
                 ),
-                &knob.dim.field(),
-            ));
-        }
-        rules
+                &field,
+            ),
+        ]
     }
 }
 
-/// What a point's knobs add to the validator process: arguments, env vars, config keys.
+/// What a template's tuning adds to the validator process: arguments, env vars, config
+/// keys.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Applied {
     pub args: Vec<String>,
@@ -388,17 +479,17 @@ pub struct Applied {
     pub config: Vec<(String, String)>,
 }
 
-/// Applies a point's knobs that reach the process as an argument, env var or config key
-/// (resources, images and [`How::Client`] are the skeleton's and the client's to apply).
-/// Pure.
+/// Applies the tuned values that reach the process as an argument, env var or config key
+/// (resources, images and [`How::Client`] are the skeleton's and the client's to apply),
+/// whether a sweep or the template set them. Pure.
 pub fn apply(
     table: &KnobTable,
-    point: &TrialPoint,
+    tuning: &Tuning,
     version: Option<Version>,
 ) -> Result<Applied, KnobError> {
     let mut out = Applied::default();
     for knob in table.knobs {
-        let Some(value) = knob.dim.value(point) else {
+        let Some(value) = knob.dim.value(tuning) else {
             continue;
         };
         let reach = knob.reach(version)?;
@@ -453,24 +544,23 @@ mod tests {
         },
     };
 
-    fn point() -> TrialPoint {
-        TrialPoint {
-            memory: Some("64Gi".into()),
-            threads: [("bankingThreads".to_string(), 8)].into(),
+    fn tuning() -> Tuning {
+        Tuning {
+            threads: [(ThreadKnob::BankingThreads, 8)].into(),
             ..Default::default()
         }
     }
 
     #[test]
     fn a_knob_reaches_the_process_the_way_its_version_says() {
-        let old = apply(&TABLE, &point(), Some(Version::new(2, 1, 0))).unwrap();
+        let old = apply(&TABLE, &tuning(), Some(Version::new(2, 1, 0))).unwrap();
         // The old version counts two threads the knob leaves out.
         assert_eq!(old.env, vec![("BANKING".into(), "10".into())]);
         assert!(old.args.is_empty());
-        let new = apply(&TABLE, &point(), Some(V3)).unwrap();
+        let new = apply(&TABLE, &tuning(), Some(V3)).unwrap();
         assert_eq!(new.args, vec!["--banking", "8"]);
         assert_eq!(
-            apply(&TABLE, &point(), None),
+            apply(&TABLE, &tuning(), None),
             Err(KnobError::UnknownVersion {
                 knob: "bankingThreads"
             })
@@ -503,5 +593,24 @@ mod tests {
                 .iter()
                 .all(|r| r.rule.starts_with("!has(self.template.demo) || "))
         );
+    }
+
+    /// A value in the template's tuning is refused as the same value swept is, naming
+    /// where it is written.
+    #[test]
+    fn the_rules_refuse_tuning_as_they_refuse_the_sweep() {
+        let text = serde_json::to_string(&TABLE.rules()).unwrap();
+        for lacked in ["programCacheEntries", "heap", "sigverify"] {
+            assert!(
+                text.contains(&format!("remove template.tuning.{lacked}\"")),
+                "{lacked}: {text}"
+            );
+        }
+        // Resources are not tuning.
+        assert!(!text.contains("template.tuning.hugepages1Gi"));
+        assert!(text.contains("!has(self.template.tuning.threads.verifyTiles) && "));
+        assert!(!text.contains("!has(self.template.tuning.threads.bankingThreads)"));
+        assert!(text.contains("remove it from template.tuning.threads or use another version"));
+        assert!(text.contains("has(self.template.tuning.threads.bankingThreads)"));
     }
 }

@@ -1,6 +1,7 @@
 //! Validator clients. Each is one module behind [`ValidatorClient`]: its knob table, how
-//! a trial becomes its pod (on the shared skeleton of [`pod`]), its metric profile and its
-//! admission rules. [`client_for`] is the one place that lists them.
+//! a [`RenderInput`] (a resolved template, its owner and group, a lifecycle) becomes its
+//! pod (on the shared skeleton of [`pod`]), its metric profile and its admission rules.
+//! [`client_for`] is the one place that lists them.
 //!
 //! Adding a client: a module under `clients/` implementing the trait, one line in
 //! [`CLIENTS`], a model under `lab/src/sim/clients/`, one line in the simulator's
@@ -11,6 +12,7 @@ pub mod besu;
 pub mod firedancer;
 #[cfg(test)]
 pub mod golden;
+pub mod input;
 pub mod knobs;
 pub mod nodeos;
 pub mod parts;
@@ -23,7 +25,9 @@ use kube::core::Rule;
 use crate::api::ValidatorTrial;
 use crate::api::sweep::SweepSpec;
 use crate::api::template::{ClientSpec, ValidatorTemplate, VolumeRole};
+use crate::api::tuning::PointValueError;
 use crate::api::version::Version;
+pub use input::RenderInput;
 use knobs::{KnobError, KnobTable};
 use profile::MetricProfile;
 
@@ -142,14 +146,15 @@ pub trait ValidatorClient: Send + Sync {
         "/mnt/hugepages"
     }
     /// Secrets of random bytes the client's pods mount, created once if they do not exist
-    /// (e.g. an Engine API JWT). Pure: the value is the operator's to generate.
-    fn secrets(&self, _trial: &ValidatorTrial) -> Vec<pod::GeneratedSecret> {
+    /// and shared by the input's group (e.g. an Engine API JWT). Pure: the value is the
+    /// operator's to generate.
+    fn secrets(&self, _input: &RenderInput) -> Vec<pod::GeneratedSecret> {
         Vec::new()
     }
-    /// The client's part of an attempt's pod, on the shared skeleton. Pure.
+    /// The client's part of the pod, on the shared skeleton. Pure.
     fn render(
         &self,
-        trial: &ValidatorTrial,
+        input: &RenderInput,
         skeleton: &pod::Skeleton,
     ) -> Result<ClientPod, RenderError>;
     /// How results are read, before the experiment's overrides.
@@ -190,7 +195,7 @@ pub struct ClientPod {
     pub tweaks: pod::Tweaks,
 }
 
-/// What the operator applies for one attempt of a trial.
+/// What the operator applies for a pod: the pod, its ConfigMaps, and its group's Secrets.
 #[derive(Debug, Clone)]
 pub struct Rendered {
     pub pod: Pod,
@@ -204,27 +209,23 @@ pub enum RenderError {
     Unsupported(&'static str),
     #[error(transparent)]
     Knob(#[from] KnobError),
+    #[error(transparent)]
+    Point(#[from] PointValueError),
     #[error("{0}")]
     Invalid(String),
 }
 
-/// The pod and ConfigMaps of one attempt of a trial. Pure: the same trial and attempt
-/// always render the same objects, so re-applying them is a no-op.
-/// `prometheus_url` is the operator's default Prometheus (the trial may name its own).
-pub fn render(
-    trial: &ValidatorTrial,
-    attempt: i32,
-    avoid_nodes: &[String],
-    prometheus_url: Option<&str>,
-) -> Result<Rendered, RenderError> {
-    let client = client_for(&trial.spec.template)?;
+/// The pod, ConfigMaps and generated Secrets of an input. Pure: the same input always
+/// renders the same objects, so re-applying them is a no-op.
+pub fn render(input: &RenderInput) -> Result<Rendered, RenderError> {
+    let client = client_for(&input.template)?;
     if !client.runs_trials() {
         return Err(RenderError::Unsupported(client.display()));
     }
-    let skeleton = pod::skeleton(trial, attempt, client, prometheus_url)?;
-    let part = client.render(trial, &skeleton)?;
-    let mut rendered = pod::assemble(trial, attempt, client, skeleton, part, avoid_nodes);
-    rendered.secrets = client.secrets(trial);
+    let skeleton = pod::skeleton(input, client)?;
+    let part = client.render(input, &skeleton)?;
+    let mut rendered = pod::assemble(input, skeleton, part);
+    rendered.secrets = client.secrets(input);
     Ok(rendered)
 }
 
@@ -234,4 +235,51 @@ pub fn profile(trial: &ValidatorTrial) -> Result<MetricProfile, RenderError> {
     Ok(client
         .profile(&trial.spec.template)
         .with_overrides(&trial.spec.metrics.queries))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::api::ValidatorExperiment;
+    use crate::api::sweep::SweepSpec;
+    use crate::clients::golden;
+    use crate::strategies::plan::plan;
+
+    /// What a template's tuning sets renders exactly as the same value swept: every trial
+    /// of every example, rendered again from an experiment that sweeps nothing and whose
+    /// template is that trial's resolved one.
+    #[test]
+    fn a_tuned_template_renders_as_its_swept_point() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/examples");
+        let mut tuned = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let file = entry.unwrap().file_name().into_string().unwrap();
+            let yaml = golden::example(&file);
+            let vx: ValidatorExperiment = serde_saphyr::from_str(&yaml).unwrap();
+            for index in 0..plan(&vx.spec.sweep, vx.spec.trial.repetitions).len() {
+                let swept = golden::trial(&yaml, index);
+                tuned += usize::from(!swept.spec.template.tuning.is_empty());
+                let mut by_hand = vx.clone();
+                by_hand.spec.template = swept.spec.template.clone();
+                by_hand.spec.sweep = SweepSpec::default();
+                let unswept = golden::trial(&serde_saphyr::to_string(&by_hand).unwrap(), 0);
+                assert_eq!(unswept.spec.point.describe(), "baseline");
+                let text = |t: &crate::api::ValidatorTrial| {
+                    let name = t.metadata.name.clone().unwrap();
+                    golden::rendered(t).replace(&name, "TRIAL")
+                };
+                assert_eq!(text(&unswept), text(&swept), "{file}, trial {index}");
+            }
+        }
+        assert!(tuned >= 10, "the examples tune {tuned} trials");
+    }
+
+    /// A trial written before `template.tuning` existed renders from its point as before.
+    #[test]
+    fn a_trial_without_tuning_renders_from_its_point() {
+        let trial = golden::trial(&golden::example("firedancer-bench-tiles.yaml"), 3);
+        assert!(!trial.spec.template.tuning.is_empty());
+        let mut old = trial.clone();
+        old.spec.template.tuning = Default::default();
+        assert_eq!(golden::rendered(&old), golden::rendered(&trial));
+    }
 }

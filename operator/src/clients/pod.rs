@@ -1,8 +1,8 @@
-//! The parts of a trial's pod every client shares: labels and ownership, Guaranteed QoS
-//! with whole cores, hugepages as hugetlbfs, one local NVMe volume per role (a generic
-//! ephemeral volume, so it lives and goes with the attempt's pod), and placement
-//! (selector, tolerations, one valtune pod per node); plus the pod-level [`Tweaks`] a
-//! client may ask for.
+//! The parts of a validator's pod every client shares: labels and ownership, Guaranteed
+//! QoS with whole cores, hugepages as hugetlbfs, one local NVMe volume per role (for one
+//! attempt, a generic ephemeral volume, so it lives and goes with the attempt's pod),
+//! placement (selector, tolerations, one valtune pod per node) and what the pod's
+//! [`Lifecycle`] decides; plus the pod-level [`Tweaks`] a client may ask for.
 
 use std::collections::BTreeMap;
 
@@ -14,13 +14,13 @@ use k8s_openapi::api::core::v1::{
     VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::Resource;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use kube::api::ObjectMeta;
 
+use super::input::{Lifecycle, RenderInput};
 use super::{ClientPod, RenderError, Rendered, ValidatorClient};
 use crate::api::labels;
-use crate::api::trial::ValidatorTrial;
+use crate::api::template::VolumeSpec;
 
 /// On every exclusive pod; the anti-affinity keeps two of them off one node.
 pub const EXCLUSIVE_LABEL: &str = "valtune.dev/exclusive";
@@ -29,7 +29,7 @@ pub const EXCLUSIVE_LABEL: &str = "valtune.dev/exclusive";
 /// the trial ends NodeNotPrepared with what it printed.
 pub const PREFLIGHT_CONTAINER: &str = "preflight";
 
-/// The pod of an attempt: a retry after a lost node needs new volumes on another node.
+/// The pod of a trial's attempt (see [`Lifecycle::pod_name`]).
 pub fn pod_name(trial: &str, attempt: i32) -> String {
     format!("{trial}-{attempt}")
 }
@@ -105,46 +105,75 @@ pub struct Skeleton {
     pub labels: BTreeMap<String, String>,
     /// CPU, memory and hugepages of the validator container (requests = limits).
     pub validator_resources: ResourceRequirements,
-    /// The trial's volumes and hugetlbfs mounts, at the client's paths.
+    /// The template's volumes and hugetlbfs mounts, at the client's paths.
     pub mounts: Vec<VolumeMount>,
     pub volumes: Vec<Volume>,
-    /// Where pushed datapoints are remote-written (Prometheus' receiver), if known.
-    pub remote_write: Option<String>,
 }
 
 impl Skeleton {
-    /// Metadata for an object of the attempt (a ConfigMap), owned by the trial.
-    pub fn meta(&self, trial: &ValidatorTrial, name: String) -> ObjectMeta {
+    /// Metadata for an object that goes with the pod (a ConfigMap), owned as it is.
+    pub fn meta(&self, input: &RenderInput, name: String) -> ObjectMeta {
         ObjectMeta {
             name: Some(name),
-            namespace: trial.metadata.namespace.clone(),
+            namespace: input.owner.namespace.clone(),
             labels: Some(self.labels.clone()),
-            owner_references: trial.controller_owner_ref(&()).map(|o| vec![o]),
+            owner_references: owned_by(input),
             ..Default::default()
         }
     }
 }
 
-fn trial_labels(trial: &ValidatorTrial, client: &str) -> BTreeMap<String, String> {
-    let name = trial.metadata.name.clone().unwrap_or_default();
-    BTreeMap::from([
-        (labels::MANAGED_BY.into(), labels::MANAGER.into()),
-        (labels::EXPERIMENT.into(), trial.spec.experiment.clone()),
-        (labels::TRIAL.into(), name),
-        (labels::CLIENT.into(), client.into()),
-        ("app.kubernetes.io/name".into(), client.into()),
-    ])
+fn owned_by(input: &RenderInput) -> Option<Vec<OwnerReference>> {
+    input.owner.reference.clone().map(|o| vec![o])
 }
 
-/// The skeleton of an attempt's pod. Pure.
+/// A volume of the template's storage, claimed as the lifecycle needs.
+fn storage_volume(
+    lifecycle: &Lifecycle,
+    v: &VolumeSpec,
+    pod_labels: &BTreeMap<String, String>,
+) -> Volume {
+    let role = v.role.as_str().to_string();
+    let mut claim_labels = pod_labels.clone();
+    claim_labels.insert(labels::VOLUME_ROLE.into(), role.clone());
+    let claim = PersistentVolumeClaimSpec {
+        access_modes: Some(vec!["ReadWriteOnce".into()]),
+        storage_class_name: Some(v.storage_class_name.clone()),
+        resources: Some(VolumeResourceRequirements {
+            requests: Some(BTreeMap::from([(
+                "storage".to_string(),
+                Quantity(v.size.clone()),
+            )])),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    match lifecycle {
+        // The claim is `<pod>-<volume>`, created by the ephemeral volume controller with
+        // the pod, bound where the scheduler puts the pod (WaitForFirstConsumer), and
+        // deleted with the pod: the attempt's local disks come and go with it.
+        Lifecycle::OneAttempt { .. } => Volume {
+            name: role,
+            ephemeral: Some(EphemeralVolumeSource {
+                volume_claim_template: Some(PersistentVolumeClaimTemplate {
+                    metadata: Some(ObjectMeta {
+                        labels: Some(claim_labels),
+                        ..Default::default()
+                    }),
+                    spec: claim,
+                }),
+            }),
+            ..Default::default()
+        },
+    }
+}
+
+/// The skeleton of the pod. Pure.
 pub fn skeleton(
-    trial: &ValidatorTrial,
-    attempt: i32,
+    input: &RenderInput,
     client: &dyn ValidatorClient,
-    prometheus_url: Option<&str>,
 ) -> Result<Skeleton, RenderError> {
-    let t = &trial.spec.template;
-    let name = trial.metadata.name.clone().unwrap_or_default();
+    let t = &input.template;
     let memory = t.resources.memory.clone().ok_or_else(|| {
         RenderError::Invalid("no memory: set template.resources.memory or sweep.memory".into())
     })?;
@@ -158,7 +187,11 @@ pub fn skeleton(
         ("cpu".to_string(), cpu),
         ("memory".to_string(), Quantity(limit)),
     ]);
-    let labels = trial_labels(trial, client.name());
+    let mut labels = input.owner.labels.clone();
+    labels.extend([
+        (labels::CLIENT.to_string(), client.name().to_string()),
+        ("app.kubernetes.io/name".into(), client.name().into()),
+    ]);
     let mut mounts = Vec::new();
     let mut volumes = Vec::new();
     let huge = client.hugetlbfs_path();
@@ -197,44 +230,15 @@ pub fn skeleton(
         });
     }
     for v in &t.storage {
-        let vol = v.role.as_str().to_string();
-        let mut claim_labels = labels.clone();
-        claim_labels.insert(labels::VOLUME_ROLE.into(), vol.clone());
-        // The claim is `<pod>-<volume>`, created by the ephemeral volume controller with
-        // the pod, bound where the scheduler puts the pod (WaitForFirstConsumer), and
-        // deleted with the pod: the attempt's local disks come and go with it.
-        volumes.push(Volume {
-            name: vol.clone(),
-            ephemeral: Some(EphemeralVolumeSource {
-                volume_claim_template: Some(PersistentVolumeClaimTemplate {
-                    metadata: Some(ObjectMeta {
-                        labels: Some(claim_labels),
-                        ..Default::default()
-                    }),
-                    spec: PersistentVolumeClaimSpec {
-                        access_modes: Some(vec!["ReadWriteOnce".into()]),
-                        storage_class_name: Some(v.storage_class_name.clone()),
-                        resources: Some(VolumeResourceRequirements {
-                            requests: Some(BTreeMap::from([(
-                                "storage".to_string(),
-                                Quantity(v.size.clone()),
-                            )])),
-                            ..Default::default()
-                        }),
-                        ..Default::default()
-                    },
-                }),
-            }),
-            ..Default::default()
-        });
+        volumes.push(storage_volume(&input.lifecycle, v, &labels));
         mounts.push(VolumeMount {
-            name: vol,
+            name: v.role.as_str().into(),
             mount_path: client.mount_path(v.role),
             ..Default::default()
         });
     }
     Ok(Skeleton {
-        pod_name: pod_name(&name, attempt),
+        pod_name: input.lifecycle.pod_name(&input.owner.name),
         labels,
         validator_resources: ResourceRequirements {
             requests: Some(requests),
@@ -243,28 +247,13 @@ pub fn skeleton(
         },
         mounts,
         volumes,
-        remote_write: trial.spec.metrics.remote_write_url.clone().or_else(|| {
-            trial
-                .spec
-                .metrics
-                .prometheus_url
-                .as_deref()
-                .or(prometheus_url)
-                .map(|u| format!("{}/api/v1/write", u.trim_end_matches('/')))
-        }),
     })
 }
 
 /// The pod around the client's part. Pure.
-pub fn assemble(
-    trial: &ValidatorTrial,
-    _attempt: i32,
-    _client: &dyn ValidatorClient,
-    skeleton: Skeleton,
-    part: ClientPod,
-    avoid_nodes: &[String],
-) -> Rendered {
-    let placement = &trial.spec.template.placement;
+pub fn assemble(input: &RenderInput, skeleton: Skeleton, part: ClientPod) -> Rendered {
+    let placement = &input.template.placement;
+    let avoid_nodes = input.lifecycle.avoid_nodes();
     let mut labels = skeleton.labels.clone();
     let mut affinity = Affinity::default();
     if placement.exclusive {
@@ -306,15 +295,13 @@ pub fn assemble(
     let pod = Pod {
         metadata: ObjectMeta {
             name: Some(skeleton.pod_name.clone()),
-            namespace: trial.metadata.namespace.clone(),
+            namespace: input.owner.namespace.clone(),
             labels: Some(labels),
-            owner_references: trial.controller_owner_ref(&()).map(|o| vec![o]),
+            owner_references: owned_by(input),
             ..Default::default()
         },
         spec: Some(PodSpec {
-            // A trial is one run: a crash or an OOM kill is its result, not a reason to
-            // restart and measure something else.
-            restart_policy: Some("Never".into()),
+            restart_policy: Some(input.lifecycle.restart_policy().into()),
             share_process_namespace: tweaks.share_process_namespace.then_some(true),
             host_network: tweaks.host_network.then_some(true),
             // With the node's network, cluster names still resolve through cluster DNS.
@@ -324,8 +311,7 @@ pub fn assemble(
             runtime_class_name: tweaks.runtime_class_name,
             security_context: tweaks.security_context,
             enable_service_links: Some(false),
-            // Time for a clean shutdown that flushes the ledger.
-            termination_grace_period_seconds: Some(120),
+            termination_grace_period_seconds: Some(input.lifecycle.grace_period_seconds()),
             node_selector: (!node_selector.is_empty()).then_some(node_selector),
             resources: tweaks.pod_resources,
             tolerations: {
@@ -348,15 +334,15 @@ pub fn assemble(
     }
 }
 
-/// A ConfigMap of an attempt holding files, named after the pod.
+/// A ConfigMap of the pod holding files, named after the pod.
 pub fn config_map(
-    trial: &ValidatorTrial,
+    input: &RenderInput,
     skeleton: &Skeleton,
     suffix: &str,
     files: BTreeMap<String, String>,
 ) -> ConfigMap {
     ConfigMap {
-        metadata: skeleton.meta(trial, format!("{}-{suffix}", skeleton.pod_name)),
+        metadata: skeleton.meta(input, format!("{}-{suffix}", skeleton.pod_name)),
         data: Some(files),
         ..Default::default()
     }

@@ -1,27 +1,29 @@
 //! Experiment results as a table (the paper's Figure 3), CSV or JSON.
 
+use std::collections::BTreeMap;
+
+use kube::ResourceExt;
+
 use crate::api::ValidatorExperiment;
 use crate::api::sweep::SweepSpec;
-use crate::api::trial::{TrialResults, ValidatorTrial};
+use crate::api::trial::ValidatorTrial;
 use crate::clients::profile::Layout;
+use crate::results::dataset::Dataset;
 
 fn num(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
 }
 
-/// Trials in the order of their points in the sweep as written (so `128Gi` before `1Ti`,
-/// and the first point, the baseline of saved columns, first), then by repetition;
-/// points no longer in the sweep last.
+/// Trials in the dataset's order: by point, the points by the swept values (numeric
+/// where the values are numbers or quantities, so `128Gi` before `1Ti`, as written
+/// otherwise), points no longer in the sweep last; then by repetition.
 pub fn sorted(mut trials: Vec<ValidatorTrial>, sweep: &SweepSpec) -> Vec<ValidatorTrial> {
-    let order: Vec<String> = sweep.expand().iter().map(|p| p.canonical()).collect();
-    trials.sort_by_key(|t| {
-        let key = t.spec.point.canonical();
-        (
-            order.iter().position(|k| *k == key).unwrap_or(order.len()),
-            key,
-            t.spec.repetition,
-        )
-    });
+    let order: BTreeMap<String, usize> = Dataset::from_trials(sweep, &trials)
+        .trials()
+        .enumerate()
+        .map(|(i, t)| (t.name.clone(), i))
+        .collect();
+    trials.sort_by_key(|t| order.get(&t.name_any()).copied());
     trials
 }
 
@@ -38,41 +40,23 @@ fn header(layout: &Layout) -> Vec<&'static str> {
         .collect()
 }
 
-fn results(t: &ValidatorTrial) -> TrialResults {
-    t.status
-        .as_ref()
-        .and_then(|s| s.results.clone())
-        .unwrap_or_default()
-}
-
-/// The mean of a figure over the first point (in `trials`' order) that has it.
-fn baseline(trials: &[ValidatorTrial], value: fn(&TrialResults) -> Option<f64>) -> Option<f64> {
-    let first = trials.iter().find(|t| value(&results(t)).is_some())?;
-    let values: Vec<f64> = trials
-        .iter()
-        .filter(|t| t.spec.point == first.spec.point)
-        .filter_map(|t| value(&results(t)))
-        .collect();
-    Some(values.iter().sum::<f64>() / values.len() as f64)
-}
-
-fn rows(trials: &[ValidatorTrial], layout: &Layout) -> Vec<Vec<String>> {
+fn rows(data: &Dataset, layout: &Layout) -> Vec<Vec<String>> {
+    // Saved columns compare with the first point (in the dataset's order: the smallest
+    // value of an ordered sweep) whose finished trials have the figure.
     let bases: Vec<Option<f64>> = layout
         .saved
         .iter()
-        .map(|c| baseline(trials, c.value))
+        .map(|c| data.points().iter().find_map(|p| p.mean(c.value)))
         .collect();
-    trials
-        .iter()
+    data.trials()
         .map(|t| {
-            let st = t.status.clone().unwrap_or_default();
-            let r = results(t);
+            let r = t.results.clone().unwrap_or_default();
             let mut row = vec![
-                t.metadata.name.clone().unwrap_or_default(),
-                t.spec.point.describe(),
-                t.spec.repetition.to_string(),
-                format!("{:?}", st.phase),
-                st.outcome
+                t.name.clone(),
+                t.point.describe(),
+                t.repetition.to_string(),
+                format!("{:?}", t.phase),
+                t.outcome
                     .map(|o| o.as_str().to_string())
                     .unwrap_or_else(|| "-".into()),
                 r.coverage
@@ -98,10 +82,10 @@ fn rows(trials: &[ValidatorTrial], layout: &Layout) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// The trials as a table with the client's columns.
-pub fn table(trials: &[ValidatorTrial], layout: &Layout) -> String {
+/// The trials as a table with the client's columns, in the dataset's order.
+pub fn table(data: &Dataset, layout: &Layout) -> String {
     let header = header(layout);
-    let rows = rows(trials, layout);
+    let rows = rows(data, layout);
     let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (w, cell) in width.iter_mut().zip(row) {
@@ -126,7 +110,7 @@ pub fn table(trials: &[ValidatorTrial], layout: &Layout) -> String {
     out.join("\n") + "\n"
 }
 
-pub fn csv(trials: &[ValidatorTrial], layout: &Layout) -> String {
+pub fn csv(data: &Dataset, layout: &Layout) -> String {
     let quote = |s: &str| {
         if s.contains([',', '"']) {
             format!("\"{}\"", s.replace('"', "\"\""))
@@ -147,7 +131,7 @@ pub fn csv(trials: &[ValidatorTrial], layout: &Layout) -> String {
             .join(","),
     ];
     out.extend(
-        rows(trials, layout)
+        rows(data, layout)
             .iter()
             .map(|r| r.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",")),
     );
@@ -226,12 +210,12 @@ mod tests {
     #[test]
     fn the_table_lines_up_in_the_order_of_the_sweep() {
         let s = sweep("memory: [128Gi, 1Ti]");
-        let trials = sorted(
-            vec![
+        let trials = Dataset::from_trials(
+            &s,
+            &[
                 mk("memory: 1Ti", 1, "KeptUp", 4600.0),
                 mk("memory: 128Gi", 1, "OOMKilled", 1200.0),
             ],
-            &s,
         );
         let t = table(&trials, &Layout::ram());
         let lines: Vec<&str> = t.lines().collect();
@@ -265,18 +249,48 @@ mod tests {
         assert!(csv(&trials, &layout).contains(",1200.00,1200 tps\n"));
     }
 
-    /// Numeric sweep values keep the order they are written in (not 1024, 2048, 512).
     #[test]
-    fn saved_columns_compare_with_the_first_point_of_the_sweep() {
-        let s = sweep("programCacheEntries: [512, 1024, 2048]");
+    fn sorted_trials_follow_the_numeric_order_with_points_that_left_the_sweep_last() {
+        let s = sweep("memory: [1536Gi, 1Ti, 128Gi]");
         let trials = sorted(
             vec![
+                mk("memory: 256Gi", 1, "KeptUp", 1.0),
+                mk("memory: 1536Gi", 1, "KeptUp", 2.0),
+                mk("memory: 1024Gi", 2, "KeptUp", 3.0),
+                mk("memory: 128Gi", 1, "OOMKilled", 4.0),
+                mk("memory: 1Ti", 1, "KeptUp", 5.0),
+            ],
+            &s,
+        );
+        let points: Vec<String> = trials
+            .iter()
+            .map(|t| format!("{} {}", t.spec.point.describe(), t.spec.repetition))
+            .collect();
+        assert_eq!(
+            points,
+            [
+                "memory=128Gi 1",
+                "memory=1Ti 1",
+                "memory=1Ti 2",
+                "memory=1536Gi 1",
+                "memory=256Gi 1"
+            ]
+        );
+    }
+
+    /// Numeric sweep values sort by number (not 1024, 2048, 512 as text), whatever order
+    /// they are written in.
+    #[test]
+    fn saved_columns_compare_with_the_first_point_of_the_sweep() {
+        let s = sweep("programCacheEntries: [1024, 512, 2048]");
+        let trials = Dataset::from_trials(
+            &s,
+            &[
                 mk("programCacheEntries: 2048", 1, "KeptUp", 10.0),
                 mk("programCacheEntries: 512", 2, "KeptUp", 44.0),
                 mk("programCacheEntries: 1024", 1, "KeptUp", 15.0),
                 mk("programCacheEntries: 512", 1, "KeptUp", 36.0),
             ],
-            &s,
         );
         let layout = Layout {
             saved: vec![Column {

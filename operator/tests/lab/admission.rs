@@ -4,7 +4,7 @@
 use kube::api::{DeleteParams, DynamicObject, PostParams};
 use serde_json::{Value, json};
 
-use crate::common::{experiments, lab, refusals, yaml_file};
+use crate::common::{experiments, lab, merge, refusals, yaml_file};
 
 fn quickstart() -> Value {
     yaml_file("manifests/examples/quickstart-agave-ram-sweep.yaml")
@@ -278,6 +278,42 @@ fn invalid_cases() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             "do not ship solana-bench-tps",
         ),
         (
+            "a tuned thread count this Agave version lacks",
+            json!({"spec": {"template": {"tuning": {"threads": {"rayonGlobalThreads": 8}}}}}),
+            "spec.template.tuning.threads",
+            "this Agave version has no rayonGlobalThreads: it exists from 2.2.0; remove it from template.tuning.threads",
+        ),
+        (
+            "a tuned tile count Agave does not have",
+            json!({"spec": {"template": {"tuning": {"threads": {"verifyTiles": 8}}}}}),
+            "spec.template.tuning.threads",
+            "Agave cannot set some of these thread knobs",
+        ),
+        (
+            "a tuned setting Agave has no knob for",
+            json!({"spec": {"template": {"tuning": {"heap": "5Gi"}}}}),
+            "spec.template.tuning.heap",
+            "Agave has no heap knob",
+        ),
+        (
+            "a tuned program cache size without its image",
+            json!({"spec": {"template": {"tuning": {"programCacheEntries": 512}}}}),
+            "spec.template.tuning.programCacheEntries",
+            "compile-time constant MAX_LOADED_ENTRY_COUNT",
+        ),
+        (
+            "tuned banking threads on a follower",
+            json!({"spec": {"template": {"agave": {"image": "anzaxyz/agave:v3.0.14"}, "tuning": {"threads": {"bankingThreads": 8}}}}}),
+            "spec.template.tuning.threads",
+            "set template.agave.workload to bench",
+        ),
+        (
+            "tuned GPU signature verification on Agave 4.0",
+            json!({"spec": {"template": {"agave": {"image": "anzaxyz/agave:v4.0.3"}, "tuning": {"sigverify": "gpu"}}}}),
+            "spec.sweep.sigverify",
+            "template.tuning.sigverify",
+        ),
+        (
             "a Prometheus URL that is not one",
             json!({"spec": {"metrics": {"prometheusUrl": "prometheus:9090"}}}),
             "spec.metrics.prometheusUrl",
@@ -320,6 +356,25 @@ async fn invalid_experiments_are_refused_with_the_field_and_the_fix() {
     let cases = invalid_cases();
     assert!(cases.len() >= 15);
     let failures = refusals(&api, &quickstart(), cases).await;
+    lab.delete_namespace(&ns).await;
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn a_tuning_the_client_honours_is_accepted() {
+    let lab = lab().await;
+    let ns = lab.namespace("admission-tuning").await;
+    let api = experiments(&lab.client, &ns);
+    let tuned = merge(
+        &quickstart(),
+        &json!({"spec": {"template": {"tuning": {
+            "threads": {"replayTransactionsThreads": 8, "rpcThreads": 4},
+            "sigverify": "cpu",
+        }}}}),
+    );
+    // No refusals: only the tuned experiment itself, which must be accepted.
+    let failures = refusals(&api, &tuned, Vec::new()).await;
     lab.delete_namespace(&ns).await;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use valtune::api::ValidatorExperiment;
 use valtune::api::trial::{TrialOutcome, ValidatorTrial};
+use valtune::results::dataset::Dataset;
 
 use crate::common::{create, lab, merge, start_experiment, trials, wait_finished};
 
@@ -53,10 +54,7 @@ async fn the_program_cache_example_reproduces_figure_12() {
     let layout = valtune::clients::client_for(&done.spec.template)
         .unwrap()
         .report(&done.spec.template, &done.spec.sweep);
-    let table = valtune::report::table(
-        &valtune::report::sorted(ts.clone(), &done.spec.sweep),
-        &layout,
-    );
+    let table = valtune::report::table(&Dataset::from_trials(&done.spec.sweep, &ts), &layout);
     eprintln!("{table}");
     for t in &ts {
         let st = t.status.clone().unwrap();

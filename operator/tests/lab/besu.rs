@@ -11,6 +11,7 @@ use valtune::api::ValidatorExperiment;
 use valtune::api::experiment::ExperimentPhase;
 use valtune::api::trial::{TrialOutcome, ValidatorTrial};
 use valtune::clients::besu::profile::{BLOCKS, P50, P95, P99};
+use valtune::results::dataset::Dataset;
 
 use crate::common::{
     Lab, Operator, experiments, lab, merge, refusals, trials, wait_finished, yaml_file,
@@ -106,7 +107,7 @@ async fn the_example_runs_to_completion_with_the_seeds_shape() {
     // The report reads like the seed's table, and the recommendation has the lowest p95.
     let client = valtune::clients::client_for(&done.spec.template).unwrap();
     let table = valtune::report::table(
-        &valtune::report::sorted(ts, &done.spec.sweep),
+        &Dataset::from_trials(&done.spec.sweep, &ts),
         &client.report(&done.spec.template, &done.spec.sweep),
     );
     eprintln!("{table}");
@@ -306,6 +307,24 @@ fn invalid_cases() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             json!({"spec": {"sweep": {"heap": ["8Gi", "32Gi"]}}}),
             "spec.sweep.heap",
             "every heap must be below the container's memory",
+        ),
+        (
+            "a tuned heap as large as the container",
+            json!({"spec": {"sweep": {"heap": null}, "template": {"tuning": {"heap": "32Gi"}}}}),
+            "spec.template.tuning.heap",
+            "template.tuning.heap must be below the container's memory",
+        ),
+        (
+            "a tuned allocator before BESU_USING_JEMALLOC",
+            json!({"spec": {"sweep": {"allocator": null}, "template": {"besu": {"image": "hyperledger/besu:24.10.0"}, "tuning": {"allocator": "glibc"}}}}),
+            "spec.template.tuning.allocator",
+            "this Besu version has no allocator: it exists from 24.12.0",
+        ),
+        (
+            "a tuned program cache size",
+            json!({"spec": {"template": {"tuning": {"programCacheEntries": 512}}}}),
+            "spec.template.tuning.programCacheEntries",
+            "Besu has no program cache",
         ),
         (
             "an option valtune sets, again",

@@ -11,9 +11,9 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use valtune::api::ValidatorExperiment;
 use valtune::api::experiment::ExperimentPhase;
-use valtune::api::sweep::plan;
 use valtune::api::trial::{TrialOutcome, ValidatorTrial};
 use valtune::controller::experiment::build_trial;
+use valtune::strategies::plan::plan;
 
 use crate::common::{Lab, create, example, lab, merge, repo_root, trials, wait_finished, wait_for};
 
@@ -218,7 +218,7 @@ async fn without_the_remote_write_receiver_agave_waits_and_a_blind_trial_says_wh
     // would have made it.
     let created = api.get("blind").await.unwrap();
     let first = plan(&created.spec.sweep, 1).remove(0);
-    let trial = build_trial(&created, &first);
+    let trial = build_trial(&created, &first).unwrap();
     Api::<ValidatorTrial>::namespaced(lab.client.clone(), &ns)
         .create(&PostParams::default(), &trial)
         .await

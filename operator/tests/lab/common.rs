@@ -29,11 +29,21 @@ pub async fn lab() -> Lab {
     let state = LabState::load(Path::new(&dir)).expect("loading the lab's state");
     assert!(state.all_running(), "the lab in {dir} is not running");
     let client = state.client().await.expect("a client for the lab");
-    valtune_lab::control_plane::install_crds(&client, &repo_root().join("crds"))
-        .await
-        .expect("installing crds/");
+    // Once per test process: a test that changes a CRD on purpose (the chart's upgrade
+    // test) must not have it re-applied under it by a test that starts meanwhile.
+    let mut installed = CRDS_INSTALLED.lock().await;
+    if !*installed {
+        valtune_lab::control_plane::install_crds(&client, &repo_root().join("crds"))
+            .await
+            .expect("installing crds/");
+        *installed = true;
+    }
     Lab { state, client }
 }
+
+/// Whether this process has installed crds/ into the lab (tokio's Mutex: tests run on
+/// runtimes of their own, and the first holds it across the install).
+static CRDS_INSTALLED: tokio::sync::Mutex<bool> = tokio::sync::Mutex::const_new(false);
 
 impl Lab {
     /// A fresh namespace for one test.

@@ -9,6 +9,7 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use valtune::api::trial::{TrialOutcome, TrialPhase};
 use valtune::api::{ValidatorExperiment, ValidatorTrial};
+use valtune::results::dataset::Dataset;
 
 use crate::common::{
     Lab, experiments, lab, merge, refusals, trials, wait_finished, wait_for, yaml_file,
@@ -124,6 +125,12 @@ fn refused() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             "this Firedancer version has no execTiles: it exists from 1.0.0",
         ),
         (
+            "execTiles tuned on Frankendancer",
+            json!({"spec": {"template": {"tuning": {"threads": {"execTiles": 4}}}}}),
+            "spec.template.tuning.threads",
+            "this Firedancer version has no execTiles: it exists from 1.0.0",
+        ),
+        (
             "an arg knob",
             json!({"spec": {"sweep": {"knobs": [{"name": "x", "arg": "--foo", "values": ["1"]}]}}}),
             "spec.sweep.knobs",
@@ -179,7 +186,7 @@ async fn the_seed_session_names_the_bottleneck_of_each_layout() {
     let layout = valtune::clients::client_for(&vx.spec.template)
         .unwrap()
         .report(&vx.spec.template, &vx.spec.sweep);
-    let table = valtune::report::table(&all, &layout);
+    let table = valtune::report::table(&Dataset::from_trials(&vx.spec.sweep, &all), &layout);
     println!("{table}");
     let point = |v: i32, b: i32, off: &str| {
         all.iter()
@@ -293,8 +300,8 @@ async fn a_layout_larger_than_the_pod_fails_as_fdctl_does() {
     let mut vx = bench(&ns, "fd-cores", one_point("1"));
     vx.metadata.uid = Some("0".into());
     vx.spec.template.resources.cpu = 40;
-    let planned = valtune::api::sweep::plan(&vx.spec.sweep, 1);
-    let mut trial = valtune::controller::experiment::build_trial(&vx, &planned[0]);
+    let planned = valtune::strategies::plan::plan(&vx.spec.sweep, 1);
+    let mut trial = valtune::controller::experiment::build_trial(&vx, &planned[0]).unwrap();
     trial.metadata.owner_references = None;
     let api: Api<ValidatorTrial> = Api::namespaced(lab.client.clone(), &ns);
     api.create(&PostParams::default(), &trial).await.unwrap();

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use valtune::api::ValidatorExperiment;
 use valtune::api::trial::{TrialOutcome, TrialResults, ValidatorTrial};
+use valtune::results::dataset::Dataset;
 
 use crate::common::{
     Lab, create, experiments, lab, merge, refusals, trials, wait_finished, yaml_file,
@@ -95,6 +96,18 @@ fn refused() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             "the largest layout needs 70 tile cores and 12 for the bench generators and senders, 82 cores in all, but a trial gets 62",
         ),
         (
+            "more tuned tiles than cores",
+            json!({"spec": {"sweep": {"threads": null}, "template": {"tuning": {"threads": {"verifyTiles": 40, "bankTiles": 6}}}}}),
+            "spec.template.resources.cpu",
+            "the largest layout needs 70 tile cores and 12 for the bench generators and senders, 82 cores in all, but a trial gets 64",
+        ),
+        (
+            "one sign tile tuned",
+            json!({"spec": {"template": {"tuning": {"threads": {"signTiles": 1}}}}}),
+            "spec.template.tuning.threads",
+            "full Firedancer needs at least 2 sign tiles",
+        ),
+        (
             "a follower's stacks in too few 2 MiB pages",
             json!({"spec": {"template": {"firedancer": {"workload": "follow", "cluster": "testnet"}, "resources": {"hugepages2Mi": 200}}}}),
             "spec.template.resources.hugepages2Mi",
@@ -161,7 +174,7 @@ async fn the_bench_session_names_each_layouts_bottleneck_in_its_versions_names()
     let layout = valtune::clients::client_for(&vx.spec.template)
         .unwrap()
         .report(&vx.spec.template, &vx.spec.sweep);
-    let table = valtune::report::table(&all, &layout);
+    let table = valtune::report::table(&Dataset::from_trials(&vx.spec.sweep, &all), &layout);
     println!("{table}");
     assert_eq!(all.len(), 4, "{table}");
     // Its own tiles in the columns: execle for bank, execrp where the store tile was.

@@ -10,9 +10,9 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 use valtune::api::experiment::ExperimentPhase;
-use valtune::api::sweep::plan;
 use valtune::api::trial::{TrialOutcome, TrialPhase};
 use valtune::api::{ValidatorExperiment, ValidatorTrial};
+use valtune::strategies::plan::plan;
 
 use crate::common::{
     Lab, create, experiment, lab, quickstart_with, start_experiment, trials, wait_finished,

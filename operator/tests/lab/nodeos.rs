@@ -10,6 +10,7 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use valtune::api::ValidatorExperiment;
 use valtune::api::trial::{TrialOutcome, TrialPhase, ValidatorTrial};
+use valtune::results::dataset::Dataset;
 
 use crate::common::{Lab, experiments, lab, merge, refusals, trials, wait_finished, yaml_file};
 
@@ -141,7 +142,7 @@ async fn the_example_reproduces_the_seed_and_the_report_states_the_working_set()
         ]
     );
     let table = valtune::report::table(
-        &valtune::report::sorted(ts.clone(), &vx.spec.sweep),
+        &Dataset::from_trials(&vx.spec.sweep, &ts),
         &client.report(&vx.spec.template, &vx.spec.sweep),
     );
     assert!(
@@ -225,6 +226,18 @@ async fn what_nodeos_or_kubernetes_would_refuse_is_refused_at_admission() {
             json!({"spec": {"sweep": {"memoryPressure": ["16Gi"]}}}),
             "spec.sweep.memoryPressure",
             "leaves nodeos no memory",
+        ),
+        (
+            "a tuned hog as large as the memory",
+            json!({"spec": {"sweep": {"memoryPressure": null}, "template": {"tuning": {"memoryPressure": "16Gi"}}}}),
+            "spec.template.tuning.memoryPressure",
+            "leaves nodeos no memory",
+        ),
+        (
+            "a tuned heap mode on tmpfs",
+            json!({"spec": {"template": {"tuning": {"databaseMapMode": "heap"}}}}),
+            "spec.template.nodeos.state.medium",
+            "We recommend storing the state db file on tmpfs only when database-map-mode=mapped",
         ),
         (
             "a snapshot and a genesis",

@@ -5,8 +5,7 @@ use super::LEDGER_DIR;
 use super::knobs::AGAVE;
 use crate::api::agave::{AgaveWorkload, SolanaCluster};
 use crate::api::sweep::Sigverify;
-use crate::api::template::{AgaveSpec, VolumeRole};
-use crate::api::trial::ValidatorTrial;
+use crate::api::template::{AgaveSpec, ValidatorTemplate, VolumeRole};
 use crate::api::version::Version;
 use crate::clients::knobs::{self, KnobError};
 
@@ -68,17 +67,16 @@ pub fn preset(cluster: SolanaCluster) -> Option<ClusterPreset> {
     }
 }
 
-/// The arguments, and the env vars the point's knobs need.
+/// The arguments, and the env vars the tuned knobs need.
 pub type Command = (Vec<String>, Vec<(String, String)>);
 
-/// The `agave-validator` command line for a trial, and the env vars its knobs need.
+/// The `agave-validator` command line of a template, and the env vars its knobs need.
 pub fn args(
-    trial: &ValidatorTrial,
+    template: &ValidatorTemplate,
     agave: &AgaveSpec,
     version: Option<Version>,
     mount: impl Fn(VolumeRole) -> String,
 ) -> Result<Command, KnobError> {
-    let template = &trial.spec.template;
     let mut args = match agave.workload {
         AgaveWorkload::Follow => follow(agave),
         AgaveWorkload::Bench => super::bench::validator_args(agave),
@@ -92,11 +90,11 @@ pub fn args(
             args.extend([flag.into(), mount(role)]);
         }
     }
-    if super::gpu::sigverify(trial, agave) == Sigverify::Gpu {
+    if super::gpu::sigverify(&template.tuning, agave) == Sigverify::Gpu {
         // perf/src/perf_libs.rs init_cuda: loads libcuda-crypt.so, or exits.
         args.push("--cuda".into());
     }
-    let applied = knobs::apply(&AGAVE, &trial.spec.point, version)?;
+    let applied = knobs::apply(&AGAVE, &template.tuning, version)?;
     args.extend(applied.args);
     args.extend(template.extra_args.iter().cloned());
     Ok((args, applied.env))

@@ -13,9 +13,8 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::api::agave::AgaveGpu;
-use crate::api::sweep::{Setting, Sigverify};
-use crate::api::template::AgaveSpec;
-use crate::api::trial::ValidatorTrial;
+use crate::api::sweep::Sigverify;
+use crate::api::template::{AgaveSpec, Tuning};
 use crate::clients::pod::Tweaks;
 
 /// Where the official image keeps agave-validator (sdk/docker-solana/Dockerfile at
@@ -23,19 +22,9 @@ use crate::clients::pod::Tweaks;
 pub const PERF_LIBS_DIR: &str = "/usr/bin/perf-libs";
 const PERF_LIBS_VOLUME: &str = "perf-libs";
 
-/// Where this trial verifies signatures: its point's value, else the template's.
-pub fn sigverify(trial: &ValidatorTrial, agave: &AgaveSpec) -> Sigverify {
-    match trial
-        .spec
-        .point
-        .settings
-        .get(Setting::Sigverify.as_str())
-        .map(String::as_str)
-    {
-        Some("gpu") => Sigverify::Gpu,
-        Some("cpu") => Sigverify::Cpu,
-        _ => agave.sigverify,
-    }
+/// Where signatures are verified: the tuned value, else the Agave spec's.
+pub fn sigverify(tuning: &Tuning, agave: &AgaveSpec) -> Sigverify {
+    tuning.sigverify.unwrap_or(agave.sigverify)
 }
 
 /// The GPU request (requests = limits, as extended resources must be), `CUDA_HOME`, the

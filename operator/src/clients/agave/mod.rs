@@ -15,15 +15,15 @@ use kube::core::Rule;
 
 pub use profile::profile;
 
-use super::knobs::KnobTable;
+use super::knobs::{Dim, KnobTable, Place};
 use super::pod::Skeleton;
 use super::profile::{Layout, MetricProfile, Objective};
-use super::{ClientPod, RenderError, ValidatorClient};
+use super::{ClientPod, RenderError, RenderInput, ValidatorClient};
 use crate::api::agave::AgaveWorkload;
 use crate::api::settings::QueryKey;
-use crate::api::sweep::SweepSpec;
+use crate::api::sweep::{Setting, SweepSpec, ThreadKnob};
 use crate::api::template::{AgaveSpec, ClientSpec, ValidatorTemplate};
-use crate::api::trial::{TrialResults, ValidatorTrial};
+use crate::api::trial::TrialResults;
 use crate::api::version::{Version, Versions, cel_known, cel_version};
 
 pub const VALIDATOR_CONTAINER: &str = "validator";
@@ -77,6 +77,9 @@ fn agave_rules() -> Vec<Rule> {
         Rule::new(format!("!has({a}) || !has(self.sweep.programCacheEntries) || self.sweep.programCacheEntries.all(n, has({a}.programCacheImages) && {a}.programCacheImages.exists(i, i.entries == n))"))
             .message("Agave's program cache size is the compile-time constant MAX_LOADED_ENTRY_COUNT, so each swept value needs an image built with it: add {entries: N, image: ...} to template.agave.programCacheImages for every value in sweep.programCacheEntries (docs/clients.md says how to build one)")
             .field_path(".sweep.programCacheEntries"),
+        Rule::new(format!("!has({a}) || !{} || (has({a}.programCacheImages) && {a}.programCacheImages.exists(i, i.entries == self.template.tuning.programCacheEntries))", Dim::ProgramCacheEntries.cel_from_tuning()))
+            .message("Agave's program cache size is the compile-time constant MAX_LOADED_ENTRY_COUNT, so it needs an image built with it: add {entries: N, image: ...} to template.agave.programCacheImages for template.tuning.programCacheEntries (docs/clients.md says how to build one)")
+            .field_path(".template.tuning.programCacheEntries"),
         Rule::new(format!("!has({a}) || {lo} < {hi}"))
             .message("dynamicPortRange is reversed or empty: write LOW-HIGH with LOW below HIGH, e.g. 8000-8030")
             .field_path(".template.agave.dynamicPortRange"),
@@ -107,12 +110,13 @@ fn agave_rules() -> Vec<Rule> {
     }
     // GPU signature verification is --cuda, removed in 4.0.0 (agave PR #10753, CHANGELOG).
     let gpu = format!(
-        "({a}.sigverify == 'gpu' || (has(self.sweep.sigverify) && self.sweep.sigverify.exists(s, s == 'gpu')))"
+        "({a}.sigverify == 'gpu' || ({} && self.template.tuning.sigverify == 'gpu') || (has(self.sweep.sigverify) && self.sweep.sigverify.exists(s, s == 'gpu')))",
+        Dim::Setting(Setting::Sigverify).cel_set(Place::Tuning)
     );
     let since4 = Versions::since(Version::new(4, 0, 0)).cel_contains(&version);
     rules.push(
         Rule::new(format!("!has({a}) || !({known}) || !({since4}) || !{gpu}"))
-            .message("Agave 4.0 removed --cuda (anza-xyz/agave PR #10753), so it cannot verify signatures on a GPU: use a 3.x or earlier image, or remove gpu from sweep.sigverify and template.agave.sigverify")
+            .message("Agave 4.0 removed --cuda (anza-xyz/agave PR #10753), so it cannot verify signatures on a GPU: use a 3.x or earlier image, or remove gpu from sweep.sigverify, template.tuning.sigverify and template.agave.sigverify")
             .field_path(".sweep.sigverify"),
     );
     // 3.0 release images no longer carry solana-bench-tps (scripts/cargo-install-all.sh).
@@ -123,11 +127,14 @@ fn agave_rules() -> Vec<Rule> {
             .field_path(".template.agave.bench.image"),
     );
     // Banking threads only work while the validator leads; a follower never does.
-    rules.push(
-        Rule::new(format!("!has({a}) || {a}.workload == 'bench' || !has(self.sweep.threads) || !self.sweep.threads.exists(t, t.name == 'bankingThreads')"))
-            .message("bankingThreads only matter while the validator produces blocks, and a follow trial never leads: set template.agave.workload to bench (a private cluster where it is the leader)")
-            .field_path(".sweep.threads"),
-    );
+    let banking = Dim::Thread(ThreadKnob::BankingThreads);
+    for place in Place::ALL {
+        rules.push(
+            Rule::new(format!("!has({a}) || {a}.workload == 'bench' || !{}", banking.cel_set(place)))
+                .message("bankingThreads only matter while the validator produces blocks, and a follower never leads: set template.agave.workload to bench (a private cluster where it is the leader)")
+                .field_path(format!(".{}", banking.field(place))),
+        );
+    }
     // solana-exporter up to v3.0.x calls minimumLedgerSlot and getFirstAvailableBlock on
     // every scrape (collector.go L339-341 at v3.0.2), served only with --full-rpc-api.
     rules.push(
@@ -185,13 +192,9 @@ impl ValidatorClient for Agave {
         agave_rules()
     }
 
-    fn render(
-        &self,
-        trial: &ValidatorTrial,
-        skeleton: &Skeleton,
-    ) -> Result<ClientPod, RenderError> {
-        let agave = spec(&trial.spec.template)?;
-        render::pod(self, trial, agave, skeleton)
+    fn render(&self, input: &RenderInput, skeleton: &Skeleton) -> Result<ClientPod, RenderError> {
+        let agave = spec(&input.template)?;
+        render::pod(self, input, agave, skeleton)
     }
 
     fn profile(&self, t: &ValidatorTemplate) -> MetricProfile {
@@ -249,6 +252,28 @@ mod tests {
     fn golden_quickstart_pod() {
         let t = golden::trial(&golden::example("quickstart-agave-ram-sweep.yaml"), 0);
         golden::check("agave", "quickstart-128Gi", &golden::rendered(&t));
+    }
+
+    /// A count set by hand in the template reaches every trial of a sweep of something
+    /// else.
+    #[test]
+    fn a_tuned_thread_count_reaches_every_trial() {
+        let yaml = V3_BANKING
+            .replace(
+                "threads: [{name: bankingThreads, values: [4, 32]}]",
+                "memory: [256Gi, 512Gi]",
+            )
+            .replace(
+                "resources: {cpu: 48, memory: 512Gi}",
+                "resources: {cpu: 48, memory: 512Gi}\n    tuning: {threads: {bankingThreads: 8}}",
+            );
+        for index in 0..2 {
+            let pod = golden::rendered(&golden::trial(&yaml, index));
+            assert!(
+                pod.contains("- --block-production-num-workers\n    - \"8\""),
+                "{pod}"
+            );
+        }
     }
 
     /// Banking threads reach 3.x as a flag and 2.x as its env var, which counts the two

@@ -7,12 +7,11 @@ use k8s_openapi::api::core::v1::Container;
 use super::{Agave, LEDGER_DIR, PROCESS_NAME, VALIDATOR_CONTAINER, args, bench, gpu};
 use crate::api::agave::AgaveWorkload;
 use crate::api::sweep::Sigverify;
-use crate::api::template::AgaveSpec;
-use crate::api::trial::ValidatorTrial;
+use crate::api::template::{AgaveSpec, Tuning};
 use crate::api::version::Version;
 use crate::clients::parts::{self, env, port, sidecar};
 use crate::clients::pod::{PREFLIGHT_CONTAINER, Skeleton, Tweaks, sidecar_resources};
-use crate::clients::{ClientPod, RenderError, ValidatorClient};
+use crate::clients::{ClientPod, RenderError, RenderInput, ValidatorClient};
 
 /// Port names of the endpoints Prometheus scrapes.
 pub const RPC_EXPORTER_PORT_NAME: &str = "metrics-rpc";
@@ -52,9 +51,9 @@ fi
     s
 }
 
-/// The image of the trial: the one built with its program cache size, if it sweeps one.
-fn image(trial: &ValidatorTrial, agave: &AgaveSpec) -> Result<String, RenderError> {
-    match trial.spec.point.program_cache_entries {
+/// The image: the one built with the tuned program cache size, if there is one.
+fn image(tuning: &Tuning, agave: &AgaveSpec) -> Result<String, RenderError> {
+    match tuning.program_cache_entries {
         None => Ok(agave.image.clone()),
         Some(n) => agave
             .program_cache_images
@@ -71,14 +70,15 @@ fn image(trial: &ValidatorTrial, agave: &AgaveSpec) -> Result<String, RenderErro
 
 pub fn pod(
     client: &Agave,
-    trial: &ValidatorTrial,
+    input: &RenderInput,
     agave: &AgaveSpec,
     skeleton: &Skeleton,
 ) -> Result<ClientPod, RenderError> {
-    let version = client.version(&trial.spec.template);
-    let (args, knob_env) = args::args(trial, agave, version, |r| client.mount_path(r))?;
-    let image = image(trial, agave)?;
-    let remote_write = skeleton.remote_write.clone().ok_or_else(|| {
+    let template = &input.template;
+    let version = client.version(template);
+    let (args, knob_env) = args::args(template, agave, version, |r| client.mount_path(r))?;
+    let image = image(&template.tuning, agave)?;
+    let remote_write = input.remote_write.clone().ok_or_else(|| {
         RenderError::Invalid(
             "Agave's datapoints are remote-written to Prometheus, and no Prometheus is configured: set spec.metrics.prometheusUrl (or remoteWriteUrl), or start the operator with --prometheus-url".into(),
         )
@@ -97,7 +97,7 @@ pub fn pod(
         env("RUST_LOG", &agave.log_filter),
     ];
     validator_env.extend(knob_env.iter().map(|(k, v)| env(k, v)));
-    validator_env.extend(trial.spec.template.env.iter().cloned());
+    validator_env.extend(template.env.iter().cloned());
 
     let mut init = Vec::new();
     if agave.preflight {
@@ -146,7 +146,7 @@ pub fn pod(
         share_process_namespace: true,
         ..Default::default()
     };
-    if gpu::sigverify(trial, agave) == Sigverify::Gpu {
+    if gpu::sigverify(&template.tuning, agave) == Sigverify::Gpu {
         gpu::apply(&agave.gpu, &mut validator, &mut volumes, &mut tweaks);
     }
     Ok(ClientPod {

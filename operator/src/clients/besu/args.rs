@@ -5,8 +5,8 @@ use super::knobs::{BESU, FLAT_DB, HIGH_SPEC};
 use super::{CONFIG_DIR, DATA_DIR, JWT_PATH, LOG4J_FILE, TOML_FILE};
 use crate::api::besu::{BesuSpec, BesuStorageFormat};
 use crate::api::quantity::parse_quantity;
-use crate::api::sweep::Setting;
-use crate::api::trial::ValidatorTrial;
+use crate::api::sweep::{Allocator, value_text};
+use crate::api::template::{Tuning, ValidatorTemplate};
 use crate::api::version::Version;
 use crate::clients::RenderError;
 use crate::clients::knobs::{self, How};
@@ -39,14 +39,9 @@ pub fn jvm_size(quantity: &str) -> Result<String, RenderError> {
 /// `BESU_OPTS`: GC options, the heap, exit on OutOfMemoryError, then the user's options
 /// (the start script puts BESU_OPTS after its defaults, and HotSpot takes the last of a
 /// repeated option: unixStartScript.txt L197).
-fn besu_opts(trial: &ValidatorTrial, besu: &BesuSpec) -> Result<Option<String>, RenderError> {
+fn besu_opts(tuning: &Tuning, besu: &BesuSpec) -> Result<Option<String>, RenderError> {
     let mut opts: Vec<String> = besu.gc_options.clone();
-    let heap = trial
-        .spec
-        .point
-        .settings
-        .get(Setting::Heap.as_str())
-        .or(besu.heap.as_ref());
+    let heap = tuning.heap.as_ref().or(besu.heap.as_ref());
     if let Some(h) = heap {
         opts.push(format!("-Xmx{}", jvm_size(h)?));
     }
@@ -63,32 +58,27 @@ fn besu_opts(trial: &ValidatorTrial, besu: &BesuSpec) -> Result<Option<String>, 
 /// The allocator's environment: `BESU_USING_JEMALLOC=false` keeps the start script from
 /// preloading jemalloc, and valtune's wrapper ([`super::render::WRAPPER`]) checks and
 /// preloads the chosen library.
-fn allocator_env(allocator: &str, besu: &BesuSpec) -> Result<Vec<(String, String)>, RenderError> {
+fn allocator_env(allocator: Allocator, besu: &BesuSpec) -> Vec<(String, String)> {
     let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
     let library = match allocator {
-        "jemalloc" => Some(JEMALLOC_LIBRARY),
-        "glibc" => None,
-        "tcmalloc" => Some(besu.tcmalloc_library.as_str()),
-        "mimalloc" => Some(besu.mimalloc_library.as_str()),
-        other => {
-            return Err(RenderError::Invalid(format!(
-                "allocator {other:?}: Besu runs jemalloc, glibc, tcmalloc or mimalloc"
-            )));
-        }
+        Allocator::Jemalloc => Some(JEMALLOC_LIBRARY),
+        Allocator::Glibc => None,
+        Allocator::Tcmalloc => Some(besu.tcmalloc_library.as_str()),
+        Allocator::Mimalloc => Some(besu.mimalloc_library.as_str()),
     };
-    let mut env = vec![pair("VALTUNE_ALLOCATOR", allocator)];
-    if allocator != "jemalloc" {
+    let mut env = vec![pair("VALTUNE_ALLOCATOR", &value_text(&allocator))];
+    if allocator != Allocator::Jemalloc {
         env.push(pair("BESU_USING_JEMALLOC", "false"));
     }
     if let Some(lib) = library {
         env.push(pair("VALTUNE_ALLOCATOR_LIBRARY", lib));
     }
-    Ok(env)
+    env
 }
 
-/// Besu's command line and environment for a trial.
+/// Besu's command line and environment for a template.
 pub fn command(
-    trial: &ValidatorTrial,
+    template: &ValidatorTemplate,
     besu: &BesuSpec,
     version: Option<Version>,
 ) -> Result<Command, RenderError> {
@@ -135,19 +125,20 @@ pub fn command(
     if !besu.config.is_empty() {
         args.push(flag("--config-file", &format!("{CONFIG_DIR}/{TOML_FILE}")));
     }
-    let applied = knobs::apply(&BESU, &trial.spec.point, version)?;
+    let tuning = &template.tuning;
+    let applied = knobs::apply(&BESU, tuning, version)?;
     args.extend(applied.args);
-    args.extend(trial.spec.template.extra_args.iter().cloned());
+    args.extend(template.extra_args.iter().cloned());
 
     let mut env = vec![(
         "LOG4J_CONFIGURATION_FILE".to_string(),
         format!("{CONFIG_DIR}/{LOG4J_FILE}"),
     )];
-    if let Some(opts) = besu_opts(trial, besu)? {
+    if let Some(opts) = besu_opts(tuning, besu)? {
         env.push(("BESU_OPTS".into(), opts));
     }
-    if let Some(a) = trial.spec.point.settings.get(Setting::Allocator.as_str()) {
-        env.extend(allocator_env(a, besu)?);
+    if let Some(a) = tuning.allocator {
+        env.extend(allocator_env(a, besu));
     }
     env.extend(applied.env);
     Ok(Command { args, env })
@@ -169,16 +160,16 @@ mod tests {
     #[test]
     fn glibc_turns_the_start_scripts_jemalloc_off_and_preloads_nothing() {
         let b: BesuSpec = serde_saphyr::from_str("image: hyperledger/besu:25.12.0").unwrap();
-        let env = allocator_env("glibc", &b).unwrap();
+        let env = allocator_env(Allocator::Glibc, &b);
         assert!(env.contains(&("BESU_USING_JEMALLOC".into(), "false".into())));
         assert!(!env.iter().any(|(k, _)| k == "VALTUNE_ALLOCATOR_LIBRARY"));
-        let env = allocator_env("tcmalloc", &b).unwrap();
+        let env = allocator_env(Allocator::Tcmalloc, &b);
         assert!(env.contains(&(
             "VALTUNE_ALLOCATOR_LIBRARY".into(),
             "libtcmalloc_minimal.so.4".into()
         )));
         // jemalloc: the start script preloads it; the wrapper checks it is there.
-        let env = allocator_env("jemalloc", &b).unwrap();
+        let env = allocator_env(Allocator::Jemalloc, &b);
         assert!(!env.iter().any(|(k, _)| k == "BESU_USING_JEMALLOC"));
         assert!(env.contains(&("VALTUNE_ALLOCATOR_LIBRARY".into(), "libjemalloc.so".into())));
     }

@@ -11,15 +11,15 @@ mod render;
 
 use kube::core::Rule;
 
-use super::knobs::KnobTable;
+use super::knobs::{Dim, KnobTable};
 use super::pod::{GeneratedSecret, Skeleton};
 use super::profile::{Layout, MetricProfile, Objective};
-use super::{ClientPod, RenderError, ValidatorClient};
+use super::{ClientPod, RenderError, RenderInput, ValidatorClient};
 use crate::api::besu::BesuSpec;
 use crate::api::settings::QueryKey;
-use crate::api::sweep::SweepSpec;
+use crate::api::sweep::{Setting, SweepSpec};
 use crate::api::template::{ClientSpec, ValidatorTemplate};
-use crate::api::trial::{TrialResults, ValidatorTrial};
+use crate::api::trial::TrialResults;
 
 pub use render::{WRAPPER, log4j2_xml, secret_name};
 
@@ -81,6 +81,7 @@ fn besu_rules() -> Vec<Rule> {
         )
     };
     let mem = "self.template.resources.memory";
+    let tuned = "self.template.tuning.heap";
     let mut rules = vec![
         Rule::new(format!("!has({b}) || (has(self.template.storage) && self.template.storage.exists(v, v.role == 'data'))"))
             .message("Besu needs a data volume (--data-path, and Teku's beacon database unless a state volume is given): add {role: data, size: 2Ti} to template.storage")
@@ -111,6 +112,14 @@ fn besu_rules() -> Vec<Rule> {
         ))
         .message("template.besu.heap must be below the container's memory, which also holds Besu's native memory: lower the heap or raise the memory")
         .field_path(".template.besu.heap"),
+        Rule::new(format!(
+            "!has({b}) || !{} || (has(self.sweep.memory) ? self.sweep.memory.all(m, {}) : (!has({mem}) || {}))",
+            Dim::Setting(Setting::Heap).cel_from_tuning(),
+            below(&format!("[{tuned}]"), "m"),
+            below(&format!("[{tuned}]"), mem)
+        ))
+        .message("template.tuning.heap must be below the container's memory, which also holds Besu's native memory: lower the heap or raise the memory")
+        .field_path(".template.tuning.heap"),
     ];
     rules.extend(knobs::versioned_rules());
     rules
@@ -141,17 +150,13 @@ impl ValidatorClient for Besu {
         besu_rules()
     }
 
-    fn render(
-        &self,
-        trial: &ValidatorTrial,
-        skeleton: &Skeleton,
-    ) -> Result<ClientPod, RenderError> {
-        let besu = spec(&trial.spec.template)?;
-        render::pod(trial, besu, self.version(&trial.spec.template), skeleton)
+    fn render(&self, input: &RenderInput, skeleton: &Skeleton) -> Result<ClientPod, RenderError> {
+        let besu = spec(&input.template)?;
+        render::pod(input, besu, self.version(&input.template), skeleton)
     }
 
-    fn secrets(&self, trial: &ValidatorTrial) -> Vec<GeneratedSecret> {
-        vec![render::jwt_secret(trial)]
+    fn secrets(&self, input: &RenderInput) -> Vec<GeneratedSecret> {
+        vec![render::jwt_secret(input)]
     }
 
     fn profile(&self, _t: &ValidatorTemplate) -> MetricProfile {
@@ -182,6 +187,7 @@ impl ValidatorClient for Besu {
 mod tests {
     use super::*;
     use crate::clients::golden;
+    use crate::clients::knobs::Place;
 
     const EXAMPLE: &str = "besu-allocator-heap-sweep.yaml";
 
@@ -213,7 +219,7 @@ mod tests {
     #[test]
     fn teku_shares_the_jwt_and_reaches_the_engine_port() {
         let t = golden::trial(&golden::example(EXAMPLE), 0);
-        let r = crate::clients::render(&t, 1, &[], Some("http://prom:9090")).unwrap();
+        let r = crate::clients::render(&golden::input(&t)).unwrap();
         let spec = r.pod.spec.unwrap();
         let teku = &spec.init_containers.as_ref().unwrap()[0];
         let args = teku.args.clone().unwrap();
@@ -240,10 +246,14 @@ mod tests {
     fn every_knob_reaches_the_pod_the_way_the_table_says() {
         let yaml = "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {name: knobs}\nspec:\n  template:\n    besu: {image: 'hyperledger/besu:25.12.0', mimallocLibrary: /opt/mi/libmimalloc.so}\n    resources: {cpu: 8, memory: 32Gi}\n    storage: [{role: data, size: 2Ti}]\n  sweep:\n    memory: [24Gi]\n    cpu: [6]\n    allocator: [mimalloc]\n    mallocArenaMax: [3]\n    heap: [1536Mi]\n    knobs: [{name: sync, configKey: sync-mode, values: ['\"FULL\"']}]\n";
         let t = golden::trial(yaml, 0);
-        for knob in knobs::BESU.knobs {
+        for knob in knobs::BESU
+            .knobs
+            .iter()
+            .filter(|k| k.dim.is_at(Place::Tuning))
+        {
             let value = knob
                 .dim
-                .value(&t.spec.point)
+                .value(&t.spec.template.tuning)
                 .expect("the fixture sweeps every knob");
             assert!(!value.is_empty());
         }

@@ -18,13 +18,11 @@ use super::{
     TOML_FILE, VALIDATOR_CONTAINER,
 };
 use crate::api::besu::BesuSpec;
-use crate::api::labels;
-use crate::api::template::VolumeRole;
-use crate::api::trial::ValidatorTrial;
+use crate::api::template::{ValidatorTemplate, VolumeRole};
 use crate::api::version::Version;
 use crate::clients::parts::{self, env, mount, protocol_port};
 use crate::clients::pod::{GeneratedSecret, Skeleton, Tweaks, config_map};
-use crate::clients::{ClientPod, RenderError};
+use crate::clients::{ClientPod, RenderError, RenderInput};
 
 /// The start script the wrapper hands over to (docker/Dockerfile @25.12.0: Besu in
 /// /opt/besu, its bin/ on PATH).
@@ -68,19 +66,17 @@ fn besu_toml(config: &BTreeMap<String, String>) -> String {
     s
 }
 
-/// The experiment's JWT Secret: one per experiment (its trials' pods all mount it), owned
-/// by the experiment like its trials, created once: one API write per experiment.
-pub fn jwt_secret(trial: &ValidatorTrial) -> GeneratedSecret {
-    let experiment = &trial.spec.experiment;
+/// The group's JWT Secret: one per group (an experiment's trials' pods all mount it),
+/// owned by the group's owners (the experiment, like its trials), created once: one API
+/// write per group.
+pub fn jwt_secret(input: &RenderInput) -> GeneratedSecret {
+    let group = &input.group;
     GeneratedSecret {
         metadata: ObjectMeta {
-            name: Some(secret_name(experiment)),
-            namespace: trial.metadata.namespace.clone(),
-            labels: Some(BTreeMap::from([
-                (labels::MANAGED_BY.into(), labels::MANAGER.into()),
-                (labels::EXPERIMENT.into(), experiment.clone()),
-            ])),
-            owner_references: trial.metadata.owner_references.clone(),
+            name: Some(secret_name(&group.name)),
+            namespace: input.owner.namespace.clone(),
+            labels: Some(group.labels.clone()),
+            owner_references: (!group.owners.is_empty()).then(|| group.owners.clone()),
             ..Default::default()
         },
         key: JWT_FILE.into(),
@@ -88,20 +84,15 @@ pub fn jwt_secret(trial: &ValidatorTrial) -> GeneratedSecret {
     }
 }
 
-pub fn secret_name(experiment: &str) -> String {
-    format!("{experiment}-engine-jwt")
+pub fn secret_name(group: &str) -> String {
+    format!("{group}-engine-jwt")
 }
 
 /// Teku, the consensus client: a native sidecar (started before Besu, restarted if it
 /// exits). Flags: teku/.../cli/options/*.java @25.12.0 (docs/clients/besu.md).
-fn teku(trial: &ValidatorTrial, besu: &BesuSpec, skeleton: &Skeleton) -> Container {
+fn teku(template: &ValidatorTemplate, besu: &BesuSpec, skeleton: &Skeleton) -> Container {
     let c = &besu.consensus;
-    let has_state = trial
-        .spec
-        .template
-        .storage
-        .iter()
-        .any(|v| v.role == VolumeRole::State);
+    let has_state = template.storage.iter().any(|v| v.role == VolumeRole::State);
     // Its beacon database on a drive of its own when the template has one (the seed ran
     // Teku on another disk), else beside Besu's.
     let (volume, dir) = if has_state {
@@ -167,25 +158,26 @@ fn vmagent(besu: &BesuSpec, remote_write: &str) -> Container {
 }
 
 pub fn pod(
-    trial: &ValidatorTrial,
+    input: &RenderInput,
     besu: &BesuSpec,
     version: Option<Version>,
     skeleton: &Skeleton,
 ) -> Result<ClientPod, RenderError> {
-    let remote_write = skeleton.remote_write.clone().ok_or_else(|| {
+    let template = &input.template;
+    let remote_write = input.remote_write.clone().ok_or_else(|| {
         RenderError::Invalid(
             "Besu's block times are remote-written to Prometheus, and no Prometheus is configured: set spec.metrics.prometheusUrl (or remoteWriteUrl), or start the operator with --prometheus-url".into(),
         )
     })?;
-    let Command { args, env: own_env } = args::command(trial, besu, version)?;
+    let Command { args, env: own_env } = args::command(template, besu, version)?;
     let mut validator_env: Vec<EnvVar> = own_env.iter().map(|(k, v)| env(k, v)).collect();
-    validator_env.extend(trial.spec.template.env.iter().cloned());
+    validator_env.extend(template.env.iter().cloned());
 
     let mut files = BTreeMap::from([(LOG4J_FILE.to_string(), log4j2_xml(besu.block_times.port))]);
     if !besu.config.is_empty() {
         files.insert(TOML_FILE.into(), besu_toml(&besu.config));
     }
-    let config = config_map(trial, skeleton, "besu", files);
+    let config = config_map(input, skeleton, "besu", files);
     let config_name = config.metadata.name.clone().unwrap_or_default();
 
     let mut mounts = skeleton.mounts.clone();
@@ -216,7 +208,7 @@ pub fn pod(
         ..Default::default()
     };
     Ok(ClientPod {
-        init_containers: vec![teku(trial, besu, skeleton), vmagent(besu, &remote_write)],
+        init_containers: vec![teku(template, besu, skeleton), vmagent(besu, &remote_write)],
         containers: vec![validator],
         volumes: vec![
             Volume {
@@ -230,7 +222,7 @@ pub fn pod(
             Volume {
                 name: "engine-jwt".into(),
                 secret: Some(SecretVolumeSource {
-                    secret_name: Some(secret_name(&trial.spec.experiment)),
+                    secret_name: Some(secret_name(&input.group.name)),
                     default_mode: Some(0o440),
                     ..Default::default()
                 }),

@@ -10,8 +10,7 @@ use super::knobs::FIREDANCER;
 use super::layout::{KINDS, Layout, full};
 use crate::api::agave::SolanaCluster;
 use crate::api::firedancer::{FiredancerNetProvider, FiredancerSpec, FiredancerWorkload};
-use crate::api::sweep::TrialPoint;
-use crate::api::template::VolumeRole;
+use crate::api::template::{Tuning, VolumeRole};
 use crate::api::version::Version;
 use crate::clients::knobs::{self, KnobError};
 
@@ -180,7 +179,8 @@ pub(super) fn cluster(
 /// Everything a trial's config needs besides the spec.
 pub struct Inputs<'a> {
     pub spec: &'a FiredancerSpec,
-    pub point: &'a TrialPoint,
+    /// The tuned tile counts (over the spec's layout).
+    pub tuning: &'a Tuning,
     pub version: Option<Version>,
     /// Storage roles of the trial, with their mount paths.
     pub volumes: Vec<(VolumeRole, String)>,
@@ -188,13 +188,13 @@ pub struct Inputs<'a> {
     pub datapoints_port: Option<i32>,
 }
 
-/// Every configured tile count, the spec's and the point's, under its version's key
+/// Every configured tile count, the spec's and the tuned ones, under its version's key
 /// (the knob table's).
 pub(super) fn tile_counts(c: &mut Config, i: &Inputs) -> Result<(), KnobError> {
-    let mut counts = i.point.clone();
+    let mut counts = i.tuning.clone();
     for (knob, _, _) in KINDS {
         if let Some(n) = Layout::spec_count(&i.spec.layout, knob) {
-            counts.threads.entry(knob.to_string()).or_insert(n);
+            counts.threads.entry(knob).or_insert(n);
         }
     }
     let applied = knobs::apply(&FIREDANCER, &counts, i.version)?;

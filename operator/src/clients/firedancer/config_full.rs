@@ -94,18 +94,19 @@ mod tests {
     use super::super::config;
     use super::*;
     use crate::api::firedancer::FiredancerSpec;
-    use crate::api::sweep::TrialPoint;
+    use crate::api::sweep::ThreadKnob;
+    use crate::api::template::Tuning;
     use crate::api::version::Version;
 
     fn render(yaml: &str, v: Version, volumes: &[(VolumeRole, &str)]) -> String {
         let spec: FiredancerSpec = serde_saphyr::from_str(yaml).unwrap();
-        let point = TrialPoint {
-            threads: [("execTiles".to_string(), 4)].into(),
+        let tuning = Tuning {
+            threads: [(ThreadKnob::ExecTiles, 4)].into(),
             ..Default::default()
         };
         config::config(&Inputs {
             spec: &spec,
-            point: &point,
+            tuning: &tuning,
             version: Some(v),
             volumes: volumes.iter().map(|(r, p)| (*r, p.to_string())).collect(),
             datapoints_port: None,

@@ -120,13 +120,17 @@ pub static FIREDANCER: KnobTable = KnobTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::sweep::TrialPoint;
+    use crate::api::template::Tuning;
     use crate::api::version::Version;
     use crate::clients::knobs::{KnobError, apply};
 
-    fn point(knob: &str, n: i32) -> TrialPoint {
-        TrialPoint {
-            threads: [(knob.to_string(), n)].into(),
+    fn tuning(knob: &str, n: i32) -> Tuning {
+        let knob = ThreadKnob::ALL
+            .into_iter()
+            .find(|t| t.as_str() == knob)
+            .unwrap();
+        Tuning {
+            threads: [(knob, n)].into(),
             ..Default::default()
         }
     }
@@ -134,7 +138,7 @@ mod tests {
     #[test]
     fn tile_counts_reach_the_key_of_their_version() {
         let key = |knob: &str, v: Version| {
-            apply(&FIREDANCER, &point(knob, 3), Some(v)).map(|a| a.config[0].0.clone())
+            apply(&FIREDANCER, &tuning(knob, 3), Some(v)).map(|a| a.config[0].0.clone())
         };
         let old = Version::new(0, 505, 20216);
         let new = Version::new(0, 1106, 40201);

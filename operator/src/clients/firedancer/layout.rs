@@ -21,7 +21,8 @@
 use crate::api::firedancer::{
     FiredancerFlavor, FiredancerLayout, FiredancerNetProvider, FiredancerSpec, FiredancerWorkload,
 };
-use crate::api::sweep::TrialPoint;
+use crate::api::sweep::ThreadKnob;
+use crate::api::template::Tuning;
 use crate::api::version::Version;
 
 use super::versions::V1_1;
@@ -87,18 +88,19 @@ pub const FULL_DEFAULT: Layout = Layout {
     sign: 2,
 };
 
-/// (sweep.threads name = spec.layout field, Frankendancer default, full default) of each
-/// configurable tile; the last three are full Firedancer's only (0 for Frankendancer).
-pub const KINDS: [(&str, u32, u32); 9] = [
-    ("netTiles", DEFAULT.net, FULL_DEFAULT.net),
-    ("quicTiles", DEFAULT.quic, FULL_DEFAULT.quic),
-    ("verifyTiles", DEFAULT.verify, FULL_DEFAULT.verify),
-    ("bankTiles", DEFAULT.bank, FULL_DEFAULT.bank),
-    ("shredTiles", DEFAULT.shred, FULL_DEFAULT.shred),
-    ("resolvTiles", DEFAULT.resolv, FULL_DEFAULT.resolv),
-    ("execTiles", 0, FULL_DEFAULT.exec),
-    ("gossvfTiles", 0, FULL_DEFAULT.gossvf),
-    ("signTiles", 0, FULL_DEFAULT.sign),
+/// (thread knob, whose name is the spec.layout field; Frankendancer default; full default)
+/// of each configurable tile; the last three are full Firedancer's only (0 for
+/// Frankendancer).
+pub const KINDS: [(ThreadKnob, u32, u32); 9] = [
+    (ThreadKnob::NetTiles, DEFAULT.net, FULL_DEFAULT.net),
+    (ThreadKnob::QuicTiles, DEFAULT.quic, FULL_DEFAULT.quic),
+    (ThreadKnob::VerifyTiles, DEFAULT.verify, FULL_DEFAULT.verify),
+    (ThreadKnob::BankTiles, DEFAULT.bank, FULL_DEFAULT.bank),
+    (ThreadKnob::ShredTiles, DEFAULT.shred, FULL_DEFAULT.shred),
+    (ThreadKnob::ResolvTiles, DEFAULT.resolv, FULL_DEFAULT.resolv),
+    (ThreadKnob::ExecTiles, 0, FULL_DEFAULT.exec),
+    (ThreadKnob::GossvfTiles, 0, FULL_DEFAULT.gossvf),
+    (ThreadKnob::SignTiles, 0, FULL_DEFAULT.sign),
 ];
 
 pub fn full(spec: &FiredancerSpec) -> bool {
@@ -106,49 +108,49 @@ pub fn full(spec: &FiredancerSpec) -> bool {
 }
 
 impl Layout {
-    /// The layout of a trial: the flavor's defaults, the spec's counts, then the point's.
-    pub fn of(spec: &FiredancerSpec, point: &TrialPoint) -> Layout {
+    /// The layout: the flavor's defaults, the spec's counts, then the tuned ones.
+    pub fn of(spec: &FiredancerSpec, tuning: &Tuning) -> Layout {
         let l = &spec.layout;
         let d = if full(spec) { FULL_DEFAULT } else { DEFAULT };
-        let pick = |knob: &str, set: Option<i32>, default: u32| {
-            point
+        let pick = |knob: ThreadKnob, default: u32| {
+            tuning
                 .threads
-                .get(knob)
+                .get(&knob)
                 .copied()
-                .or(set)
+                .or(Layout::spec_count(l, knob))
                 .map(|n| n.max(0) as u32)
                 .unwrap_or(default)
         };
         let only_full = |n: u32| if full(spec) { n } else { 0 };
         Layout {
-            net: pick("netTiles", l.net_tiles, d.net),
-            quic: pick("quicTiles", l.quic_tiles, d.quic),
-            verify: pick("verifyTiles", l.verify_tiles, d.verify),
-            bank: pick("bankTiles", l.bank_tiles, d.bank),
-            shred: pick("shredTiles", l.shred_tiles, d.shred),
-            resolv: pick("resolvTiles", l.resolv_tiles, d.resolv),
-            exec: only_full(pick("execTiles", l.exec_tiles, d.exec)),
-            gossvf: only_full(pick("gossvfTiles", l.gossvf_tiles, d.gossvf)),
+            net: pick(ThreadKnob::NetTiles, d.net),
+            quic: pick(ThreadKnob::QuicTiles, d.quic),
+            verify: pick(ThreadKnob::VerifyTiles, d.verify),
+            bank: pick(ThreadKnob::BankTiles, d.bank),
+            shred: pick(ThreadKnob::ShredTiles, d.shred),
+            resolv: pick(ThreadKnob::ResolvTiles, d.resolv),
+            exec: only_full(pick(ThreadKnob::ExecTiles, d.exec)),
+            gossvf: only_full(pick(ThreadKnob::GossvfTiles, d.gossvf)),
             sign: if full(spec) {
-                pick("signTiles", l.sign_tiles, d.sign)
+                pick(ThreadKnob::SignTiles, d.sign)
             } else {
                 1
             },
         }
     }
 
-    /// The spec's count of a kind, by its sweep name.
-    pub fn spec_count(l: &FiredancerLayout, knob: &str) -> Option<i32> {
+    /// The spec's count of a kind.
+    pub fn spec_count(l: &FiredancerLayout, knob: ThreadKnob) -> Option<i32> {
         match knob {
-            "netTiles" => l.net_tiles,
-            "quicTiles" => l.quic_tiles,
-            "verifyTiles" => l.verify_tiles,
-            "bankTiles" => l.bank_tiles,
-            "shredTiles" => l.shred_tiles,
-            "resolvTiles" => l.resolv_tiles,
-            "execTiles" => l.exec_tiles,
-            "gossvfTiles" => l.gossvf_tiles,
-            "signTiles" => l.sign_tiles,
+            ThreadKnob::NetTiles => l.net_tiles,
+            ThreadKnob::QuicTiles => l.quic_tiles,
+            ThreadKnob::VerifyTiles => l.verify_tiles,
+            ThreadKnob::BankTiles => l.bank_tiles,
+            ThreadKnob::ShredTiles => l.shred_tiles,
+            ThreadKnob::ResolvTiles => l.resolv_tiles,
+            ThreadKnob::ExecTiles => l.exec_tiles,
+            ThreadKnob::GossvfTiles => l.gossvf_tiles,
+            ThreadKnob::SignTiles => l.sign_tiles,
             _ => None,
         }
     }
@@ -166,8 +168,8 @@ pub struct Needs {
 }
 
 impl Needs {
-    pub fn of(spec: &FiredancerSpec, point: &TrialPoint, version: Version) -> Needs {
-        let l = Layout::of(spec, point);
+    pub fn of(spec: &FiredancerSpec, tuning: &Tuning, version: Version) -> Needs {
+        let l = Layout::of(spec, tuning);
         let bench = spec.workload == FiredancerWorkload::Bench;
         // XDP adds the netlnk tile; the socket provider runs `net_tile_count` sock tiles.
         let xdp = u32::from(spec.net_provider == FiredancerNetProvider::Xdp);
@@ -222,9 +224,10 @@ impl Needs {
 pub mod cel {
     use super::{
         FIXED_TILES, FULL_FIXED_V1_0, FULL_FIXED_V1_1, FULL_SNAPSHOT_V1_0, FULL_SNAPSHOT_V1_1,
-        KINDS, STACK_HUGE_PAGES, V1_1,
+        KINDS, STACK_HUGE_PAGES, ThreadKnob, V1_1,
     };
     use crate::api::version::{cel_at_least, cel_version};
+    use crate::clients::knobs::{Dim, Place};
 
     pub const SPEC: &str = "self.template.firedancer";
 
@@ -233,29 +236,31 @@ pub mod cel {
         format!("{SPEC}.flavor == 'firedancer'")
     }
 
-    /// The largest swept count of a kind, else the spec's, else the flavor's default. (A
-    /// `map` over the thread sweeps keeps the apiserver's cost estimate bounded; `filter`
-    /// then indexing loses the bound of `values`.)
-    pub fn count(knob: &str) -> String {
+    /// The largest swept count of a kind, else the tuned one, else the spec's, else the
+    /// flavor's default. (A `map` over the thread sweeps keeps the apiserver's cost
+    /// estimate bounded; `filter` then indexing loses the bound of `values`.)
+    pub fn count(knob: ThreadKnob) -> String {
         let (_, franken, full_default) = KINDS
             .iter()
             .find(|(k, _, _)| *k == knob)
             .copied()
             .unwrap_or((knob, 0, 0));
+        let tuned = Dim::Thread(knob).cel_set(Place::Tuning);
+        let knob = knob.as_str();
         let default = if franken == full_default {
             franken.to_string()
         } else {
             format!("({} ? {full_default} : {franken})", full())
         };
         format!(
-            "(has(self.sweep.threads) && self.sweep.threads.exists(t, t.name == '{knob}') ? self.sweep.threads.map(t, t.name == '{knob}' ? t.values.max() : 0).max() : (has({SPEC}.layout) && has({SPEC}.layout.{knob}) ? {SPEC}.layout.{knob} : {default}))"
+            "(has(self.sweep.threads) && self.sweep.threads.exists(t, t.name == '{knob}') ? self.sweep.threads.map(t, t.name == '{knob}' ? t.values.max() : 0).max() : ({tuned} ? self.template.tuning.threads.{knob} : (has({SPEC}.layout) && has({SPEC}.layout.{knob}) ? {SPEC}.layout.{knob} : {default})))"
         )
     }
 
     /// Tiles placed by `[layout] affinity`, for the largest swept layout.
     pub fn tiles() -> String {
-        let common: Vec<String> = KINDS[..6].iter().map(|(k, _, _)| count(k)).collect();
-        let only_full: Vec<String> = KINDS[6..].iter().map(|(k, _, _)| count(k)).collect();
+        let common: Vec<String> = KINDS[..6].iter().map(|(k, _, _)| count(*k)).collect();
+        let only_full: Vec<String> = KINDS[6..].iter().map(|(k, _, _)| count(*k)).collect();
         let v1_1 = cel_at_least(&cel_version(SPEC), V1_1);
         let bench = format!("{SPEC}.workload == 'bench'");
         format!(
@@ -307,9 +312,9 @@ mod tests {
 
     const NEW: Version = Version::new(0, 1106, 40201);
 
-    fn threads(t: &[(&str, i32)]) -> TrialPoint {
-        TrialPoint {
-            threads: t.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+    fn threads(t: &[(ThreadKnob, i32)]) -> Tuning {
+        Tuning {
+            threads: t.iter().copied().collect(),
             ..Default::default()
         }
     }
@@ -319,11 +324,11 @@ mod tests {
         // Socket provider, no GUI: sock, quic, verify x6, dedup, resolh, pack, bank x4,
         // pohh, shred, store, sign, metric, diag.
         let s = spec("image: x");
-        let n = Needs::of(&s, &TrialPoint::default(), NEW);
+        let n = Needs::of(&s, &Tuning::default(), NEW);
         assert_eq!(n.tiles, 21);
         // XDP adds netlnk; the GUI plugin and gui: the research notes' 24 tiles.
         let s = spec("image: x\nnetProvider: xdp\ngui: true");
-        assert_eq!(Needs::of(&s, &TrialPoint::default(), NEW).tiles, 24);
+        assert_eq!(Needs::of(&s, &Tuning::default(), NEW).tiles, 24);
     }
 
     #[test]
@@ -333,7 +338,7 @@ mod tests {
         // execrp x10, tower, txsend, quic, verify x6, dedup, resolv, pack, execle x2, poh,
         // sign x2, rpc, admin: 48.
         let s = spec("image: x\nflavor: firedancer");
-        let p = TrialPoint::default();
+        let p = Tuning::default();
         let n = Needs::of(&s, &p, Version::new(1, 1, 4));
         assert_eq!(n.tiles, 48);
         // v1.0.1 has no snapwr, rserve, accdb or admin.
@@ -350,7 +355,7 @@ mod tests {
         let s = spec(
             "image: x\nworkload: bench\nlayout: {shredTiles: 1}\nbench: {benchgTiles: 12, benchsTiles: 2}",
         );
-        let p = threads(&[("verifyTiles", 30), ("bankTiles", 6)]);
+        let p = threads(&[(ThreadKnob::VerifyTiles, 30), (ThreadKnob::BankTiles, 6)]);
         let n = Needs::of(&s, &p, NEW);
         assert_eq!((n.tiles, n.bench_cores, n.all_tiles), (47, 14, 62));
         // With one core for the Agave child: 62 of the seed machine's 64 CPUs.
@@ -361,9 +366,9 @@ mod tests {
     #[test]
     fn spec_counts_and_defaults_follow_the_flavor() {
         let s = spec("image: x\nflavor: firedancer\nlayout: {execTiles: 4}");
-        let l = Layout::of(&s, &threads(&[("signTiles", 3)]));
+        let l = Layout::of(&s, &threads(&[(ThreadKnob::SignTiles, 3)]));
         assert_eq!((l.net, l.bank, l.exec, l.gossvf, l.sign), (2, 2, 4, 2, 3));
-        let l = Layout::of(&spec("image: x"), &TrialPoint::default());
+        let l = Layout::of(&spec("image: x"), &Tuning::default());
         assert_eq!((l.net, l.bank, l.exec, l.gossvf), (1, 4, 0, 0));
     }
 
@@ -371,11 +376,12 @@ mod tests {
     fn the_cel_counts_every_kind_with_its_flavors_default() {
         let t = cel::tiles();
         for (k, franken, full) in KINDS {
+            let k = k.as_str();
             assert!(t.contains(&format!("t.name == '{k}'")), "{k}");
             if franken == full {
-                assert!(t.contains(&format!("layout.{k} : {full})")), "{k}");
+                assert!(t.contains(&format!("layout.{k} : {full}))")), "{k}");
             } else {
-                assert!(t.contains(&format!("? {full} : {franken}))")), "{k}");
+                assert!(t.contains(&format!("? {full} : {franken})))")), "{k}");
             }
         }
         assert!(t.contains(&format!(" : {FIXED_TILES} + (")));

@@ -22,12 +22,12 @@ use kube::core::Rule;
 use super::knobs::KnobTable;
 use super::pod::Skeleton;
 use super::profile::{Layout, MetricProfile, Objective};
-use super::{ClientPod, RenderError, ValidatorClient};
+use super::{ClientPod, RenderError, RenderInput, ValidatorClient};
 use crate::api::firedancer::FiredancerSpec;
 use crate::api::settings::QueryKey;
 use crate::api::sweep::SweepSpec;
 use crate::api::template::{ClientSpec, ValidatorTemplate};
-use crate::api::trial::{TrialResults, ValidatorTrial};
+use crate::api::trial::TrialResults;
 use crate::api::version::Version;
 
 pub const VALIDATOR_CONTAINER: &str = "validator";
@@ -72,19 +72,15 @@ impl ValidatorClient for Firedancer {
         config::HUGETLBFS
     }
 
-    fn render(
-        &self,
-        trial: &ValidatorTrial,
-        skeleton: &Skeleton,
-    ) -> Result<ClientPod, RenderError> {
-        let t = &trial.spec.template;
+    fn render(&self, input: &RenderInput, skeleton: &Skeleton) -> Result<ClientPod, RenderError> {
+        let t = &input.template;
         let spec = spec(t)?;
         let version = self.version(t).ok_or_else(|| {
             RenderError::Invalid(
                 "Firedancer's version is not known: set template.firedancer.version or use an image tagged :vX.Y.Z".into(),
             )
         })?;
-        render::pod(self, trial, spec, version, skeleton)
+        render::pod(self, input, spec, version, skeleton)
     }
 
     fn profile(&self, t: &ValidatorTemplate) -> MetricProfile {

@@ -19,11 +19,10 @@ use super::{VALIDATOR_CONTAINER, start};
 use crate::api::firedancer::{
     Capability, FiredancerNetProvider, FiredancerSpec, FiredancerWorkload,
 };
-use crate::api::trial::ValidatorTrial;
 use crate::api::version::Version;
 use crate::clients::parts::{self, empty_dir, env, mount, port, sidecar};
 use crate::clients::pod::{PREFLIGHT_CONTAINER, Skeleton, Tweaks, config_map, sidecar_resources};
-use crate::clients::{ClientPod, RenderError, ValidatorClient};
+use crate::clients::{ClientPod, RenderError, RenderInput, ValidatorClient};
 
 /// What fdctl run checks of the node (shared/commands/configure/sysctl.c @v0.1106.40201:
 /// the ENFORCE_MINIMUM params, the socket provider's buffer sizes, default 134217728 in
@@ -91,12 +90,12 @@ fn security(spec: &FiredancerSpec) -> SecurityContext {
 
 pub fn pod(
     client: &super::Firedancer,
-    trial: &ValidatorTrial,
+    input: &RenderInput,
     spec: &FiredancerSpec,
     version: Version,
     skeleton: &Skeleton,
 ) -> Result<ClientPod, RenderError> {
-    let t = &trial.spec.template;
+    let t = &input.template;
     let follow = spec.workload == FiredancerWorkload::Follow;
     let x = &spec.exporters;
     let volumes: Vec<_> = t
@@ -106,22 +105,22 @@ pub fn pod(
         .collect();
     let cfg = config::config(&Inputs {
         spec,
-        point: &trial.spec.point,
+        tuning: &t.tuning,
         version: Some(version),
         volumes: volumes.clone(),
         datapoints_port: follow.then_some(x.datapoints_port),
     })?;
     let header = format!(
         "# Written by valtune for trial {} (firedancer-io/firedancer {version}). The @...@\n# affinity placeholders are filled in from the container's cpuset at start.\n",
-        trial.metadata.name.clone().unwrap_or_default()
+        input.owner.name
     );
     let cm = config_map(
-        trial,
+        input,
         skeleton,
         "config",
         BTreeMap::from([(TEMPLATE_FILE.to_string(), cfg.render(&header))]),
     );
-    let needs = Needs::of(spec, &trial.spec.point, version);
+    let needs = Needs::of(spec, &t.tuning, version);
     let mut dirs = vec![SCRATCH_DIR.to_string()];
     dirs.extend(volumes.iter().map(|(_, p)| p.clone()));
     let full = layout::full(spec);
@@ -179,7 +178,7 @@ pub fn pod(
         ));
         // Every datapoint the Agave child pushes, remote-written with its own timestamp
         // under the pod's namespace and name (vmagent app/vmagent, lib/protoparser/influx).
-        let remote_write = skeleton.remote_write.clone().ok_or_else(|| {
+        let remote_write = input.remote_write.clone().ok_or_else(|| {
             RenderError::Invalid(
                 "a Frankendancer follower's datapoints are remote-written to Prometheus, and no Prometheus is configured: set spec.metrics.prometheusUrl (or remoteWriteUrl), or start the operator with --prometheus-url".into(),
             )
@@ -202,7 +201,7 @@ pub fn pod(
         mount("fd-scratch", SCRATCH_DIR, false),
     ]);
     let mut validator_env: Vec<EnvVar> = Vec::new();
-    let applied = crate::clients::knobs::apply(client.knobs(), &trial.spec.point, Some(version))?;
+    let applied = crate::clients::knobs::apply(client.knobs(), &t.tuning, Some(version))?;
     validator_env.extend(applied.env.iter().map(|(k, v)| env(k, v)));
     validator_env.extend(t.env.iter().cloned());
     let validator = Container {

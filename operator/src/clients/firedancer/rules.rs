@@ -8,7 +8,9 @@ use kube::core::Rule;
 use super::config_full;
 use super::layout::{STACK_HUGE_PAGES, cel};
 use super::versions::{V0_501, V1};
+use crate::api::sweep::ThreadKnob;
 use crate::api::version::{Versions, cel_known, cel_version};
+use crate::clients::knobs::{Dim, Place};
 
 /// Keys valtune writes from the spec; setting them as config keys would break the trial.
 pub const RESERVED_KEYS: [&str; 21] = [
@@ -114,6 +116,14 @@ pub fn rules() -> Vec<Rule> {
         ),
         rule(
             format!(
+                "!{} || self.template.tuning.threads.signTiles >= 2",
+                Dim::Thread(ThreadKnob::SignTiles).cel_set(Place::Tuning)
+            ),
+            "full Firedancer needs at least 2 sign tiles ('layout.sign_tile_count must be >= 2', src/app/shared/fd_config.c fd_config_validatef): set signTiles to 2 or more",
+            ".template.tuning.threads",
+        ),
+        rule(
+            format!(
                 "{f}.privileged || (has({f}.capabilities) && 'NET_RAW' in {f}.capabilities && 'SYS_ADMIN' in {f}.capabilities)"
             ),
             "fdctl run checks CAP_NET_RAW and CAP_SYS_ADMIN even with the socket provider (shared/commands/run/run.c run_cmd_perm), and SYS_ADMIN mounts its hugetlbfs: opt in with template.firedancer.capabilities: [NET_RAW, SYS_ADMIN, SYS_RESOURCE] (SYS_RESOURCE raises the memlock, nofile and nice limits) or privileged: true",
@@ -136,7 +146,7 @@ pub fn rules() -> Vec<Rule> {
         ),
         rule(
             format!("!has({f}.config) || {f}.config.all(k, !{})", reserved("k")),
-            "this config key is valtune's: tile counts come from sweep.threads or template.firedancer.layout, affinity from the container's cores, paths from template.storage, and user, netProvider, metricsPort, gui, rpcPort and bench from their fields",
+            "this config key is valtune's: tile counts come from sweep.threads, template.tuning.threads or template.firedancer.layout, affinity from the container's cores, paths from template.storage, and user, netProvider, metricsPort, gui, rpcPort and bench from their fields",
             ".template.firedancer.config",
         ),
         rule(

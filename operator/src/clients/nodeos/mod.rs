@@ -17,7 +17,7 @@ pub use render::{CHAIN_EXPORTER, EXPORTER_SCRIPT, HOG_CONTAINER, STATE_TMPFS_LAB
 use super::knobs::KnobTable;
 use super::pod::Skeleton;
 use super::profile::{Layout, MetricProfile, Objective};
-use super::{ClientPod, RenderError, ValidatorClient};
+use super::{ClientPod, RenderError, RenderInput, ValidatorClient};
 use crate::api::nodeos::{NodeosMapMode, NodeosSpec, StateMedium};
 use crate::api::quantity::parse_quantity;
 use crate::api::settings::QueryKey;
@@ -37,7 +37,7 @@ fn spec(t: &ValidatorTemplate) -> Result<&NodeosSpec, RenderError> {
         .ok_or_else(|| RenderError::Invalid("the template has no nodeos settings".into()))
 }
 
-/// What one trial runs, from its point and template.
+/// What the pod runs, from the template's resources and tuning.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     pub mode: NodeosMapMode,
@@ -50,22 +50,18 @@ pub struct Plan {
     pub swap: bool,
 }
 
-/// The trial's plan; errors are what admission refuses, for objects that bypassed it.
-pub fn trial_plan(trial: &ValidatorTrial, spec: &NodeosSpec) -> Result<Plan, RenderError> {
-    let point = &trial.spec.point;
+/// The pod's plan; errors are what admission refuses, for objects that bypassed it.
+pub fn plan(template: &ValidatorTemplate, spec: &NodeosSpec) -> Result<Plan, RenderError> {
+    let tuning = &template.tuning;
     let invalid = |m: String| RenderError::Invalid(m);
-    let mode = match point.settings.get("databaseMapMode") {
-        Some(m) => NodeosMapMode::parse(m)
-            .ok_or_else(|| invalid(format!("unknown databaseMapMode {m:?}")))?,
-        None => spec.database_map_mode,
-    };
+    let mode = tuning.database_map_mode.unwrap_or(spec.database_map_mode);
     let quantity =
         |what: &str, q: &str| parse_quantity(q).map_err(|e| invalid(format!("{what} {q:?}: {e}")));
-    let hog = match point.settings.get("memoryPressure") {
+    let hog = match &tuning.memory_pressure {
         Some(q) => quantity("memoryPressure", q)?,
         None => 0,
     };
-    let r = &trial.spec.template.resources;
+    let r = &template.resources;
     let memory = r.memory.as_deref().ok_or_else(|| {
         invalid("no memory: set template.resources.memory or sweep.memory".into())
     })?;
@@ -76,9 +72,9 @@ pub fn trial_plan(trial: &ValidatorTrial, spec: &NodeosSpec) -> Result<Plan, Ren
     };
     if hog >= budget {
         return Err(invalid(format!(
-            "memoryPressure {q} leaves nodeos no memory in a {} budget",
+            "memoryPressure {} leaves nodeos no memory in a {} budget",
+            tuning.memory_pressure.as_deref().unwrap_or_default(),
             crate::api::quantity::Bytes(budget),
-            q = point.settings["memoryPressure"]
         )));
     }
     if spec.state.medium != StateMedium::Disk && mode != NodeosMapMode::Mapped {
@@ -121,13 +117,9 @@ impl ValidatorClient for Nodeos {
         rules::rules()
     }
 
-    fn render(
-        &self,
-        trial: &ValidatorTrial,
-        skeleton: &Skeleton,
-    ) -> Result<ClientPod, RenderError> {
-        let nodeos = spec(&trial.spec.template)?;
-        render::pod(self, trial, nodeos, skeleton)
+    fn render(&self, input: &RenderInput, skeleton: &Skeleton) -> Result<ClientPod, RenderError> {
+        let nodeos = spec(&input.template)?;
+        render::pod(self, input, nodeos, skeleton)
     }
 
     fn profile(&self, _t: &ValidatorTemplate) -> MetricProfile {

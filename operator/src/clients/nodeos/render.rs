@@ -1,5 +1,5 @@
 //! A nodeos trial's pod: nodeos with its data and state volumes, a snapshot or genesis to
-//! start from, two metric sidecars, and the memory hog of `sweep.memoryPressure`, all
+//! start from, two metric sidecars, and the memory hog of `tuning.memoryPressure`, all
 //! inside one pod-level memory budget (docs/clients/nodeos.md, "The pod").
 
 use std::collections::BTreeMap;
@@ -11,14 +11,13 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::profile::DEFAULT_MAX_LAG_BLOCKS;
-use super::{Nodeos, PROCESS_NAME, VALIDATOR_CONTAINER, trial_plan};
+use super::{Nodeos, PROCESS_NAME, VALIDATOR_CONTAINER, plan};
 use crate::api::nodeos::{NodeosMapMode, NodeosSpec, StateMedium};
 use crate::api::template::VolumeRole;
-use crate::api::trial::ValidatorTrial;
 use crate::clients::knobs;
 use crate::clients::parts::{mount, port};
 use crate::clients::pod::{Skeleton, Tweaks, config_map, sidecar_resources};
-use crate::clients::{ClientPod, RenderError, ValidatorClient};
+use crate::clients::{ClientPod, RenderError, RenderInput, ValidatorClient};
 
 /// Port names of the endpoints Prometheus scrapes.
 pub const HTTP_PORT_NAME: &str = "http";
@@ -79,12 +78,12 @@ fn config_ini(spec: &NodeosSpec) -> String {
 
 pub fn pod(
     client: &Nodeos,
-    trial: &ValidatorTrial,
+    input: &RenderInput,
     spec: &NodeosSpec,
     skeleton: &Skeleton,
 ) -> Result<ClientPod, RenderError> {
-    let plan = trial_plan(trial, spec)?;
-    let template = &trial.spec.template;
+    let template = &input.template;
+    let plan = plan(template, spec)?;
     let data_dir = client.mount_path(VolumeRole::Data);
     let separate_state = spec.state.medium != StateMedium::Disk
         || template.storage.iter().any(|v| v.role == VolumeRole::State);
@@ -113,8 +112,8 @@ pub fn pod(
         "--plugin".into(),
         "eosio::prometheus_plugin".into(),
     ]);
-    // A swept map mode comes with the knobs below.
-    if !trial.spec.point.settings.contains_key("databaseMapMode") {
+    // A tuned map mode comes with the knobs below.
+    if template.tuning.database_map_mode.is_none() {
         args.extend(["--database-map-mode".into(), plan.mode.as_str().into()]);
     }
     for peer in &spec.peers {
@@ -228,7 +227,7 @@ pub fn pod(
     }
     let applied = knobs::apply(
         &super::knobs::NODEOS,
-        &trial.spec.point,
+        &template.tuning,
         client.version(template),
     )?;
     args.extend(applied.args);
@@ -244,7 +243,7 @@ pub fn pod(
                 ..Default::default()
             }),
     );
-    let config_map = config_map(trial, skeleton, "nodeos", files);
+    let config_map = config_map(input, skeleton, "nodeos", files);
 
     // The node's tmpfs outlives pods: a fresh start from the snapshot needs it empty.
     let command = if spec.state.medium == StateMedium::HostTmpfs {
@@ -342,12 +341,7 @@ pub fn pod(
         ..Default::default()
     };
 
-    let max_lag = trial
-        .spec
-        .settings
-        .warmup
-        .max_lag
-        .unwrap_or(DEFAULT_MAX_LAG_BLOCKS);
+    let max_lag = input.max_lag.unwrap_or(DEFAULT_MAX_LAG_BLOCKS);
     let x = &spec.exporters;
     // Native sidecars: restarted if they exit, unlike containers under restartPolicy Never.
     init.push(Container {

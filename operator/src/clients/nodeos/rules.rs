@@ -4,7 +4,9 @@
 use kube::core::Rule;
 
 use super::render::OC_CACHE_MIB;
+use crate::api::sweep::Setting;
 use crate::api::version::{cel_known, cel_version};
+use crate::clients::knobs::{Dim, Place};
 
 const N: &str = "self.template.nodeos";
 /// nodeos' own memory beside its state, for the rules' arithmetic.
@@ -18,11 +20,27 @@ fn rule(cond: String, message: &str, field: &str) -> Rule {
         .field_path(field)
 }
 
-/// CEL: the map modes the trials run (the swept ones, else the template's).
+/// CEL: the map modes the trials run (the swept ones, else the tuned one, else the nodeos
+/// spec's).
 fn modes() -> String {
     format!(
-        "(has(self.sweep.databaseMapMode) ? self.sweep.databaseMapMode : [has({N}.databaseMapMode) ? {N}.databaseMapMode : 'mapped'])"
+        "(has(self.sweep.databaseMapMode) ? self.sweep.databaseMapMode : [{} ? self.template.tuning.databaseMapMode : has({N}.databaseMapMode) ? {N}.databaseMapMode : 'mapped'])",
+        Dim::Setting(Setting::DatabaseMapMode).cel_set(Place::Tuning)
     )
+}
+
+/// CEL: `pred(p)` holds for every memory pressure written at `place` (the swept values,
+/// or the tuned one when it is not swept).
+fn every_pressure(place: Place, pred: &str) -> String {
+    match place {
+        Place::Sweep => format!(
+            "!has(self.sweep.memoryPressure) || self.sweep.memoryPressure.all(p, !isQuantity(p) || {pred})"
+        ),
+        Place::Tuning => format!(
+            "!{} || [self.template.tuning.memoryPressure].all(p, !isQuantity(p) || {pred})",
+            Dim::Setting(Setting::MemoryPressure).cel_from_tuning()
+        ),
+    }
 }
 
 /// CEL: the state directory's medium.
@@ -60,7 +78,7 @@ pub fn rules() -> Vec<Rule> {
     let medium = medium();
     let db = db_mib();
     let version = cel_version(N);
-    vec![
+    let mut rules = vec![
         rule(
             "has(self.template.storage) && self.template.storage.exists(v, v.role == 'data')"
                 .into(),
@@ -127,16 +145,6 @@ pub fn rules() -> Vec<Rule> {
         ),
         rule(
             format!(
-                "{medium} != 'memory' || !has(self.sweep.memoryPressure) || self.sweep.memoryPressure.all(p, !isQuantity(p) || {})",
-                every_budget(|b| format!(
-                    "quantity({b}).asApproximateFloat() > quantity(p).asApproximateFloat() + double({db} + {OC_CACHE_MIB} + {NODEOS_MIB}) * 1048576.0"
-                ))
-            ),
-            "with state.medium memory nothing of the state can swap, so the memory hog, the state (chainStateDbSizeMb plus the 1024 MiB OC cache) and nodeos (2 GiB) must all fit the memory limit, or the kernel OOM-kills the hog and the trial measures no pressure: lower memoryPressure or chainStateDbSizeMb, or raise the memory",
-            ".sweep.memoryPressure",
-        ),
-        rule(
-            format!(
                 "!has({N}.swap) || !{N}.swap || (has({R}.memory) && has({R}.memoryLimit) && isQuantity({R}.memory) && isQuantity({R}.memoryLimit) && quantity({R}.memory).add(quantity('1Gi')).compareTo(quantity({R}.memoryLimit)) <= 0)"
             ),
             "swap needs a Burstable pod whose request sizes the swap (the kubelet gives request / node memory x node swap): set template.resources.memoryLimit (the RAM under test) and template.resources.memory (the request) at least 1Gi below it",
@@ -150,17 +158,30 @@ pub fn rules() -> Vec<Rule> {
             "nodeos uses hugepages only in databaseMapMode heap or locked (chainbase maps the whole state with MAP_HUGETLB): remove the hugepages or use one of those modes",
             ".template.resources",
         ),
-        rule(
+    ];
+    // The memory hog: what it holds must leave room, wherever its size is written.
+    for place in Place::ALL {
+        let field = format!(".{}", Dim::Setting(Setting::MemoryPressure).field(place));
+        rules.push(rule(
             format!(
-                "!has(self.sweep.memoryPressure) || self.sweep.memoryPressure.all(p, !isQuantity(p) || {})",
-                every_budget(|b| format!(
-                    "quantity(p).add(quantity('1Gi')).isLessThan(quantity({b}))"
-                ))
+                "{medium} != 'memory' || {}",
+                every_pressure(place, &every_budget(|b| format!(
+                    "quantity({b}).asApproximateFloat() > quantity(p).asApproximateFloat() + double({db} + {OC_CACHE_MIB} + {NODEOS_MIB}) * 1048576.0"
+                )))
+            ),
+            "with state.medium memory nothing of the state can swap, so the memory hog, the state (chainStateDbSizeMb plus the 1024 MiB OC cache) and nodeos (2 GiB) must all fit the memory limit, or the kernel OOM-kills the hog and the trial measures no pressure: lower memoryPressure or chainStateDbSizeMb, or raise the memory",
+            &field,
+        ));
+        rules.push(rule(
+            every_pressure(
+                place,
+                &every_budget(|b| format!("quantity(p).add(quantity('1Gi')).isLessThan(quantity({b}))")),
             ),
             "a memoryPressure value leaves nodeos no memory: the hog runs inside the trial's memory, so each value must be at least 1Gi below it",
-            ".sweep.memoryPressure",
-        ),
-    ]
+            &field,
+        ));
+    }
+    rules
 }
 
 #[cfg(test)]

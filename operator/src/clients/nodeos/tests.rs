@@ -13,7 +13,7 @@ fn disk(nodeos: &str, sweep: &str) -> String {
 }
 
 fn pod(trial: &ValidatorTrial) -> Pod {
-    crate::clients::render(trial, 1, &[], Some("http://prometheus:9090"))
+    crate::clients::render(&golden::input(trial))
         .expect("renders")
         .pod
 }
@@ -127,7 +127,7 @@ fn map_modes_reach_nodeos_and_locked_gets_ipc_lock() {
 #[test]
 fn locked_without_the_opt_in_does_not_render() {
     let t = golden::trial(&disk("", "    databaseMapMode: [locked]\n"), 0);
-    let err = crate::clients::render(&t, 1, &[], None).unwrap_err();
+    let err = crate::clients::render(&golden::input(&t)).unwrap_err();
     assert!(err.to_string().contains("allowMemoryLock"), "{err}");
 }
 
@@ -140,7 +140,7 @@ fn a_memory_state_is_a_sized_tmpfs_and_a_genesis_start_mounts_its_file() {
             "      state: {medium: memory}\n      genesisJson: '{\"initial_timestamp\": \"2019-06-05T12:00:00.000\"}'\n",
         );
     let t = golden::trial(&yaml, 0);
-    let r = crate::clients::render(&t, 1, &[], None).unwrap();
+    let r = crate::clients::render(&golden::input(&t)).unwrap();
     let state = r.pod.spec.as_ref().unwrap().volumes.as_ref().unwrap();
     let state = state.iter().find(|v| v.name == "state").unwrap();
     let dir = state.empty_dir.as_ref().unwrap();
@@ -157,9 +157,13 @@ fn a_memory_state_is_a_sized_tmpfs_and_a_genesis_start_mounts_its_file() {
 }
 
 #[test]
-fn the_seed_plan_reads_the_point() {
+fn the_seed_plan_reads_the_tuning() {
     let t = golden::trial(&golden::example(EXAMPLE), 1);
-    let plan = trial_plan(&t, t.spec.template.client.nodeos.as_ref().unwrap()).unwrap();
+    let plan = plan(
+        &t.spec.template,
+        t.spec.template.client.nodeos.as_ref().unwrap(),
+    )
+    .unwrap();
     assert_eq!(
         plan,
         Plan {

@@ -1,74 +1,46 @@
-//! The experiment's status, pure: trial counts by expected name, the phase and its
-//! conditions, the per-point summary (capped), and the recommendation.
+//! The experiment's status, pure: trial counts by the strategy's trial names, the phase
+//! and its conditions, the per-point summary (capped), and the recommendation, all read
+//! from the [`Dataset`].
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::ResourceExt;
 
 use crate::api::experiment::{
     ExperimentPhase, MAX_SUMMARY_ROWS, Recommendation, SummaryRow, TrialCounts,
     ValidatorExperiment, ValidatorExperimentStatus,
 };
 use crate::api::quantity::{Bytes, parse_quantity};
-use crate::api::sweep::PlannedTrial;
-use crate::api::trial::{TrialOutcome, TrialPhase, ValidatorTrial};
+use crate::api::trial::TrialResults;
 use crate::controller::status::condition;
+use crate::results::analysis::round2;
+use crate::results::dataset::{Dataset, Point};
+use crate::strategies::{Decision, failed_limit_reached};
 
-/// The experiment's status from its planned and existing trials. Pure.
+/// The experiment's status from its strategy's decision and its trials. Pure.
 pub fn compute_status(
     vx: &ValidatorExperiment,
-    planned: &[PlannedTrial],
-    existing: &BTreeMap<String, ValidatorTrial>,
+    decision: &Decision,
+    data: &Dataset,
     blocked: Option<String>,
     old: &ValidatorExperimentStatus,
     now: Timestamp,
 ) -> ValidatorExperimentStatus {
-    let name = vx.name_any();
     let g = vx.metadata.generation;
-    let mut counts = TrialCounts {
-        expected: planned.len() as i32,
-        ..Default::default()
+    // Counted by the strategy's trial names; started trials of points that left the sweep
+    // run to the end: they hold nodes, and the experiment is not finished while they run.
+    let tally = data.tally(&decision.trials);
+    let counts = TrialCounts {
+        expected: decision.expected as i32,
+        pending: decision.expected.saturating_sub(tally.created) as i32,
+        active: tally.active as i32,
+        finished: tally.finished as i32,
+        succeeded: tally.succeeded as i32,
+        failed: tally.failed.len() as i32,
     };
-    let mut failed_names = Vec::new();
-    for p in planned {
-        let tname = p.name(&name);
-        match existing
-            .get(&tname)
-            .map(|t| t.status.clone().unwrap_or_default())
-        {
-            None => counts.pending += 1,
-            Some(s) if !s.phase.is_finished() => counts.active += 1,
-            Some(s) => {
-                counts.finished += 1;
-                if s.phase == TrialPhase::Succeeded {
-                    counts.succeeded += 1;
-                } else {
-                    counts.failed += 1;
-                    failed_names.push(tname);
-                }
-            }
-        }
-    }
-    // Started trials of points that left the sweep run to the end: they hold nodes, and
-    // the experiment is not finished while they run.
-    let planned_names: std::collections::BTreeSet<String> =
-        planned.iter().map(|p| p.name(&name)).collect();
-    let leftovers = existing
-        .iter()
-        .filter(|(n, t)| {
-            !planned_names.contains(*n)
-                && !t
-                    .status
-                    .as_ref()
-                    .map(|s| s.phase)
-                    .unwrap_or_default()
-                    .is_finished()
-        })
-        .count() as i32;
-    counts.active += leftovers;
-    let limit_hit = super::failed_limit_reached(vx, counts.failed);
+    let failed_names = tally.failed;
+    let limit_hit = failed_limit_reached(&vx.spec, failed_names.len());
     let created = counts.expected - counts.pending;
     let (phase, reason, message) = if let Some(why) = &blocked {
         (ExperimentPhase::Failed, "Unsupported", why.clone())
@@ -93,14 +65,11 @@ pub fn compute_status(
                 counts.active
             ),
         )
-    } else if counts.finished == counts.expected && counts.expected > 0 && counts.active == 0 {
+    } else if let Some(done) = decision.done.as_ref().filter(|_| counts.active == 0) {
         (
             ExperimentPhase::Succeeded,
-            "AllTrialsFinished",
-            format!(
-                "all {} trials finished ({} failed)",
-                counts.expected, counts.failed
-            ),
+            done.reason,
+            done.message.clone(),
         )
     } else if vx.spec.suspend && counts.active == 0 {
         (
@@ -137,8 +106,11 @@ pub fn compute_status(
         )
     };
     let done = matches!(phase, ExperimentPhase::Succeeded | ExperimentPhase::Failed);
-    let (summary, truncated) = summarize(vx, planned, existing);
-    let recommendation = recommend(vx, planned, existing, counts.expected - counts.finished);
+    // The summary and the recommendation read the strategy's trials only.
+    let counted: BTreeSet<&str> = decision.trials.iter().map(String::as_str).collect();
+    let data = data.only(|t| counted.contains(t.name.as_str()));
+    let (summary, truncated) = summarize(&data);
+    let recommendation = recommend(vx, &data, counts.expected - counts.finished);
     let prev = &old.conditions;
     let degraded = if counts.failed > 0 {
         let shown: Vec<_> = failed_names.iter().take(3).cloned().collect();
@@ -199,137 +171,93 @@ pub fn compute_status(
     }
 }
 
-/// Finished trials grouped by point, in plan order.
-fn by_point<'a>(
-    vx: &ValidatorExperiment,
-    planned: &'a [PlannedTrial],
-    existing: &'a BTreeMap<String, ValidatorTrial>,
-) -> Vec<(&'a PlannedTrial, Vec<&'a ValidatorTrial>)> {
-    let name = vx.name_any();
-    let mut groups: Vec<(&PlannedTrial, Vec<&ValidatorTrial>)> = Vec::new();
-    for p in planned {
-        let key = p.point.canonical();
-        let finished = existing
-            .get(&p.name(&name))
-            .filter(|t| t.status.as_ref().is_some_and(|s| s.phase.is_finished()));
-        match groups.iter_mut().find(|(q, _)| q.point.canonical() == key) {
-            Some((_, ts)) => ts.extend(finished),
-            None => groups.push((p, finished.into_iter().collect())),
-        }
-    }
-    groups
+/// A figure's mean over a point's finished repetitions, as the status shows it.
+fn mean(p: &Point, figure: impl Fn(&TrialResults) -> Option<f64>) -> Option<f64> {
+    p.mean(figure).map(round2)
 }
 
-fn mean(values: impl Iterator<Item = Option<f64>>) -> Option<f64> {
-    let v: Vec<f64> = values.flatten().collect();
-    (!v.is_empty())
-        .then(|| crate::results::analysis::round2(v.iter().sum::<f64>() / v.len() as f64))
-}
-
-fn summarize(
-    vx: &ValidatorExperiment,
-    planned: &[PlannedTrial],
-    existing: &BTreeMap<String, ValidatorTrial>,
-) -> (Vec<SummaryRow>, bool) {
-    let groups: Vec<_> = by_point(vx, planned, existing)
-        .into_iter()
-        .filter(|(_, ts)| !ts.is_empty())
+/// One row per point with a finished trial, in the dataset's order, at most
+/// [`MAX_SUMMARY_ROWS`].
+fn summarize(data: &Dataset) -> (Vec<SummaryRow>, bool) {
+    let points: Vec<&Point> = data
+        .points()
+        .iter()
+        .filter(|p| p.finished().next().is_some())
         .collect();
-    let truncated = groups.len() > MAX_SUMMARY_ROWS;
-    let rows = groups
+    let truncated = points.len() > MAX_SUMMARY_ROWS;
+    let rows = points
         .into_iter()
         .take(MAX_SUMMARY_ROWS)
-        .map(|(p, ts)| {
-            let results: Vec<_> = ts
-                .iter()
-                .map(|t| {
-                    t.status
-                        .as_ref()
-                        .and_then(|s| s.results.clone())
-                        .unwrap_or_default()
-                })
-                .collect();
-            SummaryRow {
-                point: p.point.describe(),
-                repetitions: ts.len() as i32,
-                outcomes: ts
-                    .iter()
-                    .map(|t| {
-                        t.status
-                            .as_ref()
-                            .and_then(|s| s.outcome)
-                            .map(|o| o.as_str())
-                            .unwrap_or("Failed")
-                    })
-                    .collect::<Vec<_>>()
-                    .join(","),
-                avg_tps: mean(results.iter().map(|r| r.avg_tps)),
-                max_tps: mean(results.iter().map(|r| r.max_tps)),
-                zero_tps_seconds: mean(results.iter().map(|r| r.zero_tps_seconds)),
-                max_rss_gib: mean(results.iter().map(|r| r.max_rss_gib)),
-                figures: {
-                    let names: std::collections::BTreeSet<&String> =
-                        results.iter().flat_map(|r| r.figures.keys()).collect();
-                    names
-                        .into_iter()
-                        .filter_map(|n| {
-                            Some((n.clone(), mean(results.iter().map(|r| r.figure(n)))?))
-                        })
-                        .collect()
-                },
-            }
+        .map(|p| SummaryRow {
+            point: p.point.describe(),
+            repetitions: p.finished().count() as i32,
+            outcomes: p
+                .outcomes()
+                .map(|o| o.map_or("Failed", |o| o.as_str()))
+                .collect::<Vec<_>>()
+                .join(","),
+            avg_tps: mean(p, |r| r.avg_tps),
+            max_tps: mean(p, |r| r.max_tps),
+            zero_tps_seconds: mean(p, |r| r.zero_tps_seconds),
+            max_rss_gib: mean(p, |r| r.max_rss_gib),
+            figures: {
+                let names: BTreeSet<&String> = p
+                    .finished()
+                    .filter_map(|t| t.results.as_ref())
+                    .flat_map(|r| r.figures.keys())
+                    .collect();
+                names
+                    .into_iter()
+                    .filter_map(|n| Some((n.clone(), mean(p, |r| r.figure(n))?)))
+                    .collect()
+            },
         })
         .collect();
     (rows, truncated)
 }
 
 /// The smallest memory whose every finished repetition kept up (memory sweeps), or the
-/// highest mean TPS among points that kept up (other sweeps). Pure.
+/// best mean of the client's objective among points that kept up (other sweeps). Pure.
 pub fn recommend(
     vx: &ValidatorExperiment,
-    planned: &[PlannedTrial],
-    existing: &BTreeMap<String, ValidatorTrial>,
+    data: &Dataset,
     unfinished: i32,
 ) -> Option<Recommendation> {
-    let outcome = |t: &ValidatorTrial| t.status.as_ref().and_then(|s| s.outcome);
-    let groups = by_point(vx, planned, existing);
-    let kept_up: Vec<_> = groups
-        .iter()
-        .filter(|(_, ts)| {
-            !ts.is_empty() && ts.iter().all(|t| outcome(t) == Some(TrialOutcome::KeptUp))
-        })
-        .collect();
+    let kept_up: Vec<&Point> = data.points().iter().filter(|p| p.kept_up()).collect();
     let provisional = if unfinished > 0 {
         format!(" (provisional: {unfinished} trials to go)")
     } else {
         String::new()
     };
-    let memory_of = |p: &PlannedTrial| {
+    let memory_of = |p: &Point| {
         p.point
             .memory
             .as_deref()
             .and_then(|m| parse_quantity(m).ok())
     };
+    // The trial a recommendation names: its point's first finished repetition.
+    let first_trial = |p: &Point| p.finished().next().map(|t| t.name.clone());
     if vx.spec.sweep.memory.is_some() {
-        let (best, ts) = kept_up.iter().min_by_key(|(p, _)| memory_of(p))?;
-        let below: Vec<String> = groups
+        let best = kept_up.iter().min_by_key(|p| memory_of(p))?;
+        let below: Vec<String> = data
+            .points()
             .iter()
-            .filter(|(p, ts)| !ts.is_empty() && memory_of(p) < memory_of(best))
-            .map(|(p, ts)| {
+            .filter(|p| p.finished().next().is_some() && memory_of(p) < memory_of(best))
+            .map(|p| {
                 format!(
                     "{}: {}",
                     memory_of(p)
                         .map(|b| Bytes(b).to_string())
                         .unwrap_or_default(),
-                    ts.iter()
-                        .filter_map(|t| outcome(t))
+                    p.outcomes()
+                        .flatten()
                         .map(|o| o.as_str())
                         .collect::<Vec<_>>()
                         .join("/")
                 )
             })
             .collect();
-        let mut reason = match ts.len() {
+        let mut reason = match best.finished().count() {
             1 => "the smallest memory that kept up with the chain".to_string(),
             n => format!("the smallest memory that kept up with the chain in all {n} repetitions"),
         };
@@ -340,29 +268,21 @@ pub fn recommend(
         return Some(Recommendation {
             summary: best.point.describe(),
             reason,
-            trial: ts[0].name_any(),
+            trial: first_trial(best)?,
         });
     }
     // Otherwise the client's objective: e.g. the highest TPS, or the lowest block time.
     let objective = crate::clients::client_for(&vx.spec.template)
         .map(|c| c.objective(&vx.spec.sweep))
         .unwrap_or_default();
-    let score = |ts: &Vec<&ValidatorTrial>| {
-        mean(ts.iter().map(|t| {
-            t.status
-                .as_ref()
-                .and_then(|s| s.results.as_ref())
-                .and_then(|r| (objective.value)(r))
-        }))
-    };
     let scored: Vec<_> = kept_up
         .iter()
-        .filter_map(|(p, ts)| Some((p, ts, score(ts)?)))
+        .filter_map(|p| Some((p, mean(p, objective.value)?)))
         .collect();
-    let (best, ts, value) = if objective.higher_is_better {
-        scored.into_iter().max_by(|a, b| a.2.total_cmp(&b.2))?
+    let (best, value) = if objective.higher_is_better {
+        scored.into_iter().max_by(|a, b| a.1.total_cmp(&b.1))?
     } else {
-        scored.into_iter().min_by(|a, b| a.2.total_cmp(&b.2))?
+        scored.into_iter().min_by(|a, b| a.1.total_cmp(&b.1))?
     };
     Some(Recommendation {
         summary: best.point.describe(),
@@ -375,6 +295,6 @@ pub fn recommend(
             },
             objective.name
         ),
-        trial: ts[0].name_any(),
+        trial: first_trial(best)?,
     })
 }

@@ -1,8 +1,15 @@
-use super::summary::compute_status;
-use super::*;
-use crate::api::experiment::MAX_SUMMARY_ROWS;
+use std::collections::BTreeMap;
+
+use super::build::build_trial;
+use super::decide::{decide, never_hang, status};
+use crate::api::experiment::{
+    ExperimentPhase, MAX_SUMMARY_ROWS, ValidatorExperiment, ValidatorExperimentStatus,
+};
 use crate::api::trial::TrialOutcome;
-use crate::api::trial::{TrialResults, ValidatorTrialStatus};
+use crate::api::trial::{TrialPhase, TrialResults, ValidatorTrial, ValidatorTrialStatus};
+use crate::results::dataset::Dataset;
+use crate::strategies::plan::{PlannedTrial, plan};
+use crate::strategies::{Decision, TrialGroup};
 use jiff::Timestamp;
 
 fn experiment(extra: &str) -> ValidatorExperiment {
@@ -19,7 +26,7 @@ fn trial(
     outcome: Option<TrialOutcome>,
     tps: f64,
 ) -> ValidatorTrial {
-    let mut t = build_trial(vx, p);
+    let mut t = build_trial(vx, p).unwrap();
     t.status = Some(ValidatorTrialStatus {
         phase,
         outcome,
@@ -36,11 +43,40 @@ fn t0() -> Timestamp {
     "2026-01-01T00:00:00Z".parse().unwrap()
 }
 
+fn listed(existing: &BTreeMap<String, ValidatorTrial>) -> Vec<ValidatorTrial> {
+    existing.values().cloned().collect()
+}
+
+/// The trials a pass creates, as planned trials.
+fn next_to_start(
+    vx: &ValidatorExperiment,
+    existing: &BTreeMap<String, ValidatorTrial>,
+) -> Vec<PlannedTrial> {
+    decide(vx, &listed(existing))
+        .create
+        .into_iter()
+        .flatten()
+        .map(|t| PlannedTrial {
+            point: t.spec.point,
+            repetition: t.spec.repetition,
+        })
+        .collect()
+}
+
+/// The status of a pass that finds `existing` (and creates nothing).
+fn compute_status(
+    vx: &ValidatorExperiment,
+    existing: &BTreeMap<String, ValidatorTrial>,
+) -> ValidatorExperimentStatus {
+    let trials = listed(existing);
+    status(vx, &decide(vx, &trials), &trials, &Default::default(), t0())
+}
+
 #[test]
 fn starts_trials_in_plan_order_up_to_parallelism() {
     let vx = experiment("");
     let planned = plan(&vx.spec.sweep, 1);
-    let next = next_to_start(&vx, &planned, &BTreeMap::new());
+    let next = next_to_start(&vx, &BTreeMap::new());
     assert_eq!(next.len(), 2);
     assert_eq!(next[0].point.memory.as_deref(), Some("128Gi"));
     let mut existing = BTreeMap::new();
@@ -50,7 +86,7 @@ fn starts_trials_in_plan_order_up_to_parallelism() {
             trial(&vx, p, TrialPhase::Measuring, None, 0.0),
         );
     }
-    assert!(next_to_start(&vx, &planned, &existing).is_empty());
+    assert!(next_to_start(&vx, &existing).is_empty());
     // One finishes: exactly one more starts, the next point in order.
     existing.insert(
         planned[0].name("ram"),
@@ -62,7 +98,7 @@ fn starts_trials_in_plan_order_up_to_parallelism() {
             1.0,
         ),
     );
-    let next = next_to_start(&vx, &planned, &existing);
+    let next = next_to_start(&vx, &existing);
     assert_eq!(next.len(), 1);
     assert_eq!(next[0].point.memory.as_deref(), Some("512Gi"));
 }
@@ -93,7 +129,7 @@ fn a_deleted_trial_is_recreated_because_trials_are_compared_by_name() {
         ),
     );
     // Two finished, none active: the two missing ones start, whatever the count says.
-    let next: Vec<_> = next_to_start(&vx, &planned, &existing)
+    let next: Vec<_> = next_to_start(&vx, &existing)
         .iter()
         .map(|p| p.name("ram"))
         .collect();
@@ -103,7 +139,7 @@ fn a_deleted_trial_is_recreated_because_trials_are_compared_by_name() {
 #[test]
 fn suspend_and_the_failure_limit_stop_new_trials() {
     let vx = experiment("  suspend: true\n");
-    assert!(next_to_start(&vx, &plan(&vx.spec.sweep, 1), &BTreeMap::new()).is_empty());
+    assert!(next_to_start(&vx, &BTreeMap::new()).is_empty());
     let vx = experiment("  maxFailedTrials: 1\n");
     let planned = plan(&vx.spec.sweep, 1);
     let mut existing = BTreeMap::new();
@@ -117,8 +153,8 @@ fn suspend_and_the_failure_limit_stop_new_trials() {
             0.0,
         ),
     );
-    assert!(next_to_start(&vx, &planned, &existing).is_empty());
-    let st = compute_status(&vx, &planned, &existing, None, &Default::default(), t0());
+    assert!(next_to_start(&vx, &existing).is_empty());
+    let st = compute_status(&vx, &existing);
     assert_eq!(st.phase, ExperimentPhase::Failed);
     assert!(
         st.conditions
@@ -147,7 +183,7 @@ fn recommends_the_smallest_memory_that_kept_up() {
             )
         })
         .collect();
-    let st = compute_status(&vx, &planned, &existing, None, &Default::default(), t0());
+    let st = compute_status(&vx, &existing);
     assert_eq!(st.phase, ExperimentPhase::Succeeded);
     assert_eq!(st.trials.finished, 4);
     let rec = st.recommendation.unwrap();
@@ -188,7 +224,7 @@ fn an_experiment_at_the_cap_with_every_trial_finished_stays_under_64_kib() {
             (p.name("ram"), t)
         })
         .collect();
-    let st = compute_status(&vx, &planned, &existing, None, &Default::default(), t0());
+    let st = compute_status(&vx, &existing);
     vx.status = Some(st);
     let size = serde_json::to_vec(&vx).unwrap().len();
     assert!(size < 64 * 1024, "{size} bytes");
@@ -215,7 +251,117 @@ fn the_summary_is_capped() {
             )
         })
         .collect();
-    let st = compute_status(&vx, &planned, &existing, None, &Default::default(), t0());
+    let st = compute_status(&vx, &existing);
     assert_eq!(st.summary.len(), MAX_SUMMARY_ROWS);
     assert!(st.summary_truncated);
+}
+
+/// A trial of a point no longer in the sweep.
+fn left_the_sweep(vx: &ValidatorExperiment, memory: &str, phase: TrialPhase) -> ValidatorTrial {
+    let p = PlannedTrial {
+        point: crate::api::sweep::TrialPoint {
+            memory: Some(memory.into()),
+            ..Default::default()
+        },
+        repetition: 1,
+    };
+    trial(vx, &p, phase, None, 0.0)
+}
+
+#[test]
+fn created_trials_count_as_running_in_the_status_of_the_pass_that_creates_them() {
+    let vx = experiment("");
+    let step = decide(&vx, &[]);
+    assert!(step.delete.is_empty());
+    let created: Vec<ValidatorTrial> = step.create.iter().flatten().cloned().collect();
+    assert_eq!(created.len(), 2);
+    let st = status(&vx, &step, &created, &Default::default(), t0());
+    assert_eq!(st.phase, ExperimentPhase::Running);
+    assert_eq!(
+        (st.trials.expected, st.trials.pending, st.trials.active),
+        (4, 2, 2)
+    );
+    assert_eq!(st.start_time.map(|t| t.0), Some(t0()));
+    let progressing = st.conditions.iter().find(|c| c.type_ == "Progressing");
+    assert_eq!(
+        progressing.unwrap().message,
+        "2 running, 0 finished, 2 to start (of 4)"
+    );
+}
+
+#[test]
+fn unstarted_trials_that_left_the_sweep_are_deleted_and_started_ones_run_to_their_end() {
+    let vx = experiment("");
+    let unstarted = left_the_sweep(&vx, "64Gi", TrialPhase::Pending);
+    let started = left_the_sweep(&vx, "96Gi", TrialPhase::Measuring);
+    let mut going = left_the_sweep(&vx, "32Gi", TrialPhase::Pending);
+    going.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t0()));
+    let trials = vec![unstarted.clone(), started, going];
+    let step = decide(&vx, &trials);
+    assert_eq!(step.delete, vec![unstarted.metadata.name.clone().unwrap()]);
+    // Until it is gone, the deleted one still counts as holding a node, as the started
+    // one does: parallelism 2 leaves no room.
+    assert!(step.create.is_empty());
+    let st = status(&vx, &step, &trials, &Default::default(), t0());
+    assert_eq!(
+        (st.trials.expected, st.trials.pending, st.trials.active),
+        (4, 4, 2)
+    );
+    assert_eq!(st.phase, ExperimentPhase::Pending);
+}
+
+#[test]
+fn a_strategy_with_nothing_to_propose_and_nothing_running_ends_the_experiment() {
+    let vx = experiment("");
+    let planned = plan(&vx.spec.sweep, 1);
+    let finished = trial(
+        &vx,
+        &planned[0],
+        TrialPhase::Succeeded,
+        Some(TrialOutcome::KeptUp),
+        1.0,
+    );
+    let silent = Decision {
+        trials: vec![planned[0].name("ram")],
+        start: Vec::new(),
+        stop: Vec::new(),
+        expected: 1,
+        done: None,
+    };
+    // Something to start, or a trial running: not done.
+    let mut starting = silent.clone();
+    starting.start = vec![TrialGroup(vec![planned[1].clone()])];
+    let data = Dataset::from_trials(&vx.spec.sweep, [&finished]);
+    never_hang(&mut starting, "test", &vx, &data);
+    assert_eq!(starting.done, None);
+    let running = trial(&vx, &planned[0], TrialPhase::Measuring, None, 0.0);
+    let mut waiting = silent.clone();
+    never_hang(
+        &mut waiting,
+        "test",
+        &vx,
+        &Dataset::from_trials(&vx.spec.sweep, [&running]),
+    );
+    assert_eq!(waiting.done, None);
+    // Suspended: it waits for the user.
+    let mut suspended = silent.clone();
+    never_hang(
+        &mut suspended,
+        "test",
+        &experiment("  suspend: true\n"),
+        &data,
+    );
+    assert_eq!(suspended.done, None);
+    // Otherwise the experiment ends, saying why.
+    let mut decision = silent;
+    never_hang(&mut decision, "test", &vx, &data);
+    let st = super::summary::compute_status(&vx, &decision, &data, None, &Default::default(), t0());
+    assert_eq!(st.phase, ExperimentPhase::Succeeded);
+    let ready = st.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.reason, "NothingToPropose");
+    assert_eq!(
+        ready.message,
+        "the test strategy has nothing left to propose and no trial runs (1 finished)"
+    );
 }

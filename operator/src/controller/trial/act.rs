@@ -10,7 +10,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use super::transition::{Act, Step, finish};
 use crate::api::trial::{TrialOutcome, ValidatorTrial};
 use crate::api::{FIELD_MANAGER, labels};
-use crate::clients;
+use crate::clients::{self, RenderInput};
 use crate::controller::{Context, Error, Result, is_permanent, name_of, now};
 
 pub async fn act(
@@ -51,8 +51,8 @@ async fn start_attempt(
     attempt: i32,
     avoid_nodes: &[String],
 ) -> Result<Result<(), String>> {
-    let rendered = match clients::render(trial, attempt, avoid_nodes, ctx.prometheus_url.as_deref())
-    {
+    let input = RenderInput::for_trial(trial, attempt, avoid_nodes, ctx.prometheus_url.as_deref());
+    let rendered = match input.and_then(|i| clients::render(&i)) {
         Ok(r) => r,
         Err(e) => return Ok(Err(format!("cannot render the pod: {e}"))),
     };

@@ -9,7 +9,7 @@ use kube::api::Api;
 use super::transition::{Needs, Observed, Settings};
 use crate::api::trial::{ValidatorTrial, ValidatorTrialStatus};
 use crate::clients::pod::{PREFLIGHT_CONTAINER, pod_name};
-use crate::clients::{self, profile::MetricProfile};
+use crate::clients::{self, RenderInput, profile::MetricProfile};
 use crate::controller::{Context, Error, now};
 use crate::results::abort::{self, Verdict};
 use crate::results::prometheus::PromError;
@@ -221,15 +221,17 @@ pub async fn observe(
     match needs {
         Needs::Render => {
             let attempt = st.attempts.max(1);
+            let input = RenderInput::for_trial(
+                trial,
+                attempt,
+                &st.lost_nodes,
+                ctx.prometheus_url.as_deref(),
+            );
             obs.render = Some(
-                clients::render(
-                    trial,
-                    attempt,
-                    &st.lost_nodes,
-                    ctx.prometheus_url.as_deref(),
-                )
-                .map(|r| r.pod.name_any())
-                .map_err(|e| e.to_string()),
+                input
+                    .and_then(|i| clients::render(&i))
+                    .map(|r| r.pod.name_any())
+                    .map_err(|e| e.to_string()),
             );
         }
         Needs::Follow {

@@ -1,0 +1,42 @@
+//! The trial object for a planned trial: pure, self-contained, owned by the experiment.
+
+use std::collections::BTreeMap;
+
+use kube::api::ObjectMeta;
+use kube::{Resource, ResourceExt};
+
+use crate::api::ValidatorExperiment;
+use crate::api::labels;
+use crate::api::resolve::resolve_template;
+use crate::api::trial::{ValidatorTrial, ValidatorTrialSpec};
+use crate::api::tuning::PointValueError;
+use crate::strategies::plan::PlannedTrial;
+
+/// An error names a point value its setting cannot hold (a strategy's bug: the sweep's
+/// values all can).
+pub fn build_trial(
+    vx: &ValidatorExperiment,
+    p: &PlannedTrial,
+) -> Result<ValidatorTrial, PointValueError> {
+    let name = vx.name_any();
+    let spec = ValidatorTrialSpec {
+        experiment: name.clone(),
+        point: p.point.clone(),
+        repetition: p.repetition,
+        template: resolve_template(&vx.spec.template, &vx.spec.sweep, &p.point)?,
+        settings: vx.spec.trial.clone(),
+        metrics: vx.spec.metrics.clone(),
+    };
+    let mut trial = ValidatorTrial::new(&p.name(&name), spec);
+    trial.metadata = ObjectMeta {
+        name: Some(p.name(&name)),
+        namespace: vx.namespace(),
+        labels: Some(BTreeMap::from([
+            (labels::EXPERIMENT.into(), name),
+            (labels::MANAGED_BY.into(), labels::MANAGER.into()),
+        ])),
+        owner_references: vx.controller_owner_ref(&()).map(|o| vec![o]),
+        ..Default::default()
+    };
+    Ok(trial)
+}

@@ -1,0 +1,128 @@
+//! The experiment's pass, pure: its strategy's decision, the trials to delete because
+//! their point left the sweep before they started, the trial objects to create; and,
+//! once those are acted on, the status.
+
+use std::collections::BTreeSet;
+
+use jiff::Timestamp;
+use kube::ResourceExt;
+
+use super::build::build_trial;
+use super::summary::compute_status;
+use crate::api::experiment::{ValidatorExperiment, ValidatorExperimentStatus};
+use crate::api::trial::{TrialPhase, ValidatorTrial};
+use crate::clients;
+use crate::results::dataset::Dataset;
+use crate::strategies::{Decision, Done, failed_limit_reached, strategy_for};
+
+/// What a pass does.
+#[derive(Debug)]
+pub struct Step {
+    /// Why the experiment cannot run at all; then nothing is created or deleted.
+    pub blocked: Option<String>,
+    pub decision: Decision,
+    /// Trials not started that are no longer among the strategy's (their point left the
+    /// sweep).
+    pub delete: Vec<String>,
+    /// Trial objects to create, group by group.
+    pub create: Vec<Vec<ValidatorTrial>>,
+}
+
+pub fn decide(vx: &ValidatorExperiment, trials: &[ValidatorTrial]) -> Step {
+    let data = Dataset::from_trials(&vx.spec.sweep, trials);
+    let strategy = strategy_for(&vx.spec);
+    let mut decision = strategy.decide(&vx.name_any(), &vx.spec, &data);
+    never_hang(&mut decision, strategy.name(), vx, &data);
+    debug_assert!(
+        decision.stop.is_empty(),
+        "the reconciler cannot stop trials yet: {:?}",
+        decision.stop
+    );
+    let blocked = unsupported(vx);
+    if blocked.is_some() {
+        return Step {
+            blocked,
+            decision,
+            delete: Vec::new(),
+            create: Vec::new(),
+        };
+    }
+    let wanted: BTreeSet<&str> = decision.trials.iter().map(String::as_str).collect();
+    let delete = data
+        .trials()
+        .filter(|t| {
+            t.phase == TrialPhase::Pending && !t.deleting && !wanted.contains(t.name.as_str())
+        })
+        .map(|t| t.name.clone())
+        .collect();
+    let create: Result<Vec<Vec<ValidatorTrial>>, _> = decision
+        .start
+        .iter()
+        .map(|group| group.0.iter().map(|p| build_trial(vx, p)).collect())
+        .collect();
+    match create {
+        Ok(create) => Step {
+            blocked,
+            decision,
+            delete,
+            create,
+        },
+        Err(e) => Step {
+            blocked: Some(format!("a trial the strategy chose cannot be built: {e}")),
+            decision,
+            delete: Vec::new(),
+            create: Vec::new(),
+        },
+    }
+}
+
+/// The status once the step is acted on: `trials` as they are now.
+pub fn status(
+    vx: &ValidatorExperiment,
+    step: &Step,
+    trials: &[ValidatorTrial],
+    old: &ValidatorExperimentStatus,
+    now: Timestamp,
+) -> ValidatorExperimentStatus {
+    let data = Dataset::from_trials(&vx.spec.sweep, trials);
+    compute_status(vx, &step.decision, &data, step.blocked.clone(), old, now)
+}
+
+/// A strategy that starts nothing while nothing runs, and does not say it is done, would
+/// leave the experiment running for ever (Katib #1494, #1534): it is done.
+pub(super) fn never_hang(
+    decision: &mut Decision,
+    strategy: &str,
+    vx: &ValidatorExperiment,
+    data: &Dataset,
+) {
+    let tally = data.tally(&decision.trials);
+    let held = vx.spec.suspend || failed_limit_reached(&vx.spec, tally.failed.len());
+    if decision.done.is_none() && decision.start.is_empty() && tally.active == 0 && !held {
+        decision.done = Some(Done {
+            reason: "NothingToPropose",
+            message: format!(
+                "the {strategy} strategy has nothing left to propose and no trial runs ({} finished)",
+                tally.finished
+            ),
+        });
+    }
+}
+
+/// Why the experiment cannot run at all (checked before anything is created).
+fn unsupported(vx: &ValidatorExperiment) -> Option<String> {
+    match clients::client_for(&vx.spec.template) {
+        Ok(c) if c.runs_trials() => None,
+        Ok(c) => Some(format!(
+            "valtune cannot run {} trials yet: this version renders {} pods (see docs/clients.md)",
+            c.display(),
+            clients::CLIENTS
+                .iter()
+                .filter(|c| c.runs_trials())
+                .map(|c| c.display())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        Err(e) => Some(e.to_string()),
+    }
+}

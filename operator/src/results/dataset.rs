@@ -1,0 +1,614 @@
+//! One view of an experiment's trials, pure: grouped by point (its canonical form, so
+//! "1Ti" and "1024Gi" are one point) and repetition, the points in the order of the
+//! swept values (numeric where the values are numbers or quantities, as written
+//! otherwise). The status summary, the recommendation, the strategies and `valtune
+//! report` all read it, so they group trials one way.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::Timestamp;
+use kube::ResourceExt;
+
+use crate::api::quantity::parse_quantity;
+use crate::api::sweep::{Setting, SweepSpec, TrialPoint};
+use crate::api::trial::{TrialOutcome, TrialPhase, TrialResults, ValidatorTrial};
+
+/// What the dataset keeps of a trial: who it is, where it stands, what it measured.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct TrialRecord {
+    pub name: String,
+    /// The point as the trial's spec holds it.
+    pub point: TrialPoint,
+    pub repetition: i32,
+    pub phase: TrialPhase,
+    pub outcome: Option<TrialOutcome>,
+    pub results: Option<TrialResults>,
+    /// The node of its current (or last) attempt.
+    pub node: Option<String>,
+    pub started: Option<Timestamp>,
+    pub window_start: Option<Timestamp>,
+    pub window_end: Option<Timestamp>,
+    pub finished: Option<Timestamp>,
+    /// The trial is being deleted.
+    pub deleting: bool,
+    // Paired trials (issue 19) add here the pair or group a trial belongs to and its
+    // round, read from the trial, and `Point` groups by them.
+}
+
+impl From<&ValidatorTrial> for TrialRecord {
+    fn from(t: &ValidatorTrial) -> Self {
+        let st = t.status.clone().unwrap_or_default();
+        TrialRecord {
+            name: t.name_any(),
+            point: t.spec.point.clone(),
+            repetition: t.spec.repetition,
+            phase: st.phase,
+            outcome: st.outcome,
+            results: st.results,
+            node: st.node_name,
+            started: st.started_at.map(|t| t.0),
+            window_start: st.window_start.map(|t| t.0),
+            window_end: st.window_end.map(|t| t.0),
+            finished: st.finished_at.map(|t| t.0),
+            deleting: t.metadata.deletion_timestamp.is_some(),
+        }
+    }
+}
+
+/// How a swept parameter's values order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// By the number they stand for: quantities as bytes ("128Gi" < "1Ti" < "1536Gi"),
+    /// counts as integers.
+    Numeric,
+    /// As the sweep writes them (allocators, map modes, sigverify, generic knobs).
+    AsWritten,
+}
+
+/// Where a swept parameter lives in a trial point.
+#[derive(Clone, Debug, PartialEq)]
+enum Field {
+    Memory,
+    Cpu,
+    Hugepages1Gi,
+    ProgramCacheEntries,
+    Thread(String),
+    Setting(Setting),
+    Knob(String),
+}
+
+impl Field {
+    fn value(&self, p: &TrialPoint) -> Option<String> {
+        let int = |v: Option<i32>| v.map(|v| v.to_string());
+        match self {
+            Field::Memory => p.memory.clone(),
+            Field::Cpu => int(p.cpu),
+            Field::Hugepages1Gi => int(p.hugepages1_gi),
+            Field::ProgramCacheEntries => int(p.program_cache_entries),
+            Field::Thread(name) => int(p.threads.get(name).copied()),
+            Field::Setting(s) => p.settings.get(s.as_str()).cloned(),
+            Field::Knob(name) => p.knobs.get(name).cloned(),
+        }
+    }
+}
+
+/// A point's place along one dimension; absent and unknown values sort last.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Rank {
+    Number(u128),
+    Listed(usize),
+    Unlisted,
+    Absent,
+}
+
+/// One swept parameter, with its values in order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dimension {
+    /// As tables name it: "memory", "bankingThreads", "heap", a knob's name.
+    pub name: String,
+    pub order: Order,
+    /// The swept values, in `order`.
+    pub values: Vec<String>,
+    field: Field,
+}
+
+impl Dimension {
+    fn new(name: &str, field: Field, order: Order, mut values: Vec<String>) -> Self {
+        if order == Order::Numeric {
+            values.sort_by_key(|v| number(v).map_or(Rank::Unlisted, Rank::Number));
+        }
+        Dimension {
+            name: name.to_string(),
+            order,
+            values,
+            field,
+        }
+    }
+
+    /// The point's value of this parameter, as written.
+    pub fn value(&self, p: &TrialPoint) -> Option<String> {
+        self.field.value(p)
+    }
+
+    fn rank(&self, p: &TrialPoint) -> Rank {
+        let Some(v) = self.value(p) else {
+            return Rank::Absent;
+        };
+        match self.order {
+            Order::Numeric => number(&v).map_or(Rank::Unlisted, Rank::Number),
+            Order::AsWritten => self
+                .values
+                .iter()
+                .position(|w| *w == v)
+                .map_or(Rank::Unlisted, Rank::Listed),
+        }
+    }
+}
+
+/// The number a numeric value stands for: a quantity in bytes, or a plain count.
+fn number(value: &str) -> Option<u128> {
+    parse_quantity(value).ok()
+}
+
+/// The swept parameters in the order `SweepSpec::expand` varies them (earlier slowest).
+fn dimensions(sweep: &SweepSpec) -> Vec<Dimension> {
+    let ints = |v: &[i32]| v.iter().map(i32::to_string).collect::<Vec<_>>();
+    let mut dims = Vec::new();
+    if let Some(v) = &sweep.memory {
+        dims.push(Dimension::new(
+            "memory",
+            Field::Memory,
+            Order::Numeric,
+            v.clone(),
+        ));
+    }
+    let counts = [
+        ("cpu", Field::Cpu, &sweep.cpu),
+        ("hugepages1Gi", Field::Hugepages1Gi, &sweep.hugepages1_gi),
+        (
+            "programCacheEntries",
+            Field::ProgramCacheEntries,
+            &sweep.program_cache_entries,
+        ),
+    ];
+    for (name, field, values) in counts {
+        if let Some(v) = values {
+            dims.push(Dimension::new(name, field, Order::Numeric, ints(v)));
+        }
+    }
+    for t in sweep.threads.iter().flatten() {
+        let name = t.name.as_str();
+        dims.push(Dimension::new(
+            name,
+            Field::Thread(name.to_string()),
+            Order::Numeric,
+            ints(&t.values),
+        ));
+    }
+    for s in Setting::ALL {
+        if let Some(v) = s.values(sweep) {
+            let order = if s.is_ordered() {
+                Order::Numeric
+            } else {
+                Order::AsWritten
+            };
+            dims.push(Dimension::new(s.as_str(), Field::Setting(s), order, v));
+        }
+    }
+    for k in sweep.knobs.iter().flatten() {
+        dims.push(Dimension::new(
+            &k.name,
+            Field::Knob(k.name.clone()),
+            Order::AsWritten,
+            k.values.clone(),
+        ));
+    }
+    dims
+}
+
+/// One point and its trials.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Point {
+    /// `TrialPoint::canonical()`: the point's identity.
+    pub key: String,
+    /// The point as the sweep writes it (as its first trial does once it left the sweep).
+    pub point: TrialPoint,
+    /// The point is in the sweep (trials of points that left it stay, listed last).
+    pub in_sweep: bool,
+    /// Its trials by repetition, whatever their phase.
+    pub trials: Vec<TrialRecord>,
+}
+
+impl Point {
+    /// Its finished trials, by repetition.
+    pub fn finished(&self) -> impl Iterator<Item = &TrialRecord> {
+        self.trials.iter().filter(|t| t.phase.is_finished())
+    }
+
+    /// The outcome of each finished repetition.
+    pub fn outcomes(&self) -> impl Iterator<Item = Option<TrialOutcome>> {
+        self.finished().map(|t| t.outcome)
+    }
+
+    /// Some repetition finished, and every finished one kept up with the chain.
+    pub fn kept_up(&self) -> bool {
+        self.finished().next().is_some() && self.outcomes().all(|o| o == Some(TrialOutcome::KeptUp))
+    }
+
+    /// A figure's values over the finished repetitions that have it: what means (and,
+    /// later, spreads and intervals) are computed from.
+    pub fn figure_values(&self, figure: impl Fn(&TrialResults) -> Option<f64>) -> Vec<f64> {
+        self.finished()
+            .filter_map(|t| t.results.as_ref().and_then(&figure))
+            .collect()
+    }
+
+    /// The mean of a figure over its finished repetitions, unrounded.
+    pub fn mean(&self, figure: impl Fn(&TrialResults) -> Option<f64>) -> Option<f64> {
+        let v = self.figure_values(figure);
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    }
+}
+
+/// How an experiment's trials stand against the trials a strategy expects (by name).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Tally {
+    /// Expected trials that exist.
+    pub created: usize,
+    /// Trials holding a node: unfinished expected ones, and unfinished others unless
+    /// they are being deleted (a started trial whose point left the sweep runs to its
+    /// end).
+    pub active: usize,
+    /// Expected trials finished, with any outcome.
+    pub finished: usize,
+    /// Expected trials finished with a measurement.
+    pub succeeded: usize,
+    /// Expected trials finished without a measurement, in the expected order.
+    pub failed: Vec<String>,
+}
+
+/// An experiment's trials by point, the points in order: the sweep's (even those without
+/// a trial yet) by the dimensions' order, then points that left the sweep.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Dataset {
+    dimensions: Vec<Dimension>,
+    points: Vec<Point>,
+    /// Trial name -> (point, trial) indices.
+    index: BTreeMap<String, (usize, usize)>,
+}
+
+impl Dataset {
+    pub fn new(sweep: &SweepSpec, trials: impl IntoIterator<Item = TrialRecord>) -> Self {
+        let dimensions = dimensions(sweep);
+        let mut points: Vec<Point> = Vec::new();
+        let mut by_key: BTreeMap<String, usize> = BTreeMap::new();
+        for point in sweep.expand() {
+            let key = point.canonical();
+            if !by_key.contains_key(&key) {
+                by_key.insert(key.clone(), points.len());
+                points.push(Point {
+                    key,
+                    point,
+                    in_sweep: true,
+                    trials: Vec::new(),
+                });
+            }
+        }
+        for t in trials {
+            let key = t.point.canonical();
+            let i = *by_key.entry(key.clone()).or_insert_with(|| {
+                points.push(Point {
+                    key,
+                    point: t.point.clone(),
+                    in_sweep: false,
+                    trials: Vec::new(),
+                });
+                points.len() - 1
+            });
+            points[i].trials.push(t);
+        }
+        points.sort_by_cached_key(|p| {
+            let ranks: Vec<Rank> = dimensions.iter().map(|d| d.rank(&p.point)).collect();
+            (!p.in_sweep, ranks, p.key.clone())
+        });
+        for p in &mut points {
+            p.trials
+                .sort_by(|a, b| (a.repetition, &a.name).cmp(&(b.repetition, &b.name)));
+        }
+        Self::indexed(dimensions, points)
+    }
+
+    /// The dataset of an experiment's trial objects.
+    pub fn from_trials<'a>(
+        sweep: &SweepSpec,
+        trials: impl IntoIterator<Item = &'a ValidatorTrial>,
+    ) -> Self {
+        Self::new(sweep, trials.into_iter().map(TrialRecord::from))
+    }
+
+    fn indexed(dimensions: Vec<Dimension>, points: Vec<Point>) -> Self {
+        let index = points
+            .iter()
+            .enumerate()
+            .flat_map(|(i, p)| {
+                p.trials
+                    .iter()
+                    .enumerate()
+                    .map(move |(j, t)| (t.name.clone(), (i, j)))
+            })
+            .collect();
+        Dataset {
+            dimensions,
+            points,
+            index,
+        }
+    }
+
+    /// The swept parameters, slowest-varying first.
+    pub fn dimensions(&self) -> &[Dimension] {
+        &self.dimensions
+    }
+
+    pub fn points(&self) -> &[Point] {
+        &self.points
+    }
+
+    /// Every trial, point by point in order, then by repetition.
+    pub fn trials(&self) -> impl Iterator<Item = &TrialRecord> {
+        self.points.iter().flat_map(|p| p.trials.iter())
+    }
+
+    pub fn trial(&self, name: &str) -> Option<&TrialRecord> {
+        let (i, j) = self.index.get(name)?;
+        Some(&self.points[*i].trials[*j])
+    }
+
+    /// The same points with only the trials `keep` accepts.
+    pub fn only(&self, keep: impl Fn(&TrialRecord) -> bool) -> Dataset {
+        let points = self
+            .points
+            .iter()
+            .map(|p| Point {
+                trials: p.trials.iter().filter(|t| keep(t)).cloned().collect(),
+                ..p.clone()
+            })
+            .collect();
+        Self::indexed(self.dimensions.clone(), points)
+    }
+
+    /// How the trials stand against `expected` (trial names).
+    pub fn tally(&self, expected: &[String]) -> Tally {
+        let mut tally = Tally::default();
+        for name in expected {
+            let Some(t) = self.trial(name) else {
+                continue;
+            };
+            tally.created += 1;
+            if !t.phase.is_finished() {
+                tally.active += 1;
+            } else {
+                tally.finished += 1;
+                if t.phase == TrialPhase::Succeeded {
+                    tally.succeeded += 1;
+                } else {
+                    tally.failed.push(name.clone());
+                }
+            }
+        }
+        let expected: BTreeSet<&str> = expected.iter().map(String::as_str).collect();
+        tally.active += self
+            .trials()
+            .filter(|t| {
+                !expected.contains(t.name.as_str()) && !t.deleting && !t.phase.is_finished()
+            })
+            .count();
+        tally
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sweep(yaml: &str) -> SweepSpec {
+        serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    fn point(yaml: &str) -> TrialPoint {
+        serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    fn record(name: &str, point_yaml: &str, repetition: i32, phase: TrialPhase) -> TrialRecord {
+        TrialRecord {
+            name: name.into(),
+            point: point(point_yaml),
+            repetition,
+            phase,
+            ..Default::default()
+        }
+    }
+
+    fn described(d: &Dataset) -> Vec<String> {
+        d.points().iter().map(|p| p.point.describe()).collect()
+    }
+
+    #[test]
+    fn numeric_values_sort_by_the_number_they_stand_for() {
+        let d = Dataset::new(&sweep("memory: [1536Gi, 128Gi, 1Ti, 512G]"), []);
+        assert_eq!(
+            described(&d),
+            [
+                "memory=128Gi",
+                "memory=512000000000",
+                "memory=1Ti",
+                "memory=1536Gi"
+            ]
+        );
+        assert_eq!(d.dimensions()[0].order, Order::Numeric);
+        assert_eq!(d.dimensions()[0].values, ["128Gi", "512G", "1Ti", "1536Gi"]);
+        let d = Dataset::new(
+            &sweep(
+                "programCacheEntries: [2048, 512]\nmallocArenaMax: [96, 2]\nheap: [8Gi, 5120Mi]",
+            ),
+            [],
+        );
+        // mallocArenaMax varies slower than heap, as in the sweep's expansion.
+        assert_eq!(
+            described(&d)[..4],
+            [
+                "programCacheEntries=512 heap=5120Mi mallocArenaMax=2",
+                "programCacheEntries=512 heap=8Gi mallocArenaMax=2",
+                "programCacheEntries=512 heap=5120Mi mallocArenaMax=96",
+                "programCacheEntries=512 heap=8Gi mallocArenaMax=96",
+            ]
+        );
+        assert_eq!(d.points()[4].point.program_cache_entries, Some(2048));
+    }
+
+    #[test]
+    fn categorical_values_keep_the_order_they_are_written_in_and_mix_with_numbers() {
+        let d = Dataset::new(
+            &sweep(
+                "threads: [{name: bankingThreads, values: [32, 4]}]\nallocator: [jemalloc, glibc]\nknobs: [{name: mode, env: MODE, values: [z, a]}]",
+            ),
+            [],
+        );
+        assert_eq!(
+            described(&d),
+            [
+                "bankingThreads=4 allocator=jemalloc mode=z",
+                "bankingThreads=4 allocator=jemalloc mode=a",
+                "bankingThreads=4 allocator=glibc mode=z",
+                "bankingThreads=4 allocator=glibc mode=a",
+                "bankingThreads=32 allocator=jemalloc mode=z",
+                "bankingThreads=32 allocator=jemalloc mode=a",
+                "bankingThreads=32 allocator=glibc mode=z",
+                "bankingThreads=32 allocator=glibc mode=a",
+            ]
+        );
+        let orders: Vec<(&str, Order)> = d
+            .dimensions()
+            .iter()
+            .map(|d| (d.name.as_str(), d.order))
+            .collect();
+        assert_eq!(
+            orders,
+            [
+                ("bankingThreads", Order::Numeric),
+                ("allocator", Order::AsWritten),
+                ("mode", Order::AsWritten),
+            ]
+        );
+    }
+
+    #[test]
+    fn trials_group_by_canonical_point_and_repetition_and_points_that_left_come_last() {
+        let d = Dataset::new(
+            &sweep("memory: [1Ti, 512Gi]"),
+            [
+                record("b", "memory: 1024Gi", 2, TrialPhase::Succeeded),
+                record("old", "memory: 256Gi", 1, TrialPhase::Measuring),
+                record("a", "memory: 1Ti", 1, TrialPhase::Succeeded),
+            ],
+        );
+        let points: Vec<(String, bool, Vec<&str>)> = d
+            .points()
+            .iter()
+            .map(|p| {
+                (
+                    p.point.describe(),
+                    p.in_sweep,
+                    p.trials.iter().map(|t| t.name.as_str()).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            points,
+            [
+                ("memory=512Gi".to_string(), true, vec![]),
+                ("memory=1Ti".to_string(), true, vec!["a", "b"]),
+                ("memory=256Gi".to_string(), false, vec!["old"]),
+            ]
+        );
+        assert_eq!(
+            d.trials().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+            ["a", "b", "old"]
+        );
+        assert_eq!(d.trial("b").unwrap().repetition, 2);
+        assert!(d.trial("c").is_none());
+        let only = d.only(|t| t.name != "a");
+        assert_eq!(only.points().len(), 3);
+        assert_eq!(only.points()[1].trials.len(), 1);
+        assert_eq!(only.trial("b").unwrap().name, "b");
+    }
+
+    #[test]
+    fn figures_come_from_finished_repetitions_only() {
+        let with = |name, rep, phase, outcome, tps| TrialRecord {
+            outcome,
+            results: Some(TrialResults {
+                avg_tps: Some(tps),
+                ..Default::default()
+            }),
+            ..record(name, "memory: 1Ti", rep, phase)
+        };
+        let d = Dataset::new(
+            &sweep("memory: [1Ti]"),
+            [
+                with(
+                    "a",
+                    1,
+                    TrialPhase::Succeeded,
+                    Some(TrialOutcome::KeptUp),
+                    10.0,
+                ),
+                with(
+                    "b",
+                    2,
+                    TrialPhase::Succeeded,
+                    Some(TrialOutcome::KeptUp),
+                    15.0,
+                ),
+                with("c", 3, TrialPhase::Collecting, None, 1000.0),
+            ],
+        );
+        let p = &d.points()[0];
+        assert_eq!(p.figure_values(|r| r.avg_tps), [10.0, 15.0]);
+        assert_eq!(p.mean(|r| r.avg_tps), Some(12.5));
+        assert_eq!(p.mean(|r| r.max_tps), None);
+        assert!(p.kept_up());
+        let failed = with("d", 4, TrialPhase::Failed, Some(TrialOutcome::Crashed), 1.0);
+        let d = Dataset::new(&sweep("memory: [1Ti]"), [failed]);
+        assert!(!d.points()[0].kept_up());
+        assert!(!Dataset::new(&sweep("memory: [1Ti]"), []).points()[0].kept_up());
+    }
+
+    #[test]
+    fn the_tally_counts_expected_trials_and_leftovers_that_hold_a_node() {
+        let deleting = TrialRecord {
+            deleting: true,
+            ..record("gone", "memory: 128Gi", 1, TrialPhase::Pending)
+        };
+        let d = Dataset::new(
+            &sweep("memory: [512Gi, 1Ti]"),
+            [
+                record("a", "memory: 512Gi", 1, TrialPhase::Succeeded),
+                record("b", "memory: 1Ti", 1, TrialPhase::Failed),
+                record("left", "memory: 256Gi", 1, TrialPhase::Measuring),
+                record("done", "memory: 256Gi", 2, TrialPhase::Succeeded),
+                deleting,
+            ],
+        );
+        let expected = ["a", "b", "c"].map(String::from);
+        assert_eq!(
+            d.tally(&expected),
+            Tally {
+                created: 2,
+                active: 1,
+                finished: 2,
+                succeeded: 1,
+                failed: vec!["b".into()],
+            }
+        );
+    }
+}

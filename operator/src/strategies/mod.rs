@@ -1,0 +1,86 @@
+//! Search strategies: what an experiment runs next. A strategy is one pure call, shaped
+//! like Katib's suggester (kubeflow/katib pkg/apis/manager/v1beta1/api.proto,
+//! `GetSuggestions`): the experiment's spec and all its trials, running and finished, in;
+//! the trials to start, the running trials to stop and whether it is done, out. It keeps
+//! no state of its own, so an operator restarted at any moment resumes exactly.
+//!
+//! The grid is the first strategy; the experiment reconciler asks [`strategy_for`] and
+//! acts on the [`Decision`].
+
+pub mod grid;
+pub mod plan;
+
+use crate::api::experiment::ValidatorExperimentSpec;
+use crate::results::dataset::{Dataset, Tally};
+use plan::PlannedTrial;
+
+pub trait Strategy: Sync {
+    /// How messages name it ("grid").
+    fn name(&self) -> &'static str;
+
+    /// The next step of experiment `experiment` given every trial it has. Pure.
+    fn decide(
+        &self,
+        experiment: &str,
+        spec: &ValidatorExperimentSpec,
+        trials: &Dataset,
+    ) -> Decision;
+}
+
+/// What a strategy wants now.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    /// The names of every trial it stands by, started or not, in its order (the grid: its
+    /// whole plan). Status counts these; a trial of the experiment outside them that has
+    /// not started is deleted (its point left the sweep), a started one runs to its end.
+    pub trials: Vec<String>,
+    /// Trials to create now, each group whole or not at all, within `parallelism`.
+    pub start: Vec<TrialGroup>,
+    /// Running trials to end early. The reconciler cannot stop a trial yet (early abort,
+    /// issue 20, adds that), so no strategy proposes one.
+    pub stop: Vec<Stop>,
+    /// How many trials it expects in all (`status.trials.expected`): the grid's plan; a
+    /// search's estimate.
+    pub expected: usize,
+    /// Set once it will propose nothing more: the experiment ends when no trial runs.
+    pub done: Option<Done>,
+}
+
+/// Trials that start together: one for the grid; a pair for paired comparisons.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrialGroup(pub Vec<PlannedTrial>);
+
+/// A running trial to end early, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stop {
+    pub trial: String,
+    pub reason: String,
+}
+
+/// Why a strategy is done: the experiment's condition reason and message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Done {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// The strategy an experiment runs. The spec has no choice yet: every experiment is a grid.
+pub fn strategy_for(_spec: &ValidatorExperimentSpec) -> &'static dyn Strategy {
+    &grid::Grid
+}
+
+/// Whether `failed` failed trials reach `maxFailedTrials`.
+pub fn failed_limit_reached(spec: &ValidatorExperimentSpec, failed: usize) -> bool {
+    spec.max_failed_trials
+        .is_some_and(|m| i64::from(m) <= failed as i64)
+}
+
+/// How many trials may start now: none while suspended or once `maxFailedTrials` of the
+/// strategy's trials failed; otherwise `parallelism` less the trials holding a node
+/// (started trials of points that left the sweep included).
+pub fn room(spec: &ValidatorExperimentSpec, tally: &Tally) -> usize {
+    if spec.suspend || failed_limit_reached(spec, tally.failed.len()) {
+        return 0;
+    }
+    (spec.parallelism.max(1) as usize).saturating_sub(tally.active)
+}
