@@ -330,7 +330,7 @@ async fn prometheus_checks(client: &Client, all: &[Needs]) -> Vec<Finding> {
     let http = reqwest::Client::new();
     let mut out = Vec::new();
     for (url, (write_url, needs_receiver)) in urls {
-        let reach = reach(client, &http, &url, "/api/v1/status/buildinfo").await;
+        let reach = reach(client, &http, &url).await;
         let write = match write_url {
             Some(w) => {
                 let r = reach_for_write(client, &http, &w).await;
@@ -346,9 +346,9 @@ async fn prometheus_checks(client: &Client, all: &[Needs]) -> Vec<Finding> {
 
 /// Direct when it answers, else through the API server's service proxy when the URL names
 /// a cluster Service.
-async fn reach(client: &Client, http: &reqwest::Client, url: &str, probe: &str) -> Reach {
+async fn reach(client: &Client, http: &reqwest::Client, url: &str) -> Reach {
     let direct = Reach::direct(http.clone(), url);
-    if super::prometheus::build_info(&direct).await.is_ok() || probe.is_empty() {
+    if super::prometheus::build_info(&direct).await.is_ok() {
         return direct;
     }
     Reach::proxy(client.clone(), url).unwrap_or(direct)
