@@ -279,7 +279,7 @@ fn invalid_cases() -> Vec<(&'static str, Value, &'static str, &'static str)> {
         ),
         (
             "a tuned thread count this Agave version lacks",
-            json!({"spec": {"template": {"tuning": {"threads": {"rayonGlobalThreads": 8}}}}}),
+            json!({"spec": {"template": {"agave": {"image": "anzaxyz/agave:v2.0.5"}, "tuning": {"threads": {"rayonGlobalThreads": 8}}}}}),
             "spec.template.tuning.threads",
             "this Agave version has no rayonGlobalThreads: it exists from 2.2.0; remove it from template.tuning.threads",
         ),

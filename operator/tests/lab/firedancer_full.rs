@@ -99,7 +99,7 @@ fn refused() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             "more tuned tiles than cores",
             json!({"spec": {"sweep": {"threads": null}, "template": {"tuning": {"threads": {"verifyTiles": 40, "bankTiles": 6}}}}}),
             "spec.template.resources.cpu",
-            "the largest layout needs 70 tile cores and 12 for the bench generators and senders, 82 cores in all, but a trial gets 64",
+            "the largest layout needs 70 tile cores and 12 for the bench generators and senders, 82 cores in all, but a trial gets 62",
         ),
         (
             "one sign tile tuned",
