@@ -17,13 +17,16 @@ TEST_LAB_DIR ?= target/test-lab
 # Simulated seconds per real second in the lab (manifests/examples are written for 720).
 TIME_SCALE ?= 720
 
-.PHONY: help tools build crds check-crds manifests chart-test image golden lint unit test bench lab-up lab-down demo demo-down
+.PHONY: help tools install build crds check-crds manifests chart-test image golden lint unit test bench lab-up lab-down demo demo-down
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 tools: ## build the lab's control-plane tools into ~/.cache/valtune (once per version)
 	@hack/tools/build.sh >/dev/null
+
+install: ## install the valtune CLI into ~/.cargo/bin (cargo install --locked --path operator)
+	$(CARGO) install --locked --path operator
 
 build: ## build the valtune and valtune-lab binaries
 	$(CARGO) build --workspace --bins
@@ -44,7 +47,8 @@ manifests: tools ## regenerate what is rendered from the chart: manifests/instal
 chart-test: tools ## the chart's offline checks: lint, template, promtool rule tests, Argo CD health checks
 	hack/chart-test.sh
 
-image: tools ## build the operator's OCI image (no Docker) into target/image; prints its digest
+image: ## build the operator's OCI image (no Docker, no lab tools: crane only) into target/image; prints its digest
+	@hack/tools/build.sh --only crane >/dev/null
 	hack/image.sh
 
 golden: ## rewrite the golden files of rendered pods (clients/*/testdata) after an intended change

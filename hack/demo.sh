@@ -2,7 +2,9 @@
 # The demo (`make demo`): on a running lab, what a user does on a cluster: `helm install`
 # the chart (the CRDs, the operator as a Deployment running as its ServiceAccount), then
 # `kubectl apply` the quickstart (the paper's RAM sweep); follow it to the end and print
-# the results. The lab runs the operator's pod as the local valtune binary.
+# the results. The lab runs the operator's pod as the local valtune binary, and the
+# quickstart as written for a real cluster, its durations compressed by the lab
+# (`valtune-lab compress`: 12 hours are a minute at the default 720x; docs/lab.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,7 +28,7 @@ echo "helm install valtune charts/valtune (namespace valtune-system)"
 
 # A fresh run each time: the previous demo's experiment (and its trials) go first.
 "$kubectl" delete validatorexperiment "$experiment" --ignore-not-found --wait=true >/dev/null
-"$kubectl" apply -f "$manifest"
+./target/debug/valtune-lab compress --dir "$lab_dir" "$manifest" | "$kubectl" apply -f -
 echo
 echo "Running the RAM sweep (5 trials, 3 at a time; each 12 simulated hours in ~1 real minute)."
 start=$SECONDS

@@ -5,6 +5,8 @@
 # everything present only hashes a few files.
 #
 #   hack/tools/build.sh                 build what is missing, print the bin dir
+#   hack/tools/build.sh --only NAME...  build only the tools providing these binaries
+#                                       (make image: crane, not the lab's control plane)
 #   hack/tools/build.sh --print-bin-dir print the bin dir without building
 #   hack/tools/build.sh --check         exit 1 unless every tool is already built
 #
@@ -67,18 +69,35 @@ all_built() {
   return 0
 }
 
+only=()
 case "${1:-}" in
   --print-bin-dir) echo "$bin_dir"; exit 0 ;;
   --check) all_built && [ -d "$bin_dir" ]; exit $? ;;
+  --only)
+    shift
+    [ $# -gt 0 ] || { echo "usage: $0 --only NAME..." >&2; exit 2; }
+    only=("$@")
+    ;;
   "") ;;
-  *) echo "usage: $0 [--print-bin-dir|--check]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--only NAME...|--print-bin-dir|--check]" >&2; exit 2 ;;
 esac
+
+# want KEY: whether this run builds KEY (everything, or what --only names).
+want() {
+  [ ${#only[@]} -eq 0 ] && return 0
+  local b o
+  for b in ${provides[$1]}; do
+    for o in "${only[@]}"; do [ "$b" = "$o" ] && return 0; done
+  done
+  return 1
+}
 
 # go_build KEY MODULE_DIR LDFLAGS [NAME=]PKG...: builds each main package into the KEY
 # dir, as NAME or the package's last path element.
 go_build() {
   local k=$1 mod=$2 ldflags=$3
   shift 3
+  want "$k" || return 0
   built "$k" && return 0
   local tmp="$cache/tools/.$k.tmp.$$" start=$SECONDS
   rm -rf "$tmp" && mkdir -p "$tmp"
@@ -130,7 +149,8 @@ go_build "$crane_key" crane "-X github.com/google/go-containerregistry/cmd/crane
 # Argo CD's Lua for health checks (gopher-lua v1.1.2), with valtune's harness around it.
 go_build "$lua_key" luahealth "" valtune.dev/hack/tools/luahealth
 
-# One directory of links so callers need a single path.
+# One directory of links so callers need a single path. (After --only some links wait
+# for their tool's build: the paths are fixed by the pinned versions.)
 if [ ! -d "$bin_dir" ]; then
   tmp="$bin_dir.tmp.$$"
   mkdir -p "$tmp"

@@ -91,6 +91,7 @@ pub async fn up(opts: &UpOptions) -> anyhow::Result<LabState> {
         apiserver_url: String::new(),
         prometheus_url: String::new(),
         prometheus_config: dir.join("prometheus.yml"),
+        prometheus_no_receiver_url: String::new(),
         pod_cidr: network.cidr(),
         pod_network_lock: network.lock.clone(),
         time_scale: opts.time_scale,
@@ -225,8 +226,10 @@ async fn start(
     let etcd_peer = free_port()?;
     let api_port = free_port()?;
     let prom_port = free_port()?;
+    let bare_port = free_port()?;
     state.apiserver_url = format!("https://127.0.0.1:{api_port}");
     state.prometheus_url = format!("http://127.0.0.1:{prom_port}");
+    state.prometheus_no_receiver_url = format!("http://127.0.0.1:{bare_port}");
 
     // etcd
     let etcd_url = format!("http://127.0.0.1:{etcd_port}");
@@ -355,36 +358,58 @@ async fn start(
         ],
     )?;
 
-    // Prometheus, scraping itself until the simulator hands it the operator's config.
-    std::fs::write(
-        &state.prometheus_config,
-        prometheus::render_config(&prometheus::Config {
-            scrape_interval: state.scrape_interval.clone(),
-            self_target: format!("127.0.0.1:{prom_port}"),
-        }),
-    )?;
-    spawn(
-        state,
-        "prometheus",
-        &tool("prometheus"),
-        &[
-            format!("--config.file={}", state.prometheus_config.display()),
-            format!("--storage.tsdb.path={}", dir.join("prometheus").display()),
-            format!("--web.listen-address=127.0.0.1:{prom_port}"),
+    // Prometheus, scraping itself until the simulator hands it the operator's config;
+    // and a second one without the remote-write receiver, as many clusters run theirs.
+    for (name, port, config, receiver) in [
+        (
+            "prometheus",
+            prom_port,
+            state.prometheus_config.clone(),
+            true,
+        ),
+        (
+            "prometheus-no-receiver",
+            bare_port,
+            prometheus::no_receiver_config(&dir),
+            false,
+        ),
+    ] {
+        std::fs::write(
+            &config,
+            prometheus::render_config(&prometheus::Config {
+                scrape_interval: state.scrape_interval.clone(),
+                self_target: format!("127.0.0.1:{port}"),
+            }),
+        )?;
+        let mut args = vec![
+            format!("--config.file={}", config.display()),
+            format!("--storage.tsdb.path={}", dir.join(name).display()),
+            format!("--web.listen-address=127.0.0.1:{port}"),
             "--web.enable-lifecycle".into(),
             "--web.enable-admin-api".into(),
-            // vmagent sidecars remote-write trial pods' datapoints here.
-            "--web.enable-remote-write-receiver".into(),
             "--log.level=warn".into(),
-        ],
-    )?;
-    wait_http(
-        state,
-        "prometheus",
-        &format!("{}/-/ready", state.prometheus_url),
-        Duration::from_secs(60),
-    )
-    .await?;
+        ];
+        if receiver {
+            // vmagent sidecars remote-write trial pods' datapoints here.
+            args.push("--web.enable-remote-write-receiver".into());
+        }
+        spawn(state, name, &tool("prometheus"), &args)?;
+    }
+    for (name, url) in [
+        ("prometheus", state.prometheus_url.clone()),
+        (
+            "prometheus-no-receiver",
+            state.prometheus_no_receiver_url.clone(),
+        ),
+    ] {
+        wait_http(
+            state,
+            name,
+            &format!("{url}/-/ready"),
+            Duration::from_secs(60),
+        )
+        .await?;
+    }
 
     // The cluster's contents: storage class, nodes, local PVs, prometheus-operator CRDs.
     apply(&client, storage_class(&state.name)).await?;

@@ -3,6 +3,8 @@
 //! bare-metal nodes, and a simulator that plays the validator workloads on those nodes.
 //! Only the kubelet and the validator processes are simulated.
 
+pub mod allocatable;
+pub mod compress;
 pub mod control_plane;
 pub mod kwok;
 pub mod net;

@@ -1,6 +1,8 @@
 use std::path::PathBuf;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
+use valtune_lab::compress::Compression;
 use valtune_lab::control_plane::{self, UpOptions};
 use valtune_lab::state::LabState;
 
@@ -68,6 +70,22 @@ enum Command {
         #[arg(value_parser = ["stop", "start"])]
         action: String,
     },
+    /// Print experiments as the lab runs them: durations divided by its time scale (with
+    /// floors for its real-time steps) and its scrape interval (lab/src/compress.rs). For
+    /// `kubectl apply -f -`; the files stay as written for a real cluster.
+    Compress {
+        #[arg(long, env = "VALTUNE_LAB_DIR", default_value = ".lab")]
+        dir: PathBuf,
+        /// Simulated seconds per real second (default: the lab's in --dir).
+        #[arg(long)]
+        time_scale: Option<f64>,
+        /// The lab Prometheus' scrape interval (default: the lab's in --dir).
+        #[arg(long)]
+        scrape_interval: Option<String>,
+        /// Experiment files (YAML, one or more documents each).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
     /// Run the simulator in the foreground (`up` starts it).
     Sim {
         #[arg(long, env = "VALTUNE_LAB_DIR", default_value = ".lab")]
@@ -120,6 +138,24 @@ async fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Compress {
+            dir,
+            time_scale,
+            scrape_interval,
+            files,
+        } => {
+            let c = compression(&dir, time_scale, scrape_interval)?;
+            for file in files {
+                let text = std::fs::read_to_string(&file)
+                    .with_context(|| format!("reading {}", file.display()))?;
+                print!(
+                    "{}",
+                    c.yaml(&text)
+                        .with_context(|| format!("compressing {}", file.display()))?
+                );
+            }
+            Ok(())
+        }
         Command::Env { dir } => {
             print_env(&LabState::load(&dir)?);
             Ok(())
@@ -137,8 +173,44 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
+/// The lab's compression, with the flags given in place of its settings.
+fn compression(
+    dir: &std::path::Path,
+    time_scale: Option<f64>,
+    scrape_interval: Option<String>,
+) -> anyhow::Result<Compression> {
+    let lab = match (time_scale, &scrape_interval) {
+        (Some(_), Some(_)) => None,
+        _ => Some(LabState::load(dir).with_context(|| {
+            "pass --time-scale and --scrape-interval, or --dir of a running lab".to_string()
+        })?),
+    };
+    let mut c = match &lab {
+        Some(state) => Compression::of(state)?,
+        None => Compression {
+            time_scale: 1.0,
+            scrape_interval: std::time::Duration::from_secs(1),
+        },
+    };
+    if let Some(t) = time_scale {
+        anyhow::ensure!(t >= 1.0, "--time-scale must be at least 1");
+        c.time_scale = t;
+    }
+    if let Some(s) = scrape_interval {
+        c.scrape_interval = valtune_lab::compress::parse(&s).context("--scrape-interval")?;
+    }
+    Ok(c)
+}
+
 fn print_env(state: &LabState) {
     println!("export KUBECONFIG={}", state.kubeconfig.display());
     println!("export VALTUNE_LAB_DIR={}", state.dir.display());
     println!("export PROMETHEUS_URL={}", state.prometheus_url);
+    if !state.prometheus_no_receiver_url.is_empty() {
+        // The lab's second Prometheus, without the remote-write receiver.
+        println!(
+            "export PROMETHEUS_NO_RECEIVER_URL={}",
+            state.prometheus_no_receiver_url
+        );
+    }
 }

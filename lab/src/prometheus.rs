@@ -39,6 +39,12 @@ pub const NAMESPACE: &str = "monitoring";
 /// PodMonitors with this label are not selected by the lab's Prometheus.
 pub const UNSELECTED_LABEL: &str = "valtune.dev/lab-unselected";
 pub const NAME: &str = "lab";
+/// A second Prometheus, run as a cluster's Prometheus is by default: without the
+/// remote-write receiver (`enableRemoteWriteReceiver` defaults to false in
+/// kube-prometheus-stack, values.yaml L3939-3941 at 69.5.1). It scrapes only namespaces
+/// labelled [`NO_RECEIVER_NAMESPACE_LABEL`], so tests can run a trial against it.
+pub const NO_RECEIVER_NAME: &str = "lab-no-receiver";
+pub const NO_RECEIVER_NAMESPACE_LABEL: (&str, &str) = ("valtune.dev/lab-prometheus", "no-receiver");
 
 /// The Prometheus resource: every PodMonitor, ServiceMonitor and PrometheusRule in every
 /// namespace. Its StatefulSet has no replicas: the lab runs the Prometheus process itself
@@ -73,6 +79,56 @@ spec:
   serviceMonitorNamespaceSelector: {{}}
   ruleSelector: {{}}
   ruleNamespaceSelector: {{}}
-"
+---
+apiVersion: monitoring.coreos.com/v1
+kind: Prometheus
+metadata:
+  name: {NO_RECEIVER_NAME}
+  namespace: {NAMESPACE}
+spec:
+  version: v3.2.1
+  replicas: 0
+  scrapeInterval: {scrape_interval}
+  evaluationInterval: {scrape_interval}
+  enableRemoteWriteReceiver: false
+  podMonitorSelector: {{}}
+  podMonitorNamespaceSelector:
+    matchLabels: {{{label}: {value}}}
+",
+        label = NO_RECEIVER_NAMESPACE_LABEL.0,
+        value = NO_RECEIVER_NAMESPACE_LABEL.1,
     )
+}
+
+/// One Prometheus process of the lab: the resource it plays, where it listens and its
+/// configuration file.
+#[derive(Debug, Clone)]
+pub struct Instance {
+    pub name: &'static str,
+    pub url: String,
+    pub config: std::path::PathBuf,
+}
+
+impl Instance {
+    /// The lab's Prometheus processes (the second only in labs started with it).
+    pub fn all(state: &crate::LabState) -> Vec<Instance> {
+        let mut out = vec![Instance {
+            name: NAME,
+            url: state.prometheus_url.clone(),
+            config: state.prometheus_config.clone(),
+        }];
+        if !state.prometheus_no_receiver_url.is_empty() {
+            out.push(Instance {
+                name: NO_RECEIVER_NAME,
+                url: state.prometheus_no_receiver_url.clone(),
+                config: no_receiver_config(&state.dir),
+            });
+        }
+        out
+    }
+}
+
+/// The configuration file of the receiver-less Prometheus.
+pub fn no_receiver_config(dir: &std::path::Path) -> std::path::PathBuf {
+    dir.join("prometheus-no-receiver.yml")
 }

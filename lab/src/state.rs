@@ -21,6 +21,10 @@ pub struct LabState {
     pub apiserver_url: String,
     pub prometheus_url: String,
     pub prometheus_config: PathBuf,
+    /// A second Prometheus without the remote-write receiver (prometheus.rs
+    /// `NO_RECEIVER_NAME`); empty in labs started before it existed.
+    #[serde(default)]
+    pub prometheus_no_receiver_url: String,
     pub pod_cidr: String,
     pub pod_network_lock: PathBuf,
     /// Simulated seconds per real second: validator workloads run this much faster.

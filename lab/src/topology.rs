@@ -16,6 +16,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::ObjectMeta;
 use serde::Deserialize;
 
+use crate::allocatable::{Allocatable, Capacity, KubeletConfig, format_bytes, format_cpu};
+
 /// kwok manages nodes carrying this annotation (and only those).
 pub const KWOK_ANNOTATION: (&str, &str) = ("kwok.x-k8s.io/node", "fake");
 /// Label on everything the lab creates, so a second lab's objects are never touched.
@@ -25,6 +27,8 @@ pub const STORAGE_CLASS: &str = "local-nvme";
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
 /// Every lab's ordinary worker, beside the topology's validator machines.
 pub const SYSTEM_NODE: &str = "lab-system";
+/// The root disk every lab node reports (capacity.ephemeral-storage).
+const EPHEMERAL_STORAGE_GI: u128 = 400;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -79,6 +83,10 @@ pub struct NodeClass {
     /// What the machine's kernel and container runtime give a validator (what a preflight
     /// check reads): sysctls and rlimits. Unset: prepared as validators need.
     pub prepared: Option<Prepared>,
+    /// The kubelet's reservations (KubeletConfiguration fields): allocatable is the
+    /// capacity above less these and the hugepages ([`crate::allocatable`]). Unset: the
+    /// kubelet's defaults (nothing reserved, 100Mi and 10% eviction thresholds).
+    pub kubelet: Option<KubeletConfig>,
 }
 
 /// A machine's settings that validators need (Agave: docs/src/operations/setup-a-validator.md).
@@ -182,7 +190,9 @@ pub struct NodeEntry {
 #[derive(Debug, Clone, PartialEq)]
 pub struct LabNode {
     pub name: String,
+    /// CPUs the machine has (capacity).
     pub cpu: u32,
+    /// The kernel's MemTotal (capacity.memory): the RAM less what the kernel keeps.
     pub memory: String,
     pub hugepages1_gi: u32,
     pub hugepages2_mi: u32,
@@ -192,6 +202,7 @@ pub struct LabNode {
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<TaintEntry>,
     pub prepared: Prepared,
+    pub kubelet: KubeletConfig,
     /// The node's own InternalIP (set when the lab assigns addresses).
     pub ip: Option<String>,
 }
@@ -238,6 +249,7 @@ impl Topology {
                     .clone()
                     .or(d.prepared.clone())
                     .unwrap_or_default(),
+                kubelet: o.kubelet.clone().or(d.kubelet.clone()).unwrap_or_default(),
                 ip: None,
             };
             anyhow::ensure!(
@@ -245,6 +257,8 @@ impl Topology {
                 "topology: node name {:?} must be 1 to 40 characters",
                 node.name
             );
+            node.allocatable()
+                .with_context(|| format!("topology: node {}", node.name))?;
             out.push(node);
         }
         anyhow::ensure!(!out.is_empty(), "topology: no nodes");
@@ -287,6 +301,7 @@ pub fn system_node() -> LabNode {
         labels,
         taints: Vec::new(),
         prepared: Prepared::default(),
+        kubelet: KubeletConfig::default(),
         ip: None,
     }
 }
@@ -301,10 +316,37 @@ impl LabNode {
             .filter(|b| *b > 0)
     }
 
-    fn resources(&self) -> BTreeMap<String, Quantity> {
+    /// What the machine has, as its kubelet reports in `status.capacity`.
+    pub fn capacity(&self) -> Capacity {
+        Capacity {
+            cpu_millis: self.cpu as u64 * 1000,
+            memory: crate::sim::pod_view::parse_bytes(&self.memory).unwrap_or(0),
+            hugepages_1gi: self.hugepages1_gi,
+            hugepages_2mi: self.hugepages2_mi,
+            ephemeral_storage: EPHEMERAL_STORAGE_GI << 30,
+        }
+    }
+
+    /// What pods may request, as its kubelet computes `status.allocatable`.
+    pub fn allocatable(&self) -> anyhow::Result<Allocatable> {
+        anyhow::ensure!(
+            crate::sim::pod_view::parse_bytes(&self.memory).is_some(),
+            "memory {:?} is not a quantity such as 1512Gi",
+            self.memory
+        );
+        self.kubelet.allocatable(&self.capacity())
+    }
+
+    /// `status.capacity` (allocatable: None) or `status.allocatable`.
+    fn resources(&self, allocatable: Option<&Allocatable>) -> BTreeMap<String, Quantity> {
+        let cap = self.capacity();
+        let (cpu, memory, disk) = match allocatable {
+            Some(a) => (a.cpu_millis, a.memory, a.ephemeral_storage),
+            None => (cap.cpu_millis, cap.memory, cap.ephemeral_storage),
+        };
         let mut r = BTreeMap::from([
-            ("cpu".into(), Quantity(self.cpu.to_string())),
-            ("memory".into(), Quantity(self.memory.clone())),
+            ("cpu".into(), Quantity(format_cpu(cpu))),
+            ("memory".into(), Quantity(format_bytes(memory))),
             (
                 "hugepages-1Gi".into(),
                 Quantity(format!("{}Gi", self.hugepages1_gi)),
@@ -314,7 +356,7 @@ impl LabNode {
                 Quantity(format!("{}Mi", self.hugepages2_mi * 2)),
             ),
             ("pods".into(), Quantity(self.pods.to_string())),
-            ("ephemeral-storage".into(), Quantity("400Gi".into())),
+            ("ephemeral-storage".into(), Quantity(format_bytes(disk))),
         ]);
         if self.gpus > 0 {
             r.insert(GPU_RESOURCE.into(), Quantity(self.gpus.to_string()));
@@ -364,8 +406,9 @@ impl LabNode {
                         },
                     ]
                 }),
-                allocatable: Some(self.resources()),
-                capacity: Some(self.resources()),
+                // Checked when the topology was loaded.
+                allocatable: Some(self.resources(self.allocatable().ok().as_ref())),
+                capacity: Some(self.resources(None)),
                 node_info: Some(NodeSystemInfo {
                     architecture: "amd64".into(),
                     operating_system: "linux".into(),
@@ -434,7 +477,8 @@ impl LabNode {
 }
 
 /// Local NVMe: no provisioner, bound when the first pod is scheduled (so the scheduler
-/// picks the node and the volume together).
+/// picks the node and the volume together). As manifests/prepare/local-nvme.yaml has it
+/// (its PersistentVolumes keep their own Retain: the lab plays the provisioner's wipe).
 pub fn storage_class(lab: &str) -> StorageClass {
     StorageClass {
         metadata: ObjectMeta {
@@ -444,7 +488,7 @@ pub fn storage_class(lab: &str) -> StorageClass {
         },
         provisioner: "kubernetes.io/no-provisioner".into(),
         volume_binding_mode: Some("WaitForFirstConsumer".into()),
-        reclaim_policy: Some("Retain".into()),
+        reclaim_policy: Some("Delete".into()),
         ..Default::default()
     }
 }
@@ -472,6 +516,19 @@ mod tests {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("topology.yaml");
         let nodes = Topology::load(&path).unwrap().nodes().unwrap();
         assert!(nodes.len() >= 3);
+        for n in &nodes {
+            // Every validator machine carries the one label and taint docs/prepare-cluster.md
+            // documents, so the examples land on them unpatched.
+            assert_eq!(n.labels["valtune.dev/bare-metal"], "true", "{}", n.name);
+            assert!(
+                n.taints
+                    .iter()
+                    .any(|t| t.key == "valtune.dev/validator" && t.effect == "NoSchedule"),
+                "{}",
+                n.name
+            );
+            assert!(n.kubelet.reserved_cpu_millis().unwrap() > 0, "{}", n.name);
+        }
         // The paper's machines; pools of other clients' machines (labelled
         // valtune.dev/lab-pool) are shaped after their own seeds.
         for n in nodes
@@ -479,14 +536,15 @@ mod tests {
             .filter(|n| !n.labels.contains_key("valtune.dev/lab-pool"))
         {
             assert!(n.cpu >= 64, "{} has {} CPUs", n.name, n.cpu);
-            // 1.5 TiB for the validator, and room for its sidecars beside it.
-            assert_eq!(n.memory, "1540Gi");
             assert!(n.hugepages1_gi > 0);
             assert!(n.nvme.len() >= 2);
-            assert!(n.taints.iter().any(|t| t.effect == "NoSchedule"));
             let node = n.node("t");
             let alloc = node.status.unwrap().allocatable.unwrap();
             assert_eq!(alloc["hugepages-1Gi"].0, format!("{}Gi", n.hugepages1_gi));
+            // As on a real r6a.metal: 1.5 TiB cannot be requested, 1400Gi can.
+            let memory = n.allocatable().unwrap().memory;
+            assert!(memory < 1536 << 30 && memory > 1401 << 30, "{}", n.name);
+            assert_eq!(alloc["cpu"].0, "190");
             assert_eq!(n.volumes("t").len(), n.nvme.len());
         }
     }
@@ -497,12 +555,40 @@ mod tests {
         let nodes = Topology::load(&path).unwrap().nodes().unwrap();
         assert!(nodes.len() >= 10);
         // Pools of a client's own tests (labelled valtune.dev/lab-pool) may differ.
-        assert!(
-            nodes
-                .iter()
-                .filter(|n| !n.labels.contains_key("valtune.dev/lab-pool"))
-                .all(|n| n.memory == "1540Gi" && n.nvme.len() >= 2)
+        let bm: Vec<_> = nodes
+            .iter()
+            .filter(|n| !n.labels.contains_key("valtune.dev/lab-pool"))
+            .collect();
+        assert!(bm.iter().all(|n| n.memory == "1512Gi" && n.nvme.len() >= 2));
+        // The Firedancer machines offer 62 of their 64 CPUs, as a static CPU manager with
+        // one core reserved does.
+        let fd = nodes.iter().find(|n| n.name == "fd-01").unwrap();
+        assert_eq!(fd.allocatable().unwrap().cpu_millis, 62_000);
+    }
+
+    #[test]
+    fn capacity_is_the_machine_and_allocatable_what_its_kubelet_leaves() {
+        let t: Topology = serde_saphyr::from_str(
+            "defaults: {cpu: 16, memory: 63Gi, hugepages1Gi: 4, kubelet: {reservedSystemCPUs: '0,8', systemReserved: {memory: 2Gi}}}\nnodes:\n- name: n1\n",
+        )
+        .unwrap();
+        let n = &t.nodes().unwrap()[0];
+        let st = n.node("t").status.unwrap();
+        let (cap, alloc) = (st.capacity.unwrap(), st.allocatable.unwrap());
+        assert_eq!(cap["cpu"].0, "16");
+        assert_eq!(cap["memory"].0, format!("{}Ki", 63u64 << 20));
+        assert_eq!(alloc["cpu"].0, "14");
+        // 63 - 2 (system) - 4 (hugepages) GiB, less the default 100Mi threshold.
+        assert_eq!(
+            alloc["memory"].0,
+            format!("{}Ki", (57u64 << 20) - 100 * 1024)
         );
+        // A topology a kubelet could not start with is refused.
+        let bad: Topology = serde_saphyr::from_str(
+            "defaults: {cpu: 16, kubelet: {cpuManagerPolicy: static}}\nnodes:\n- name: n1\n",
+        )
+        .unwrap();
+        assert!(bad.nodes().is_err());
     }
 
     #[test]

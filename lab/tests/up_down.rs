@@ -57,16 +57,27 @@ async fn a_second_lab_comes_up_beside_the_first_and_goes_away_completely() {
             continue;
         }
         // What the topology declares (the API server writes zero as "0").
-        let declared = machines
+        let machine = machines
             .iter()
             .find(|m| n.metadata.name.as_deref() == Some(m.name.as_str()))
-            .expect("every node is one of the topology's machines")
-            .hugepages1_gi;
-        let want = match declared {
+            .expect("every node is one of the topology's machines");
+        let want = match machine.hugepages1_gi {
             0 => "0".to_string(),
             gi => format!("{gi}Gi"),
         };
-        assert_eq!(st.allocatable.unwrap()["hugepages-1Gi"].0, want);
+        let allocatable = st.allocatable.unwrap();
+        assert_eq!(allocatable["hugepages-1Gi"].0, want);
+        // Allocatable is what the machine's kubelet leaves: capacity less its
+        // reservations and the hugepages, as the scheduler will see it.
+        let expected = machine.allocatable().unwrap();
+        assert_eq!(
+            allocatable["cpu"].0,
+            valtune_lab::allocatable::format_cpu(expected.cpu_millis)
+        );
+        // (The API server writes quantities in their canonical form: compare values.)
+        let bytes = |q: &str| valtune_lab::sim::pod_view::parse_bytes(q).unwrap();
+        assert_eq!(bytes(&allocatable["memory"].0), expected.memory);
+        assert!(bytes(&allocatable["memory"].0) < bytes(&st.capacity.clone().unwrap()["memory"].0));
         let taints = n.spec.clone().unwrap().taints.unwrap();
         assert!(taints.iter().any(|t| t.effect == "NoSchedule"));
     }

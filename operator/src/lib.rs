@@ -2,8 +2,10 @@
 //! and runs tuning experiments on them.
 
 pub mod api;
+pub mod check;
 pub mod clients;
 pub mod controller;
+pub mod cost;
 pub mod crd;
 pub mod operator_metrics;
 pub mod report;

@@ -69,6 +69,11 @@ pub struct PhaseLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CheckLabel {
+    pub check: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabel {
     pub outcome: String,
 }
@@ -107,6 +112,7 @@ pub struct OperatorMetrics {
     blind: Gauge,
     experiments: Family<PhaseLabel, Gauge>,
     prometheus_queries: Counter,
+    checks: Family<CheckLabel, Gauge>,
     trial_store: RwLock<Option<Store<ValidatorTrial>>>,
     experiment_store: RwLock<Option<Store<ValidatorExperiment>>>,
 }
@@ -193,6 +199,12 @@ impl OperatorMetrics {
             "Queries sent to Prometheus (results, warm-up, abort rules)",
             prometheus_queries.clone(),
         );
+        let checks = Family::<CheckLabel, Gauge>::default();
+        registry.register(
+            "check_failing",
+            "The start-up checks (valtune check's Prometheus part): 1 while a check fails, 0 once it passed",
+            checks.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             reconciles,
@@ -205,9 +217,19 @@ impl OperatorMetrics {
             blind,
             experiments,
             prometheus_queries,
+            checks,
             trial_store: RwLock::new(None),
             experiment_store: RwLock::new(None),
         }
+    }
+
+    /// A start-up check's verdict (1: failing).
+    pub fn check_result(&self, check: &str, failing: bool) {
+        self.checks
+            .get_or_create(&CheckLabel {
+                check: check.into(),
+            })
+            .set(failing as i64);
     }
 
     pub fn reconcile_started(&self, controller: &'static str) -> ReconcileTimer<'_> {

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::Context;
 use kube::Client;
 use kube::api::{Api, ListParams};
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use crate::api::ValidatorExperiment;
 use crate::controller::{self, RunOptions, leader::LeaderElection};
@@ -76,6 +76,9 @@ pub async fn operator(args: OperatorArgs) -> anyhow::Result<()> {
         _ = wait_for_crds(client.clone(), args.namespace.clone(), ready.clone()) => {}
         _ = &mut signal => return Ok(()),
     }
+    if let Some(url) = &args.prometheus_url {
+        startup_checks(url, &metrics).await;
+    }
     if let Some(e) = &election {
         tokio::select! {
             r = e.acquire() => r?,
@@ -131,6 +134,24 @@ async fn shutdown_signal() {
         _ = term.recv() => {}
     }
     info!("shutdown requested");
+}
+
+/// What `valtune check` asks of the default Prometheus: does it answer, is its
+/// remote-write receiver on? Logged with the fix and kept in `valtune_check_failing`;
+/// experiments whose client needs the receiver also wait with a condition
+/// (controller/preflight.rs). Never fatal: a Prometheus may come up after the operator.
+async fn startup_checks(url: &str, metrics: &OperatorMetrics) {
+    use crate::check::{Status, prometheus::Reach};
+    let reach = Reach::direct(crate::results::prometheus::http_client(), url);
+    for f in crate::check::prometheus_findings(&reach, Some((&reach, "/api/v1/write"))).await {
+        metrics.check_result(f.check, f.status == Status::Fail);
+        let fix = f.fix.clone().unwrap_or_default();
+        match f.status {
+            Status::Pass => info!(check = f.check, "{}", f.detail),
+            Status::Warn => warn!(check = f.check, fix = %fix, "{}", f.detail),
+            Status::Fail => error!(check = f.check, fix = %fix, "{}", f.detail),
+        }
+    }
 }
 
 /// Ready once the API server serves valtune's kinds.

@@ -37,7 +37,7 @@ fn repo() -> PathBuf {
 /// Bare-metal nodes like lab/topology.yaml's, as many as the bench runs at once.
 fn topology(nodes: usize) -> String {
     let mut t = String::from(
-        "defaults:\n  cpu: 192\n  memory: 1540Gi\n  hugepages1Gi: 64\n  pods: 110\n  nvme: [7Ti, 7Ti, 7Ti]\n  labels: {valtune.dev/bare-metal: \"true\"}\n  taints:\n    - {key: valtune.dev/validator, value: \"true\", effect: NoSchedule}\nnodes:\n",
+        "defaults:\n  cpu: 192\n  memory: 1512Gi\n  hugepages1Gi: 64\n  pods: 110\n  nvme: [7Ti, 7Ti, 7Ti]\n  labels: {valtune.dev/bare-metal: \"true\"}\n  taints:\n    - {key: valtune.dev/validator, value: \"true\", effect: NoSchedule}\nnodes:\n",
     );
     for i in 1..=nodes {
         t.push_str(&format!("  - name: bench-{i:02}\n"));
@@ -202,6 +202,10 @@ async fn bench() {
         ns.metadata.name = Some(name.clone());
         ns_api.create(&PostParams::default(), &ns).await.unwrap();
         let mut v = base.clone();
+        // As the lab runs the example (lab/src/compress.rs), then the bench's own timings.
+        valtune_lab::compress::Compression::of(&state)
+            .and_then(|c| c.apply(&mut v))
+            .unwrap();
         v["metadata"] = json!({"name": name, "namespace": name});
         v["spec"]["sweep"] = json!({"memory": memories});
         v["spec"]["parallelism"] = json!(parallelism);

@@ -192,3 +192,18 @@ fn the_contract_notices_a_query_of_a_series_nobody_serves() {
         BTreeSet::from(["solana_node_transactions_total".into(), "up".into()])
     );
 }
+
+/// The lab compresses an experiment's unset warm-up limit and window from the operator's
+/// defaults (lab/src/compress.rs); they must be the same.
+#[test]
+fn the_labs_compression_knows_the_operators_defaults() {
+    let d = valtune::api::settings::TrialSettings::default();
+    assert_eq!(
+        valtune_lab::compress::DEFAULT_WARMUP_TIMEOUT,
+        d.warmup.timeout
+    );
+    assert_eq!(
+        valtune_lab::compress::DEFAULT_MEASUREMENT,
+        d.measurement.duration
+    );
+}

@@ -110,7 +110,7 @@ async fn an_outage_while_trials_warm_up_and_measure_loses_no_result() {
     let outcome = |m: &str| by_memory[m].status.as_ref().and_then(|s| s.outcome);
     assert_eq!(outcome("128Gi"), Some(TrialOutcome::OOMKilled));
     assert_eq!(outcome("256Gi"), Some(TrialOutcome::FellBehind));
-    for m in ["512Gi", "1Ti", "1536Gi"] {
+    for m in ["512Gi", "1Ti", "1400Gi"] {
         assert_eq!(outcome(m), Some(TrialOutcome::KeptUp), "{m}");
     }
     let mut blind = 0;

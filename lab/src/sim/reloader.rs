@@ -18,14 +18,19 @@ use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use tracing::{info, warn};
 
-use crate::prometheus::{NAME, NAMESPACE};
+use crate::prometheus::{Instance, NAME, NAMESPACE};
 use crate::state::LabState;
 
-/// Rewrites the operator's config for the Prometheus process on this machine. Pure.
-pub fn rewrite(rendered: &str, state: &LabState, token_file: &Path) -> anyhow::Result<String> {
+/// Rewrites the operator's config of `prometheus` for its process on this machine. Pure.
+pub fn rewrite(
+    rendered: &str,
+    state: &LabState,
+    prometheus: &Instance,
+    token_file: &Path,
+) -> anyhow::Result<String> {
     let text = rendered
         .replace("$(SHARD)", "0")
-        .replace("$(POD_NAME)", &format!("prometheus-{NAME}-0"));
+        .replace("$(POD_NAME)", &format!("prometheus-{}-0", prometheus.name));
     let mut config: Value = serde_saphyr::from_str(&text).context("parsing the rendered config")?;
     regexes_as_strings(&mut config);
     let ca = state.dir.join("pki").join("apiserver.crt");
@@ -45,7 +50,7 @@ pub fn rewrite(rendered: &str, state: &LabState, token_file: &Path) -> anyhow::R
                 }
             }
         }
-        let self_target = state.prometheus_url.trim_start_matches("http://");
+        let self_target = prometheus.url.trim_start_matches("http://");
         jobs.push(
             json!({"job_name": "prometheus", "static_configs": [{"targets": [self_target]}]}),
         );
@@ -87,8 +92,8 @@ fn gunzip(data: &[u8]) -> anyhow::Result<String> {
     Ok(out)
 }
 
-async fn reload(state: &LabState) {
-    let url = format!("{}/-/reload", state.prometheus_url);
+async fn reload(url: &str) {
+    let url = format!("{url}/-/reload");
     match reqwest::Client::new().post(&url).send().await {
         Ok(r) if r.status().is_success() => info!("Prometheus reloaded its configuration"),
         Ok(r) => warn!(status = %r.status(), "Prometheus refused the new configuration"),
@@ -100,8 +105,11 @@ pub async fn run(client: Client, state: LabState) -> anyhow::Result<()> {
     let token_file = state.dir.join("prometheus-token");
     let token = kubeconfig_token(&state.kubeconfig)?;
     std::fs::write(&token_file, token)?;
+    let configs = Instance::all(&state)
+        .into_iter()
+        .map(|p| watch_config(client.clone(), &state, p, &token_file));
     tokio::try_join!(
-        watch_config(client.clone(), &state, &token_file),
+        futures::future::try_join_all(configs),
         watch_rules(client, &state)
     )?;
     Ok(())
@@ -116,9 +124,15 @@ fn kubeconfig_token(path: &Path) -> anyhow::Result<String> {
         .context("the lab kubeconfig has no token")
 }
 
-async fn watch_config(client: Client, state: &LabState, token_file: &Path) -> anyhow::Result<()> {
+async fn watch_config(
+    client: Client,
+    state: &LabState,
+    prometheus: Instance,
+    token_file: &Path,
+) -> anyhow::Result<()> {
     let api: Api<Secret> = Api::namespaced(client, NAMESPACE);
-    let cfg = watcher::Config::default().fields(&format!("metadata.name=prometheus-{NAME}"));
+    let cfg =
+        watcher::Config::default().fields(&format!("metadata.name=prometheus-{}", prometheus.name));
     let mut stream = watcher(api, cfg).applied_objects().boxed();
     let mut last = String::new();
     while let Some(secret) = stream.next().await {
@@ -137,7 +151,8 @@ async fn watch_config(client: Client, state: &LabState, token_file: &Path) -> an
         else {
             continue;
         };
-        let config = match gunzip(&data.0).and_then(|c| rewrite(&c, state, token_file)) {
+        let config = match gunzip(&data.0).and_then(|c| rewrite(&c, state, &prometheus, token_file))
+        {
             Ok(c) => c,
             Err(e) => {
                 warn!(error = %e, "the rendered Prometheus config");
@@ -145,10 +160,10 @@ async fn watch_config(client: Client, state: &LabState, token_file: &Path) -> an
             }
         };
         if config != last {
-            let tmp = state.prometheus_config.with_extension("yml.tmp");
+            let tmp = prometheus.config.with_extension("yml.tmp");
             std::fs::write(&tmp, &config)?;
-            std::fs::rename(&tmp, &state.prometheus_config)?;
-            reload(state).await;
+            std::fs::rename(&tmp, &prometheus.config)?;
+            reload(&prometheus.url).await;
             last = config;
         }
     }
@@ -175,7 +190,7 @@ async fn watch_rules(client: Client, state: &LabState) -> anyhow::Result<()> {
         for (file, content) in cm.data.clone().unwrap_or_default() {
             std::fs::write(dir.join(file), content)?;
         }
-        reload(state).await;
+        reload(&state.prometheus_url).await;
     }
     Ok(())
 }
@@ -194,6 +209,7 @@ mod tests {
             apiserver_url: "https://127.0.0.1:6443".into(),
             prometheus_url: "http://127.0.0.1:9090".into(),
             prometheus_config: PathBuf::from("/lab/prometheus.yml"),
+            prometheus_no_receiver_url: String::new(),
             pod_cidr: "127.1.2.0/24".into(),
             pod_network_lock: PathBuf::new(),
             time_scale: 720.0,
@@ -205,7 +221,13 @@ mod tests {
             ready: true,
         };
         let rendered = "global:\n  external_labels:\n    prometheus_replica: $(POD_NAME)\nrule_files:\n- /etc/prometheus/rules/prometheus-lab-rulefiles-0/*.yaml\nscrape_configs:\n- job_name: podMonitor/ns/vx/0\n  kubernetes_sd_configs:\n  - role: pod\n    namespaces:\n      names: [ns]\n  relabel_configs:\n  - source_labels: [__tmp_hash]\n    regex: $(SHARD)\n    action: keep\n";
-        let out = rewrite(rendered, &state, Path::new("/lab/token")).unwrap();
+        let out = rewrite(
+            rendered,
+            &state,
+            &Instance::all(&state)[0],
+            Path::new("/lab/token"),
+        )
+        .unwrap();
         let v: Value = serde_saphyr::from_str(&out).unwrap();
         let sd = &v["scrape_configs"][0]["kubernetes_sd_configs"][0];
         assert_eq!(sd["api_server"], "https://127.0.0.1:6443");

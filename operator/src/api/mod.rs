@@ -62,7 +62,7 @@ mod tests {
         assert_eq!(vx.spec.max_trials, 256);
         assert_eq!(vx.spec.parallelism, 3);
         assert_eq!(vx.spec.trial.repetitions, 1);
-        assert_eq!(vx.spec.trial.measurement.duration, "60s");
+        assert_eq!(vx.spec.trial.measurement.duration, "12h");
         assert_eq!(vx.spec.trial.scheduling_timeout, "10m");
         assert!(vx.spec.template.placement.exclusive);
         let agave = vx.spec.template.client.agave.as_ref().unwrap();
@@ -76,6 +76,6 @@ mod tests {
         assert_eq!(vx.spec.sweep.points(), 5);
         let planned = plan(&vx.spec.sweep, vx.spec.trial.repetitions);
         assert_eq!(planned.len(), 5);
-        assert_eq!(planned[4].point.describe(), "memory=1536Gi");
+        assert_eq!(planned[4].point.describe(), "memory=1400Gi");
     }
 }

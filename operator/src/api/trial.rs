@@ -353,6 +353,11 @@ pub struct TrialResults {
     /// Figures only the trial's client has, by name (docs/clients.md lists them).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub figures: BTreeMap<String, f64>,
+    /// Series of the client's profile with no datapoint in the window: the figures they
+    /// back are missing (unset), never zero (condition Complete says why).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub missing: Vec<String>,
 }
 
 impl TrialResults {

@@ -149,6 +149,10 @@ pub struct MetricProfile {
     pub validator_container: &'static str,
     /// Results only this client has.
     pub figures: Vec<Figure>,
+    /// Series that reach Prometheus by remote write from the pod's vmagent sidecar, not
+    /// by scraping: without Prometheus' remote-write receiver they never arrive, and the
+    /// experiment waits for it (controller/preflight.rs; docs/prepare-cluster.md).
+    pub remote_written: Vec<&'static str>,
 }
 
 impl MetricProfile {
@@ -162,5 +166,97 @@ impl MetricProfile {
 
     pub fn query(&self, key: QueryKey) -> Option<&str> {
         self.queries.get(&key).map(String::as_str)
+    }
+
+    /// Whether the client's pod needs Prometheus' remote-write receiver.
+    pub fn needs_remote_write(&self) -> bool {
+        !self.remote_written.is_empty()
+    }
+
+    /// Whether `series` reaches Prometheus by remote write.
+    pub fn is_remote_written(&self, series: &str) -> bool {
+        self.remote_written.iter().any(|p| series.starts_with(p))
+    }
+
+    /// The series whose absence leaves the trial without the figures it ran for: its
+    /// throughput (the TPS query's series) and its remote-written figures (Besu's block
+    /// times), and how far behind it was (without which kept-up cannot be told).
+    pub fn headline_series(&self) -> std::collections::BTreeSet<String> {
+        let mut out: std::collections::BTreeSet<String> = [QueryKey::Tps, self.lag]
+            .iter()
+            .filter_map(|k| self.query(*k))
+            .flat_map(series_of)
+            .collect();
+        out.extend(self.remote_written_figure_series());
+        out
+    }
+
+    /// The remote-written series the client's own figures read (Besu's block times).
+    pub fn remote_written_figure_series(&self) -> std::collections::BTreeSet<String> {
+        self.figures
+            .iter()
+            .flat_map(|f| series_of(&f.query))
+            .filter(|s| self.is_remote_written(s))
+            .collect()
+    }
+}
+
+/// Why each missing series is likely missing, and what to check, one sentence each:
+/// `remote_written` are the profile's remote-written prefixes.
+pub fn explain_missing(missing: &[String], remote_written: &[&str]) -> String {
+    missing
+        .iter()
+        .map(|s| {
+            if remote_written.iter().any(|p| s.starts_with(p)) {
+                format!(
+                    "{s} is remote-written by the pod's vmagent sidecar: is Prometheus' remote-write receiver on? (`valtune check` tells; kube-prometheus-stack: --set prometheus.prometheusSpec.enableRemoteWriteReceiver=true)"
+                )
+            } else {
+                format!(
+                    "{s} is scraped from the pod: is the experiment's PodMonitor selected by your Prometheus, and does the exporter serve it? (`valtune check` tells)"
+                )
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The metric names a PromQL expression selects with `$selector` (a name directly before
+/// `{`), `up` aside: what a figure needs datapoints of.
+pub fn series_of(query: &str) -> std::collections::BTreeSet<String> {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let mut out = std::collections::BTreeSet::new();
+    for (i, _) in query.match_indices('{') {
+        let before = &query[..i];
+        let start = before
+            .char_indices()
+            .rev()
+            .take_while(|(_, c)| is_name(*c))
+            .last()
+            .map(|(j, _)| j);
+        if let Some(j) = start {
+            let name = &before[j..];
+            if !name.starts_with(|c: char| c.is_ascii_digit()) && name != "up" {
+                out.insert(name.to_string());
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_series_a_query_needs_are_the_names_before_its_selectors() {
+        let q = "(sum(sum_over_time(replay_slot_stats_total_transactions{$selector}[$step])) or vector(0)) / $stepSeconds and on() (max(max_over_time(up{$selector}[$rate])) == 1)";
+        assert_eq!(
+            series_of(q).into_iter().collect::<Vec<_>>(),
+            vec!["replay_slot_stats_total_transactions"]
+        );
+        let q = "sum(rate(bank_successful_transactions{$selector}[$rate])) + sum(rate(bank_executed_failed_transactions{$selector}[$rate]))";
+        assert_eq!(series_of(q).len(), 2);
+        assert!(series_of("vector(0)").is_empty());
     }
 }

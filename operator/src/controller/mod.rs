@@ -6,6 +6,7 @@
 pub mod experiment;
 pub mod leader;
 pub mod pod_monitor;
+pub mod preflight;
 pub mod status;
 pub mod trial;
 
@@ -103,6 +104,8 @@ pub struct Context {
     pub reported: Mutex<HashSet<String>>,
     /// Consecutive failed reconciles per object, for backoff.
     pub failures: Mutex<HashMap<String, u32>>,
+    /// Remote-write receiver probes, by URL (preflight.rs).
+    pub preflight: preflight::Cache,
     pub metrics: Arc<OperatorMetrics>,
 }
 
@@ -226,6 +229,7 @@ pub async fn run(
         applied_monitors: Mutex::default(),
         reported: Mutex::default(),
         failures: Mutex::default(),
+        preflight: preflight::Cache::default(),
         metrics,
     });
     let managed =

@@ -143,12 +143,17 @@ pub fn csv(data: &Dataset, layout: &Layout) -> String {
 pub fn coverage_notes(trials: &[ValidatorTrial]) -> String {
     let mut out = String::new();
     for t in trials {
-        let Some(c) = t
-            .status
-            .as_ref()
-            .and_then(|s| s.results.as_ref())
-            .and_then(|r| r.coverage)
-        else {
+        let results = t.status.as_ref().and_then(|s| s.results.as_ref());
+        // Missing is not zero (results/analysis.rs): say which figures are blank and why.
+        if let Some(r) = results.filter(|r| !r.missing.is_empty()) {
+            out.push_str(&format!(
+                "note: {} ({}): no datapoint of {} in its window: the figures they back are missing, not zero (kubectl describe vtrial: condition Complete)\n",
+                t.metadata.name.clone().unwrap_or_default(),
+                t.spec.point.describe(),
+                r.missing.join(", ")
+            ));
+        }
+        let Some(c) = results.and_then(|r| r.coverage) else {
             continue;
         };
         let min = t.spec.metrics.min_coverage;

@@ -17,7 +17,7 @@ use jiff::Timestamp;
 use super::prometheus::{PromError, Prometheus};
 use crate::api::settings::QueryKey;
 use crate::api::trial::TrialResults;
-use crate::clients::profile::MetricProfile;
+use crate::clients::profile::{MetricProfile, series_of};
 
 /// The label matchers of one pod's series (namespace and pod are the labels
 /// prometheus-operator's PodMonitor relabelling puts on every target).
@@ -147,8 +147,33 @@ pub async fn collect(
     for (name, query) in &q {
         v.insert(*name, prom.value(query, at).await?);
     }
+    // A figure with no datapoint behind it is missing, never 0: Agave's TPS reads zero at
+    // a step without datapoints while the pod is scraped (`or vector(0)`), which without
+    // any datapoint at all (no remote-write receiver) would be a silent 0 for the window.
+    let missing = missing_series(prom, profile, selector, w).await?;
+    let absent = |key: QueryKey| {
+        profile
+            .query(key)
+            .is_some_and(|q| series_of(q).iter().any(|s| missing.contains(s)))
+    };
+    for (key, figures) in KEY_FIGURES {
+        if absent(key) {
+            for f in figures {
+                v.remove(f);
+            }
+        }
+    }
+    let lag_missing = absent(profile.lag);
+    if lag_missing {
+        for f in ["maxLag", "finalLag"] {
+            v.remove(f);
+        }
+    }
     let get = |k: &str| v.get(k).copied().flatten();
-    let avg = match profile.query(QueryKey::Tps) {
+    let avg = match profile
+        .query(QueryKey::Tps)
+        .filter(|_| !absent(QueryKey::Tps))
+    {
         Some(t) => {
             let tps = expand(t, selector, w.step);
             let plain_mean = get("avgTpsAll").unwrap_or(0.0);
@@ -162,9 +187,8 @@ pub async fn collect(
     Ok(Some(TrialResults {
         avg_tps: avg.map(round2),
         max_tps: get("maxTps").map(round2),
-        // No zero samples is an empty result, not missing data.
-        zero_tps_seconds: q
-            .contains_key("zeroTpsSamples")
+        // No zero samples is an empty result, not missing data (unless TPS itself is).
+        zero_tps_seconds: (q.contains_key("zeroTpsSamples") && !absent(QueryKey::Tps))
             .then(|| round2(get("zeroTpsSamples").unwrap_or(0.0) * step)),
         max_rss_gib: get("maxRss").map(gib2),
         mean_rss_gib: get("meanRss").map(gib2),
@@ -179,7 +203,43 @@ pub async fn collect(
         measured_seconds: Some(round2(w.length().as_secs_f64())),
         kept_up: final_lag.map(|lag| lag <= max_lag),
         figures: figures(prom, profile, selector, w).await?,
+        missing: missing.into_iter().collect(),
     }))
+}
+
+/// The window's results each query key's series back (see [`result_queries`]).
+const KEY_FIGURES: [(QueryKey, &[&str]); 5] = [
+    (QueryKey::Tps, &["avgTpsAll", "maxTps", "zeroTpsSamples"]),
+    (QueryKey::RssBytes, &["maxRss", "meanRss"]),
+    (QueryKey::VszBytes, &["maxVsz"]),
+    (QueryKey::MajorFaultsPerSecond, &["majorFaults"]),
+    (QueryKey::MinorFaultsPerSecond, &["minorFaults"]),
+];
+
+/// The series the profile's queries read, and its remote-written ones, that have no
+/// datapoint of the pod in the window.
+async fn missing_series(
+    prom: &Prometheus,
+    profile: &MetricProfile,
+    selector: &str,
+    w: &Window,
+) -> Result<std::collections::BTreeSet<String>, PromError> {
+    let mut names: std::collections::BTreeSet<String> = profile
+        .queries
+        .values()
+        .flat_map(|q| series_of(q))
+        .collect();
+    // Remote-written figures (Besu's block times) as well: they are what the trial is for.
+    names.extend(profile.remote_written_figure_series());
+    let range = promql_duration(w.length().max(w.step));
+    let mut missing = std::collections::BTreeSet::new();
+    for name in names {
+        let q = format!("sum(count_over_time({name}{{{selector}}}[{range}]))");
+        if prom.value(&q, Some(w.end)).await?.unwrap_or(0.0) < 1.0 {
+            missing.insert(name);
+        }
+    }
+    Ok(missing)
 }
 
 /// The share of the window Prometheus scraped the pod: the samples of `up` per target

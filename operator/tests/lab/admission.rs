@@ -191,7 +191,8 @@ fn invalid_cases() -> Vec<(&'static str, Value, &'static str, &'static str)> {
         ),
         (
             "a knob this Agave version lacks (--rayon-global-threads before 2.2)",
-            json!({"spec": {"sweep": {"threads": [{"name": "rayonGlobalThreads", "values": [8, 16]}]}}}),
+            json!({"spec": {"template": {"agave": {"image": "anzaxyz/agave:v2.0.5"}},
+                   "sweep": {"threads": [{"name": "rayonGlobalThreads", "values": [8, 16]}]}}}),
             "spec.sweep.threads",
             "this Agave version has no rayonGlobalThreads: it exists from 2.2.0",
         ),
@@ -252,7 +253,7 @@ fn invalid_cases() -> Vec<(&'static str, Value, &'static str, &'static str)> {
         ),
         (
             "an extra argument this Agave version does not know",
-            json!({"spec": {"template": {"extraArgs": ["--rayon-global-threads=4"]}}}),
+            json!({"spec": {"template": {"agave": {"image": "anzaxyz/agave:v2.0.5"}, "extraArgs": ["--rayon-global-threads=4"]}}}),
             "spec.template.extraArgs",
             "this Agave version has no --rayon-global-threads",
         ),
@@ -278,7 +279,7 @@ fn invalid_cases() -> Vec<(&'static str, Value, &'static str, &'static str)> {
         ),
         (
             "a tuned thread count this Agave version lacks",
-            json!({"spec": {"template": {"tuning": {"threads": {"rayonGlobalThreads": 8}}}}}),
+            json!({"spec": {"template": {"agave": {"image": "anzaxyz/agave:v2.0.5"}, "tuning": {"threads": {"rayonGlobalThreads": 8}}}}}),
             "spec.template.tuning.threads",
             "this Agave version has no rayonGlobalThreads: it exists from 2.2.0; remove it from template.tuning.threads",
         ),
@@ -338,8 +339,8 @@ async fn the_quickstart_is_accepted_with_defaults_filled_in() {
         spec["template"]["storage"][0]["storageClassName"],
         "local-nvme"
     );
-    // The user's text survives unchanged (no "60s" turned into "1m0s"), so GitOps sees no drift.
-    assert_eq!(spec["trial"]["measurement"]["duration"], "60s");
+    // The user's text survives unchanged (no "12h" turned into "12h0m0s"), so GitOps sees no drift.
+    assert_eq!(spec["trial"]["measurement"]["duration"], "12h");
     api.delete("agave-ram", &DeleteParams::default())
         .await
         .unwrap();

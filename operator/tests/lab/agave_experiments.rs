@@ -9,10 +9,11 @@ use valtune::api::ValidatorExperiment;
 use valtune::api::trial::{TrialOutcome, ValidatorTrial};
 use valtune::results::dataset::Dataset;
 
-use crate::common::{create, lab, merge, start_experiment, trials, wait_finished, yaml_file};
+use crate::common::{create, lab, merge, start_experiment, trials, wait_finished};
 
+/// An example as the lab runs it (compressed), renamed, with a merge patch.
 fn example(path: &str, ns: &str, name: &str, patch: Value) -> ValidatorExperiment {
-    let mut v = merge(&yaml_file(path), &patch);
+    let mut v = merge(&crate::common::example(path), &patch);
     v["metadata"]["namespace"] = json!(ns);
     v["metadata"]["name"] = json!(name);
     serde_json::from_value(v).unwrap()

@@ -19,11 +19,12 @@ use crate::common::{
 
 const EXAMPLE: &str = "manifests/examples/besu-allocator-heap-sweep.yaml";
 
-/// The example, renamed, in its own namespace with its own operator, with a merge patch.
+/// The example as the lab runs it (compressed), renamed, in its own namespace with its
+/// own operator, with a merge patch.
 async fn start(lab: &Lab, name: &str, patch: Value) -> (String, Operator) {
     let ns = lab.namespace(name).await;
     let op = lab.start_operator(&ns);
-    let mut v = merge(&yaml_file(EXAMPLE), &patch);
+    let mut v = merge(&crate::common::example(EXAMPLE), &patch);
     v["metadata"]["namespace"] = json!(ns);
     v["metadata"]["name"] = json!(name);
     let vx: ValidatorExperiment = serde_json::from_value(v).unwrap();

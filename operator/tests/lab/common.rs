@@ -67,6 +67,20 @@ pub fn yaml_file(path: &str) -> Value {
     serde_saphyr::from_str(&text).unwrap()
 }
 
+/// An example of manifests/examples as the lab runs it: the file as written for a real
+/// cluster, with the lab's time compression applied (`valtune-lab compress`,
+/// lab/src/compress.rs), never an edited copy. Tests patch it in lab time after that.
+pub fn example(path: &str) -> Value {
+    let mut v = yaml_file(path);
+    let dir = std::env::var("VALTUNE_LAB_DIR")
+        .expect("VALTUNE_LAB_DIR is not set: these tests need the lab; run them with `make test`");
+    let state = LabState::load(Path::new(&dir)).expect("loading the lab's state");
+    valtune_lab::compress::Compression::of(&state)
+        .and_then(|c| c.apply(&mut v))
+        .expect("compressing the example for the lab");
+    v
+}
+
 /// RFC 7386 JSON merge patch: objects merge, null deletes, anything else replaces.
 pub fn merge(base: &Value, patch: &Value) -> Value {
     match (base, patch) {
@@ -202,9 +216,10 @@ where
     }
 }
 
-/// The quickstart experiment, renamed, in a namespace, with a merge patch applied.
+/// The quickstart experiment as the lab runs it, renamed, in a namespace, with a merge
+/// patch (in lab time) applied.
 pub fn quickstart_with(ns: &str, name: &str, patch: Value) -> valtune::api::ValidatorExperiment {
-    let base = yaml_file("manifests/examples/quickstart-agave-ram-sweep.yaml");
+    let base = example("manifests/examples/quickstart-agave-ram-sweep.yaml");
     let mut v = merge(&base, &patch);
     v["metadata"]["namespace"] = serde_json::json!(ns);
     v["metadata"]["name"] = serde_json::json!(name);

@@ -137,7 +137,7 @@ async fn the_ram_sweep_reproduces_the_papers_shape_from_prometheus() {
     let outcome = |m: &str| by_memory[m].status.as_ref().and_then(|s| s.outcome);
     assert_eq!(outcome("128Gi"), Some(TrialOutcome::OOMKilled));
     assert_eq!(outcome("256Gi"), Some(TrialOutcome::FellBehind));
-    for m in ["512Gi", "1Ti", "1536Gi"] {
+    for m in ["512Gi", "1Ti", "1400Gi"] {
         assert_eq!(outcome(m), Some(TrialOutcome::KeptUp), "{m}");
     }
     // An OOM kill is a result: the trial succeeded, with what ran until the kill.
@@ -147,7 +147,7 @@ async fn the_ram_sweep_reproduces_the_papers_shape_from_prometheus() {
     assert!(oom_results.measured_seconds.unwrap() > 0.0);
     assert!(oom_results.avg_tps.unwrap() < 2000.0, "{oom_results:?}");
     // The paper's shape: kept-up runs do about 4,600 TPS with peaks far above it.
-    for m in ["512Gi", "1Ti", "1536Gi"] {
+    for m in ["512Gi", "1Ti", "1400Gi"] {
         let r = by_memory[m].status.clone().unwrap().results.unwrap();
         assert!((3000.0..7000.0).contains(&r.avg_tps.unwrap()), "{m}: {r:?}");
         assert!(r.max_tps.unwrap() > 2.0 * r.avg_tps.unwrap(), "{m}: {r:?}");
@@ -178,7 +178,7 @@ async fn deleting_an_experiment_removes_its_trials_pods_and_volumes() {
     // Long trials, so they are all running when the experiment is deleted.
     let vx = experiment(
         &ns,
-        json!({"spec": {"sweep": {"memory": ["512Gi", "1Ti", "1536Gi"]}, "trial": {"measurement": {"duration": "1h"}}}}),
+        json!({"spec": {"sweep": {"memory": ["512Gi", "1Ti", "1400Gi"]}, "trial": {"measurement": {"duration": "1h"}}}}),
     );
     api.create(&PostParams::default(), &vx).await.unwrap();
     let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);

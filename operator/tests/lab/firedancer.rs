@@ -21,9 +21,10 @@ fn example() -> Value {
     yaml_file(EXAMPLE)
 }
 
-/// The example, renamed into a namespace, with a merge patch.
+/// The example as the lab runs it (compressed), renamed into a namespace, with a merge
+/// patch.
 fn bench(ns: &str, name: &str, patch: Value) -> ValidatorExperiment {
-    let mut v = merge(&example(), &patch);
+    let mut v = merge(&crate::common::example(EXAMPLE), &patch);
     v["metadata"]["namespace"] = json!(ns);
     v["metadata"]["name"] = json!(name);
     serde_json::from_value(v).unwrap()
@@ -43,11 +44,11 @@ fn refused() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             "a layout with more tiles than the trial has cores",
             json!({"spec": {"sweep": {"threads": [{"name": "verifyTiles", "values": [4, 60]}, {"name": "bankTiles", "values": [2, 6]}]}}}),
             "spec.template.resources.cpu",
-            "the largest layout needs 77 tile cores and 14 for the bench generators and senders and at least 1 for the Agave child, 92 cores in all, but a trial gets 64",
+            "the largest layout needs 77 tile cores and 14 for the bench generators and senders and at least 1 for the Agave child, 92 cores in all, but a trial gets 62",
         ),
         (
             "fewer cores swept than the layout needs",
-            json!({"spec": {"sweep": {"cpu": [48, 64]}}}),
+            json!({"spec": {"sweep": {"cpu": [48, 62]}}}),
             "spec.template.resources.cpu",
             "62 cores in all, but a trial gets 48",
         ),
@@ -447,7 +448,7 @@ async fn a_follower_keeps_up_and_is_measured_like_agave() {
                 "storage": [{"role": "ledger", "size": "2Ti"}, {"role": "accounts", "size": "2Ti"}],
                 "placement": {
                     "nodeSelector": {"valtune.dev/lab-pool": "firedancer"},
-                    "tolerations": [{"key": "valtune.dev/lab-pool", "operator": "Exists", "effect": "NoSchedule"}],
+                    "tolerations": [{"key": "valtune.dev/validator", "operator": "Exists", "effect": "NoSchedule"}],
                 },
             },
             "trial": {"warmup": {"timeout": "30s"}, "measurement": {"duration": "30s"}},

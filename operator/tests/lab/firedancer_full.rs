@@ -24,8 +24,9 @@ fn example() -> Value {
     yaml_file(EXAMPLE)
 }
 
+/// The example as the lab runs it (compressed), renamed, with a merge patch.
 fn experiment(ns: &str, name: &str, patch: Value) -> ValidatorExperiment {
-    let mut v = merge(&example(), &patch);
+    let mut v = merge(&crate::common::example(EXAMPLE), &patch);
     v["metadata"]["namespace"] = json!(ns);
     v["metadata"]["name"] = json!(name);
     serde_json::from_value(v).unwrap()
@@ -92,13 +93,13 @@ fn refused() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             "more tiles than cores, with no Agave to count",
             json!({"spec": {"sweep": {"threads": [{"name": "verifyTiles", "values": [6, 40]}, {"name": "bankTiles", "values": [3, 6]}]}}}),
             "spec.template.resources.cpu",
-            "the largest layout needs 70 tile cores and 12 for the bench generators and senders, 82 cores in all, but a trial gets 64",
+            "the largest layout needs 70 tile cores and 12 for the bench generators and senders, 82 cores in all, but a trial gets 62",
         ),
         (
             "more tuned tiles than cores",
             json!({"spec": {"sweep": {"threads": null}, "template": {"tuning": {"threads": {"verifyTiles": 40, "bankTiles": 6}}}}}),
             "spec.template.resources.cpu",
-            "the largest layout needs 70 tile cores and 12 for the bench generators and senders, 82 cores in all, but a trial gets 64",
+            "the largest layout needs 70 tile cores and 12 for the bench generators and senders, 82 cores in all, but a trial gets 62",
         ),
         (
             "one sign tile tuned",
@@ -262,11 +263,11 @@ fn follower(ns: &str) -> ValidatorExperiment {
                     "cluster": "mainnet-beta",
                     "capabilities": ["NET_RAW", "SYS_ADMIN", "SYS_RESOURCE"],
                 },
-                "resources": {"cpu": 64, "memory": "256Gi", "hugepages1Gi": 48, "hugepages2Mi": 512},
+                "resources": {"cpu": 62, "memory": "256Gi", "hugepages1Gi": 48, "hugepages2Mi": 512},
                 "storage": [{"role": "ledger", "size": "1Ti"}, {"role": "accounts", "size": "2Ti"}],
                 "placement": {
                     "nodeSelector": {"valtune.dev/lab-pool": "firedancer"},
-                    "tolerations": [{"key": "valtune.dev/lab-pool", "operator": "Exists", "effect": "NoSchedule"}],
+                    "tolerations": [{"key": "valtune.dev/validator", "operator": "Exists", "effect": "NoSchedule"}],
                 },
             },
             "sweep": {"threads": [{"name": "execTiles", "values": [1, 10]}]},

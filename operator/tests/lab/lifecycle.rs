@@ -56,7 +56,7 @@ async fn killing_the_operator_three_times_loses_and_duplicates_nothing() {
         &ns,
         "restarts",
         json!({"spec": {
-            "sweep": {"memory": ["512Gi", "640Gi", "768Gi", "1Ti", "1280Gi", "1536Gi"]},
+            "sweep": {"memory": ["512Gi", "640Gi", "768Gi", "1Ti", "1280Gi", "1400Gi"]},
             "trial": {"measurement": {"duration": "20s"}},
         }}),
     );
@@ -471,7 +471,7 @@ async fn max_failed_trials_stops_the_experiment() {
         &lab,
         "maxfailed",
         json!({"spec": {
-            "sweep": {"memory": ["512Gi", "768Gi", "1Ti", "1536Gi"]},
+            "sweep": {"memory": ["512Gi", "768Gi", "1Ti", "1400Gi"]},
             "template": {"resources": {"hugepages1Gi": 128}},
             "trial": {"schedulingTimeout": "3s", "retries": 0},
             "parallelism": 1,
@@ -499,7 +499,7 @@ async fn suspend_starts_nothing_new_and_lets_running_trials_finish() {
         &lab,
         "suspend",
         json!({"spec": {
-            "sweep": {"memory": ["512Gi", "1Ti", "1536Gi"]},
+            "sweep": {"memory": ["512Gi", "1Ti", "1400Gi"]},
             "trial": {"measurement": {"duration": "10s"}},
             "parallelism": 1,
             "suspend": true,
@@ -564,7 +564,7 @@ async fn spec_edits_keep_finished_results_add_new_points_and_drop_unstarted_ones
         &lab,
         "edits",
         json!({"spec": {
-            "sweep": {"memory": ["512Gi", "1Ti", "1536Gi"]},
+            "sweep": {"memory": ["512Gi", "1Ti", "1400Gi"]},
             "trial": {"measurement": {"duration": "10s"}},
             "parallelism": 1,
         }}),
@@ -589,7 +589,7 @@ async fn spec_edits_keep_finished_results_add_new_points_and_drop_unstarted_ones
         .unwrap();
     assert_eq!(first.spec.point.memory.as_deref(), Some("512Gi"));
 
-    // 512Gi stays (written differently), 768Gi is new, 1Ti and 1536Gi leave the sweep.
+    // 512Gi stays (written differently), 768Gi is new, 1Ti and 1400Gi leave the sweep.
     let api: Api<ValidatorExperiment> = Api::namespaced(lab.client.clone(), &ns);
     let patch = json!({"spec": {"sweep": {"memory": ["0.5Ti", "768Gi"]}}});
     api.patch("edits", &PatchParams::default(), &Patch::Merge(&patch))
@@ -615,7 +615,7 @@ async fn spec_edits_keep_finished_results_add_new_points_and_drop_unstarted_ones
     );
     assert!(
         !ts.iter()
-            .any(|t| t.spec.point.memory.as_deref() == Some("1536Gi")),
+            .any(|t| t.spec.point.memory.as_deref() == Some("1400Gi")),
         "never started"
     );
     // The operator never wrote the experiment's spec: it is exactly what the user sent.

@@ -8,6 +8,7 @@ mod analysis;
 mod besu;
 mod chart;
 mod chart_schemas;
+mod check;
 mod common;
 mod e2e;
 mod firedancer;

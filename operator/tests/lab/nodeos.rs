@@ -16,20 +16,14 @@ use crate::common::{Lab, experiments, lab, merge, refusals, trials, wait_finishe
 
 const EXAMPLE: &str = "manifests/examples/nodeos-wax-memory-pressure.yaml";
 
-/// The example, renamed into a namespace, with a merge patch.
+/// The example as the lab runs it (compressed), renamed into a namespace, with a merge
+/// patch. It lands on the test lab's WAX machines by its own placement: valtune selects
+/// the nodes prepared for swap and the state's tmpfs.
 fn example(ns: &str, name: &str, patch: Value) -> Value {
-    let mut v = merge(&yaml_file(EXAMPLE), &patch);
+    let mut v = merge(&crate::common::example(EXAMPLE), &patch);
     v["metadata"]["namespace"] = json!(ns);
     v["metadata"]["name"] = json!(name);
     v
-}
-
-/// The nodeos machines of the test lab (lab/topology-test.yaml), kept to these tests.
-fn on_the_nodeos_pool() -> Value {
-    json!({"spec": {"template": {"placement": {
-        "nodeSelector": {"valtune.dev/lab-pool": "nodeos"},
-        "tolerations": [{"key": "valtune.dev/lab-pool", "operator": "Exists", "effect": "NoSchedule"}],
-    }}}})
 }
 
 async fn run(lab: &Lab, name: &str, patch: Value, timeout: Duration) -> Vec<ValidatorTrial> {
@@ -58,8 +52,7 @@ async fn the_example_reproduces_the_seed_and_the_report_states_the_working_set()
     let lab = lab().await;
     let ns = lab.namespace("wax").await;
     let _op = lab.start_operator(&ns);
-    let vx: ValidatorExperiment =
-        serde_json::from_value(example(&ns, "wax", on_the_nodeos_pool())).unwrap();
+    let vx: ValidatorExperiment = serde_json::from_value(example(&ns, "wax", json!({}))).unwrap();
     let api: Api<ValidatorExperiment> = Api::namespaced(lab.client.clone(), &ns);
     api.create(&PostParams::default(), &vx).await.unwrap();
     // While it runs: the pods share one Burstable 16Gi budget on swap-prepared nodes.
@@ -163,11 +156,12 @@ async fn the_example_reproduces_the_seed_and_the_report_states_the_working_set()
 #[ignore = "needs the lab: run `make test`"]
 async fn a_swap_trial_no_prepared_node_can_take_ends_unschedulable() {
     let lab = lab().await;
-    // The example's own placement: validator nodes, none of them prepared for swap.
+    // Only the r6a machines, none of them prepared for swap.
     let ts = run(
         &lab,
         "wax-noswap",
         json!({"spec": {
+            "template": {"placement": {"nodeSelector": {"node.kubernetes.io/instance-type": "r6a.metal"}}},
             "sweep": {"memoryPressure": ["0"]},
             "trial": {"schedulingTimeout": "5s", "retries": 0},
         }}),
@@ -264,7 +258,9 @@ async fn what_nodeos_or_kubernetes_would_refuse_is_refused_at_admission() {
             "uses hugepages only in databaseMapMode heap or locked",
         ),
     ];
-    let failures = refusals(&api, &example(&ns, "bad", json!({})), Vec::from(cases)).await;
+    let mut base = merge(&yaml_file(EXAMPLE), &json!({}));
+    base["metadata"]["namespace"] = json!(ns);
+    let failures = refusals(&api, &base, Vec::from(cases)).await;
     lab.delete_namespace(&ns).await;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

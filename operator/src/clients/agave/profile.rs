@@ -203,8 +203,17 @@ pub fn profile(workload: AgaveWorkload) -> MetricProfile {
             .collect(),
         validator_container: super::VALIDATOR_CONTAINER,
         figures,
+        // Agave's InfluxDB datapoints, through vmagent (render.rs `exporters`).
+        remote_written: DATAPOINT_SERIES.to_vec(),
     }
 }
+
+/// The datapoints valtune reads, as vmagent names them (measurement_field): remote-written.
+pub const DATAPOINT_SERIES: [&str; 3] = [
+    "replay_slot_stats_",
+    "loaded_programs_cache_stats_",
+    "banking_stage_worker_counts_",
+];
 
 /// The paper's figures in one line, and the program cache's where Agave reported it.
 pub fn summary(r: &crate::api::trial::TrialResults) -> String {

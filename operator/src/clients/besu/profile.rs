@@ -83,6 +83,8 @@ pub fn profile() -> MetricProfile {
                 scale: 1.0,
             },
         ],
+        // Each block's log line, posted to vmagent and remote-written (see above).
+        remote_written: vec![BLOCK_TIME_SERIES],
     }
 }
 

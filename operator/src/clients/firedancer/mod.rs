@@ -125,6 +125,7 @@ pub(super) fn unsupported_profile() -> MetricProfile {
         endpoints: Vec::new(),
         validator_container: VALIDATOR_CONTAINER,
         figures: Vec::new(),
+        remote_written: Vec::new(),
     }
 }
 

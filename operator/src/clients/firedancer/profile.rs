@@ -195,6 +195,7 @@ pub fn profile(spec: &FiredancerSpec, v: Version) -> MetricProfile {
             endpoints: vec![native],
             validator_container: super::VALIDATOR_CONTAINER,
             figures: figures(v, true, full),
+            remote_written: Vec::new(),
         },
         FiredancerWorkload::Follow if full => {
             let (tps, lag) = full_follower(v);
@@ -206,6 +207,7 @@ pub fn profile(spec: &FiredancerSpec, v: Version) -> MetricProfile {
                 endpoints: vec![native],
                 validator_container: super::VALIDATOR_CONTAINER,
                 figures: figures(v, false, true),
+                remote_written: Vec::new(),
             }
         }
         FiredancerWorkload::Follow => {
@@ -235,6 +237,8 @@ pub fn profile(spec: &FiredancerSpec, v: Version) -> MetricProfile {
                 ],
                 validator_container: super::VALIDATOR_CONTAINER,
                 figures: figures(v, false, false),
+                // The Agave child's replay datapoints, through vmagent (as Agave's).
+                remote_written: vec!["replay_slot_stats_"],
             }
         }
     }

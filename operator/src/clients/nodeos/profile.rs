@@ -109,5 +109,7 @@ pub fn profile() -> MetricProfile {
                 scale: 1.0 / PAGE,
             },
         ],
+        // Everything is scraped.
+        remote_written: Vec::new(),
     }
 }

@@ -25,18 +25,38 @@ pub async fn reconcile(vx: Arc<ValidatorExperiment>, ctx: Arc<Context>) -> Resul
     }
     let old = vx.status.clone().unwrap_or_default();
     let now = now();
-    // Observe (client): the trials the experiment owns.
+    // Observe (client): the trials the experiment owns, and whether its Prometheus can
+    // receive what its client sends (controller/preflight.rs).
     let observed = observe::trials(&vx, &ctx).await?;
-    // Decide (pure): what its strategy starts, which unstarted trials left the sweep.
-    let step = decide::decide(&vx, &observed);
+    let pipeline = super::preflight::check(&ctx, &vx, now).await;
+    let waiting = pipeline.as_ref().is_some_and(|p| p.wait);
+    // Decide (pure): what its strategy starts, which unstarted trials left the sweep;
+    // nothing starts while the pipeline would leave trials blind.
+    let mut step = decide::decide(&vx, &observed);
+    if waiting {
+        step.create.clear();
+    }
     // Act (client): the PodMonitor, deletes and creates; the trials as they are now.
     let trials = act::act(&vx, &ctx, &step, observed).await?;
     // The status (pure), written when it changed (client), an event when its phase did.
-    let status = decide::status(&vx, &step, &trials, &old, now);
+    let mut status = decide::status(&vx, &step, &trials, &old, now);
+    if let Some(p) = &pipeline {
+        status.conditions.push(p.condition.clone());
+        if p.wait {
+            let text = &p.condition.message;
+            ctx.publish(vx.as_ref(), true, "RemoteWriteReceiverOff", text, true)
+                .await;
+        }
+    }
     act::write_status(&vx, &ctx, &old, &status).await?;
     ctx.succeeded(&vx.metadata.uid.clone().unwrap_or_default());
-    // Trials wake the experiment when they change; this is only a safety net.
-    Ok(Action::requeue(Duration::from_secs(300)))
+    // Trials wake the experiment when they change; this is only a safety net (sooner
+    // while it waits for its Prometheus: nothing else would wake it).
+    Ok(Action::requeue(if waiting {
+        super::preflight::RECHECK
+    } else {
+        Duration::from_secs(300)
+    }))
 }
 
 /// An API error in one step of a pass, naming the step and the experiment.

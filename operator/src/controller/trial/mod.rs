@@ -120,8 +120,9 @@ pub async fn reconcile(trial: Arc<ValidatorTrial>, ctx: Arc<Context>) -> Result<
 }
 
 /// Ready (finished with a measurement), Progressing, Degraded (finished without one),
-/// MetricsReadable (Prometheus answers), and Complete once there are results (Prometheus
-/// scraped at least metrics.minCoverage of the window).
+/// MetricsReadable (Prometheus answers), and Complete once there are results (every
+/// series of the client's profile had datapoints, and Prometheus scraped at least
+/// metrics.minCoverage of the window).
 fn conditions(
     trial: &ValidatorTrial,
     st: &ValidatorTrialStatus,
@@ -179,29 +180,60 @@ fn conditions(
         g,
         now,
     ));
-    if let Some(coverage) = st.results.as_ref().and_then(|r| r.coverage) {
-        let min = trial.spec.metrics.min_coverage;
-        let complete = coverage >= min;
-        out.push(condition(
+    if let Some(results) = &st.results {
+        out.extend(completeness(trial, results, prev, g, now));
+    }
+    out
+}
+
+/// Complete: False with SeriesMissing when a series had no datapoint (naming it and the
+/// likely cause), False with LowCoverage below metrics.minCoverage, True otherwise.
+fn completeness(
+    trial: &ValidatorTrial,
+    results: &crate::api::trial::TrialResults,
+    prev: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    g: Option<i64>,
+    now: Timestamp,
+) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    if !results.missing.is_empty() {
+        let remote = clients::profile(trial)
+            .map(|p| p.remote_written)
+            .unwrap_or_default();
+        return Some(condition(
             prev,
             "Complete",
-            complete,
-            if complete { "Covered" } else { "LowCoverage" },
+            false,
+            "SeriesMissing",
             format!(
-                "Prometheus scraped {:.0}% of the window{}",
-                coverage * 100.0,
-                if complete {
-                    String::new()
-                } else {
-                    format!(
-                        ", below metrics.minCoverage ({:.0}%): the figures describe the scraped part only",
-                        min * 100.0
-                    )
-                }
+                "no datapoint in the window of {}: the figures they back are missing, not zero. {}",
+                results.missing.join(", "),
+                crate::clients::profile::explain_missing(&results.missing, &remote)
             ),
             g,
             now,
         ));
     }
-    out
+    let coverage = results.coverage?;
+    let min = trial.spec.metrics.min_coverage;
+    let complete = coverage >= min;
+    Some(condition(
+        prev,
+        "Complete",
+        complete,
+        if complete { "Covered" } else { "LowCoverage" },
+        format!(
+            "Prometheus scraped {:.0}% of the window{}",
+            coverage * 100.0,
+            if complete {
+                String::new()
+            } else {
+                format!(
+                    ", below metrics.minCoverage ({:.0}%): the figures describe the scraped part only",
+                    min * 100.0
+                )
+            }
+        ),
+        g,
+        now,
+    ))
 }

@@ -59,6 +59,10 @@ pub struct Settings {
     pub collection_deadline: (SignedDuration, String),
     /// The `valtune.dev/collect` annotation's value, if set.
     pub recollect: Option<String>,
+    /// The series without which the trial has no result (its throughput, its lag), and
+    /// the prefixes of those that arrive by remote write (from the client's profile).
+    pub headline: std::collections::BTreeSet<String>,
+    pub remote_written: Vec<&'static str>,
 }
 
 impl Settings {
@@ -99,6 +103,8 @@ impl Settings {
                 .annotations
                 .as_ref()
                 .and_then(|a| a.get(crate::api::labels::COLLECT).cloned()),
+            headline: profile.headline_series(),
+            remote_written: profile.remote_written.clone(),
         })
     }
 

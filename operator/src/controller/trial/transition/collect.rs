@@ -132,11 +132,30 @@ pub(super) fn collect(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
     if let (Some(answered), Some(started)) = (&st.answering_at, &st.started_at) {
         results.startup_seconds = Some(answered.0.duration_since(started.0).as_secs_f64());
     }
+    // The figures the trial ran for, missing (never zero: results/analysis.rs): no
+    // verdict from what is not there.
+    let void: Vec<String> = results
+        .missing
+        .iter()
+        .filter(|m| s.headline.contains(*m))
+        .cloned()
+        .collect();
     let outcome = st.outcome.unwrap_or(match results.kept_up {
+        _ if !void.is_empty() => TrialOutcome::MetricsUnavailable,
         Some(true) => TrialOutcome::KeptUp,
-        _ => TrialOutcome::FellBehind,
+        Some(false) => TrialOutcome::FellBehind,
+        None => TrialOutcome::MetricsUnavailable,
     });
-    let summary = format!("{}: {}", outcome.as_str(), (s.summary)(&results));
+    let summary = if void.is_empty() {
+        format!("{}: {}", outcome.as_str(), (s.summary)(&results))
+    } else {
+        format!(
+            "{}: no datapoint of {} in the window, so its figures are missing, not zero: {}",
+            outcome.as_str(),
+            void.join(", "),
+            crate::clients::profile::explain_missing(&void, &s.remote_written)
+        )
+    };
     let text = with_reason(st, summary);
     st.results = Some(results);
     finish(st, Some(outcome), text, now);

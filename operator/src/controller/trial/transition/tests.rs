@@ -31,6 +31,13 @@ fn settings() -> Settings {
         pod_monitor: Some("validators/agave-ram".into()),
         collection_deadline: (SignedDuration::from_hours(24), "24h".into()),
         recollect: None,
+        headline: [
+            "replay_slot_stats_total_transactions",
+            "solana_node_num_slots_behind",
+        ]
+        .map(String::from)
+        .into(),
+        remote_written: vec!["replay_slot_stats_"],
     }
 }
 
@@ -637,6 +644,53 @@ fn no_data_is_retried_then_ends_metrics_unavailable() {
             .unwrap()
             .ends_with("(did not catch up within the warm-up limit of 4h)")
     );
+}
+
+/// No silent zeros: a window without a datapoint of the throughput series (Prometheus'
+/// remote-write receiver off) is no KeptUp at 0 TPS: the trial says what is missing and
+/// why; an outcome the pod gave (an OOM kill) stands, with the gap named.
+#[test]
+fn a_window_without_its_throughput_series_is_no_result() {
+    let st = collecting(100, 200, None);
+    let mut blind = results(0.0, true);
+    blind.avg_tps = None;
+    blind.missing = vec!["replay_slot_stats_total_transactions".into()];
+    let step = transition(&st, &read(Ok(Some(blind.clone()))), &settings(), at(300));
+    assert_eq!(step.status.outcome, Some(TrialOutcome::MetricsUnavailable));
+    assert_eq!(step.status.phase, TrialPhase::Failed);
+    let message = step.status.message.clone().unwrap();
+    assert!(
+        message.starts_with(
+            "MetricsUnavailable: no datapoint of replay_slot_stats_total_transactions in the window"
+        ),
+        "{message}"
+    );
+    assert!(message.contains("remote-write receiver"), "{message}");
+    // What was measured stays in the results, the gap listed.
+    assert_eq!(step.status.results.unwrap().missing, blind.missing);
+
+    // Without the lag nothing says whether it kept up.
+    let mut no_lag = results(0.0, true);
+    no_lag.kept_up = None;
+    no_lag.missing = vec!["solana_node_num_slots_behind".into()];
+    let step = transition(&st, &read(Ok(Some(no_lag))), &settings(), at(300));
+    assert_eq!(step.status.outcome, Some(TrialOutcome::MetricsUnavailable));
+    assert!(
+        step.status
+            .message
+            .unwrap()
+            .contains("is scraped from the pod")
+    );
+
+    // A series outside the headline (page faults) leaves the verdict alone.
+    let mut partial = results(0.0, true);
+    partial.missing = vec!["namedprocess_namegroup_major_page_faults_total".into()];
+    let step = transition(&st, &read(Ok(Some(partial))), &settings(), at(300));
+    assert_eq!(step.status.outcome, Some(TrialOutcome::KeptUp));
+
+    let died = collecting(100, 200, Some(TrialOutcome::OOMKilled));
+    let step = transition(&died, &read(Ok(Some(blind))), &settings(), at(300));
+    assert_eq!(step.status.outcome, Some(TrialOutcome::OOMKilled));
 }
 
 #[test]

@@ -1,0 +1,133 @@
+//! `valtune plan FILE`: an experiment's trials, node-hours and wall-clock, before
+//! anything runs (operator/src/cost.rs computes them).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use valtune::api::ValidatorExperiment;
+use valtune::cost::{Cost, human, node_hours, plan_cost};
+use valtune::strategies::plan::plan;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Experiment files (YAML, as you would `kubectl apply` them).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Trials at once (default: each experiment's spec.parallelism).
+    #[arg(long)]
+    parallelism: Option<u32>,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let mut first = true;
+    for (file, vx) in super::read_experiments(&args.files)? {
+        let cost =
+            plan_cost(&vx.spec, args.parallelism).with_context(|| format!("{}", file.display()))?;
+        if !first {
+            println!();
+        }
+        first = false;
+        print!("{}", render(&vx, &cost));
+    }
+    anyhow::ensure!(!first, "no ValidatorExperiment in the files given");
+    Ok(())
+}
+
+/// The plan as printed. Pure.
+pub fn render(vx: &ValidatorExperiment, cost: &Cost) -> String {
+    let name = vx.metadata.name.as_deref().unwrap_or("(unnamed)");
+    let client = valtune::clients::client_for(&vx.spec.template)
+        .map(|c| c.display().to_string())
+        .unwrap_or_else(|e| e.to_string());
+    let n = cost.trials.expected;
+    let mut out = format!(
+        "experiment {name} ({client}): {n} {}, {} at a time\n",
+        if n == 1 { "trial" } else { "trials" },
+        cost.parallelism
+    );
+    for t in plan(&vx.spec.sweep, vx.spec.trial.repetitions) {
+        out.push_str(&format!(
+            "  {:<48} repetition {}\n",
+            t.point.describe(),
+            t.repetition
+        ));
+    }
+    let r = &vx.spec.template.resources;
+    let memory = vx
+        .spec
+        .sweep
+        .memory
+        .as_ref()
+        .and_then(|m| m.last().cloned())
+        .or(r.memory_limit.clone())
+        .or(r.memory.clone())
+        .unwrap_or_else(|| "-".into());
+    out.push_str(&format!(
+        "each trial holds one node ({} CPUs, up to {memory} of memory) for its warm-up (at most {}) and a {} window\n",
+        r.cpu,
+        human(cost.warmup_limit),
+        human(cost.window)
+    ));
+    out.push_str(&format!(
+        "{:<10} {:>12} {:>12} {:>14}\n",
+        "", "PER TRIAL", "NODE-HOURS", "WALL-CLOCK"
+    ));
+    for (label, per, nh, wall) in [
+        (
+            "expected",
+            cost.per_trial.expected,
+            cost.node_hours.expected,
+            cost.wall_clock.expected,
+        ),
+        (
+            "at most",
+            cost.per_trial.worst,
+            cost.node_hours.worst,
+            cost.wall_clock.worst,
+        ),
+    ] {
+        out.push_str(&format!(
+            "{label:<10} {:>12} {:>12} {:>14}\n",
+            human(per),
+            node_hours(nh),
+            human(wall)
+        ));
+    }
+    out.push_str(&format!(
+        "expected warm-up: {}, {}\nat most: every warm-up reaching trial.warmup.timeout; the wall-clock assumes {} free {}\n",
+        human(cost.warmup.typical.min(cost.warmup_limit)),
+        cost.warmup.basis,
+        cost.parallelism,
+        if cost.parallelism == 1 { "node" } else { "nodes" }
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plan_lists_the_trials_and_both_cases() {
+        let vx: ValidatorExperiment = serde_saphyr::from_str(
+            "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {name: ram}\nspec:\n  template: {agave: {image: a}, resources: {cpu: 64}}\n  sweep: {memory: [512Gi, 1Ti]}\n  trial: {warmup: {timeout: 4h}, measurement: {duration: 12h}}\n",
+        )
+        .unwrap();
+        let cost = plan_cost(&vx.spec, Some(1)).unwrap();
+        let out = render(&vx, &cost);
+        assert!(
+            out.starts_with("experiment ram (Agave): 2 trials, 1 at a time\n"),
+            "{out}"
+        );
+        assert!(out.contains("memory=1Ti"), "{out}");
+        assert!(out.contains("64 CPUs, up to 1Ti of memory"), "{out}");
+        assert!(
+            out.contains("expected            14h           28            28h"),
+            "{out}"
+        );
+        assert!(
+            out.contains("at most             16h           32            32h"),
+            "{out}"
+        );
+    }
+}

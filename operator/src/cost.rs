@@ -1,0 +1,310 @@
+//! What an experiment costs before it runs: its trials, the node-hours they hold and the
+//! wall-clock at a parallelism (`valtune plan`, and the examples' headers). Pure.
+//!
+//! Each trial holds one node (placement.exclusive) from its start through warm-up and its
+//! window. The expected case takes the client's typical warm-up (below, with where each
+//! figure comes from); the worst case takes the experiment's own warm-up limit
+//! (trial.warmup.timeout), after which a trial ends TimedOut. Trials that end early (an
+//! OOM kill, a crash) cost less; a node lost or a retry costs more and is not counted.
+//!
+//! A grid runs every point, so its expected and worst trial counts are equal. A search
+//! strategy that stops early reports fewer expected trials through the same [`Cost`]
+//! (a strategy supplies its own `trials` bounds; [`plan_cost`] is the grid's).
+
+use std::time::Duration;
+
+use crate::api::agave::AgaveWorkload;
+use crate::api::experiment::ValidatorExperimentSpec;
+use crate::api::firedancer::FiredancerWorkload;
+use crate::api::settings::{WindowStart, parse_duration};
+use crate::api::template::ValidatorTemplate;
+use crate::strategies::plan::plan;
+
+/// An expected and a worst value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bounds<T> {
+    pub expected: T,
+    pub worst: T,
+}
+
+/// What an experiment will hold and for how long.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cost {
+    pub trials: Bounds<u32>,
+    /// How many trials run at once.
+    pub parallelism: u32,
+    /// The typical time from a trial's start to its window's start, and why.
+    pub warmup: Warmup,
+    /// The warm-up limit and the window, as the experiment states them.
+    pub warmup_limit: Duration,
+    pub window: Duration,
+    /// One trial, from its start to its window's end.
+    pub per_trial: Bounds<Duration>,
+    pub node_hours: Bounds<f64>,
+    /// Waves of `parallelism` trials, one after the other (with enough nodes).
+    pub wall_clock: Bounds<Duration>,
+}
+
+/// A client's typical warm-up, with its source.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Warmup {
+    pub typical: Duration,
+    /// What the trial does meanwhile, and where the figure comes from.
+    pub basis: &'static str,
+}
+
+const MIN: u64 = 60;
+const HOUR: u64 = 3600;
+
+/// The typical time from a trial's start to its window's start for the template's client
+/// and workload (issue 18's facts notes, section 12).
+pub fn typical_warmup(template: &ValidatorTemplate, from: WindowStart) -> Warmup {
+    let c = &template.client;
+    let secs = |s: u64| Duration::from_secs(s);
+    if let Some(a) = &c.agave {
+        return match (a.workload, from) {
+            (AgaveWorkload::Bench, _) => Warmup {
+                typical: secs(10 * MIN),
+                basis: "an Agave leader of its own genesis: no snapshot, it starts in minutes (docs/clients/agave.md)",
+            },
+            (AgaveWorkload::Follow, WindowStart::FirstExecution) => Warmup {
+                typical: secs(30 * MIN),
+                basis: "an Agave follower until its first transaction: downloading and loading a snapshot (an estimate; the window includes catching up)",
+            },
+            (AgaveWorkload::Follow, WindowStart::CaughtUp) => Warmup {
+                typical: secs(2 * HOUR),
+                basis: "an Agave follower: a snapshot, then catching up (seed 000: 1 hour at 1.5 TB, slightly over 2 hours at 1 TB)",
+            },
+        };
+    }
+    if let Some(f) = &c.firedancer {
+        return match f.workload {
+            FiredancerWorkload::Bench => Warmup {
+                typical: secs(30 * MIN),
+                basis: "a Firedancer bench: configure, a genesis of its own, funding the accounts (minutes; docs/clients/firedancer.md)",
+            },
+            FiredancerWorkload::Follow => Warmup {
+                typical: secs(2 * HOUR),
+                basis: "a Firedancer follower: a snapshot, then catching up (as Agave's, seed 000)",
+            },
+        };
+    }
+    if c.besu.is_some() {
+        return Warmup {
+            typical: secs(24 * HOUR),
+            basis: "Besu and Teku on mainnet from nothing: Teku's checkpoint sync, then Besu's snap sync (world state about 6 hours, the blocks longer: besu.hyperledger.org, sync-node)",
+        };
+    }
+    Warmup {
+        typical: secs(30 * MIN),
+        basis: "nodeos from a snapshot: loading it, then about 35 blocks a second to the head (seed 002: a 3-hour-old snapshot catches up in about 11 minutes)",
+    }
+}
+
+/// A spec the cost cannot be read from (it bypassed the schema).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct CostError {
+    pub field: &'static str,
+    pub message: String,
+}
+
+/// The grid's cost: every point of the sweep, times the repetitions. `parallelism`
+/// overrides the spec's.
+pub fn plan_cost(
+    spec: &ValidatorExperimentSpec,
+    parallelism: Option<u32>,
+) -> Result<Cost, CostError> {
+    let duration = |field: &'static str, v: &str| {
+        parse_duration(v).map_err(|e| CostError {
+            field,
+            message: e.to_string(),
+        })
+    };
+    let warmup_limit = duration("spec.trial.warmup.timeout", &spec.trial.warmup.timeout)?;
+    let window = duration(
+        "spec.trial.measurement.duration",
+        &spec.trial.measurement.duration,
+    )?;
+    let n = plan(&spec.sweep, spec.trial.repetitions).len() as u32;
+    let trials = Bounds {
+        expected: n,
+        worst: n,
+    };
+    let parallelism = parallelism.unwrap_or(spec.parallelism.max(1) as u32).max(1);
+    let warmup = typical_warmup(&spec.template, spec.trial.measurement.from);
+    // A trial cannot warm up longer than its limit.
+    let per_trial = Bounds {
+        expected: warmup.typical.min(warmup_limit) + window,
+        worst: warmup_limit + window,
+    };
+    Ok(Cost {
+        node_hours: Bounds {
+            expected: hours(per_trial.expected) * trials.expected as f64,
+            worst: hours(per_trial.worst) * trials.worst as f64,
+        },
+        wall_clock: Bounds {
+            expected: per_trial.expected * trials.expected.div_ceil(parallelism),
+            worst: per_trial.worst * trials.worst.div_ceil(parallelism),
+        },
+        trials,
+        parallelism,
+        warmup,
+        warmup_limit,
+        window,
+        per_trial,
+    })
+}
+
+fn hours(d: Duration) -> f64 {
+    d.as_secs_f64() / 3600.0
+}
+
+/// "12h", "1h30m", "10m", "45s".
+pub fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    let (h, m, sec) = (s / 3600, s % 3600 / 60, s % 60);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if sec > 0 || out.is_empty() {
+        out.push_str(&format!("{sec}s"));
+    }
+    out
+}
+
+/// Node-hours, to one decimal below ten and whole above.
+pub fn node_hours(h: f64) -> String {
+    if h < 10.0 {
+        format!("{:.1}", h)
+    } else {
+        format!("{:.0}", h)
+    }
+}
+
+impl Cost {
+    /// The one line the examples' headers carry (and a test checks they still do).
+    pub fn summary(&self) -> String {
+        let n = self.trials.expected;
+        format!(
+            "{n} {} x (about {} warm-up + {} window): about {} node-hours, {} at most (every warm-up at its {} limit); {} at a time: about {} wall-clock, {} at most",
+            if n == 1 { "trial" } else { "trials" },
+            human(self.warmup.typical.min(self.warmup_limit)),
+            human(self.window),
+            node_hours(self.node_hours.expected),
+            node_hours(self.node_hours.worst),
+            human(self.warmup_limit),
+            self.parallelism,
+            human(self.wall_clock.expected),
+            human(self.wall_clock.worst),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(yaml: &str) -> ValidatorExperimentSpec {
+        serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    const RAM: &str = "template: {agave: {image: a}}\nsweep: {memory: [128Gi, 256Gi, 512Gi, 1Ti, 1400Gi]}\ntrial: {warmup: {timeout: 4h}, measurement: {duration: 12h}}\nparallelism: 3\n";
+
+    #[test]
+    fn the_ram_sweep_costs_five_trials_of_fourteen_hours() {
+        let c = plan_cost(&spec(RAM), None).unwrap();
+        assert_eq!(c.trials.expected, 5);
+        assert_eq!(c.per_trial.expected, Duration::from_secs(14 * HOUR));
+        assert_eq!(c.per_trial.worst, Duration::from_secs(16 * HOUR));
+        assert_eq!(c.node_hours.expected, 70.0);
+        assert_eq!(c.node_hours.worst, 80.0);
+        // Two waves of three.
+        assert_eq!(c.wall_clock.expected, Duration::from_secs(28 * HOUR));
+        assert_eq!(c.wall_clock.worst, Duration::from_secs(32 * HOUR));
+        assert_eq!(
+            c.summary(),
+            "5 trials x (about 2h warm-up + 12h window): about 70 node-hours, 80 at most (every warm-up at its 4h limit); 3 at a time: about 28h wall-clock, 32h at most"
+        );
+    }
+
+    #[test]
+    fn parallelism_changes_the_wall_clock_not_the_node_hours() {
+        let c = plan_cost(&spec(RAM), Some(5)).unwrap();
+        assert_eq!(c.node_hours.expected, 70.0);
+        assert_eq!(c.wall_clock.expected, Duration::from_secs(14 * HOUR));
+        let c = plan_cost(&spec(RAM), Some(1)).unwrap();
+        assert_eq!(c.wall_clock.worst, Duration::from_secs(80 * HOUR));
+    }
+
+    #[test]
+    fn repetitions_multiply_and_the_limit_caps_the_typical_warm_up() {
+        let s = spec(
+            "template: {besu: {image: b}}\nsweep: {allocator: [jemalloc, glibc]}\ntrial: {repetitions: 3, warmup: {timeout: 1h}, measurement: {duration: 30m}}\n",
+        );
+        let c = plan_cost(&s, None).unwrap();
+        assert_eq!(c.trials.expected, 6);
+        // Besu typically syncs for a day, but this experiment gives it an hour.
+        assert_eq!(c.per_trial.expected, Duration::from_secs(90 * MIN));
+        assert_eq!(c.node_hours.expected, 9.0);
+        assert_eq!(node_hours(c.node_hours.expected), "9.0");
+    }
+
+    #[test]
+    fn the_window_from_the_first_execution_needs_only_the_snapshot_first() {
+        let s = spec(
+            "template: {agave: {image: a}}\ntrial: {measurement: {duration: 12h, from: firstExecution}}\n",
+        );
+        let c = plan_cost(&s, None).unwrap();
+        assert_eq!(
+            c.per_trial.expected,
+            Duration::from_secs(12 * HOUR + 30 * MIN)
+        );
+        // Defaults: one trial, a 4h limit.
+        assert_eq!(c.per_trial.worst, Duration::from_secs(16 * HOUR));
+    }
+
+    #[test]
+    fn a_spec_that_bypassed_the_schema_names_its_field() {
+        let mut s = spec(RAM);
+        s.trial.measurement.duration = "soon".into();
+        let e = plan_cost(&s, None).unwrap_err();
+        assert_eq!(e.field, "spec.trial.measurement.duration");
+    }
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        assert_eq!(human(Duration::from_secs(90 * MIN)), "1h30m");
+        assert_eq!(human(Duration::from_secs(36 * HOUR)), "36h");
+        assert_eq!(human(Duration::from_secs(45)), "45s");
+        assert_eq!(human(Duration::ZERO), "0s");
+    }
+
+    /// Every example's header states its cost as `valtune plan` computes it.
+    #[test]
+    fn every_example_header_states_its_computed_cost() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/examples");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let vx: crate::api::ValidatorExperiment = serde_saphyr::from_str(&text).unwrap();
+            let summary = plan_cost(&vx.spec, None).unwrap().summary();
+            // The header wraps the line: compare without the comment markers.
+            let header: String = text
+                .lines()
+                .take_while(|l| l.starts_with('#'))
+                .map(|l| l.trim_start_matches('#').trim())
+                .collect::<Vec<_>>()
+                .join(" ");
+            assert!(
+                header.contains(&summary),
+                "{}: the header should say `{summary}`",
+                path.display()
+            );
+        }
+    }
+}
