@@ -18,6 +18,7 @@ use crate::api::experiment::ValidatorExperimentSpec;
 use crate::api::firedancer::FiredancerWorkload;
 use crate::api::settings::{WindowStart, parse_duration};
 use crate::api::template::ValidatorTemplate;
+use crate::strategies::bisection;
 use crate::strategies::plan::plan;
 
 /// An expected and a worst value.
@@ -41,8 +42,19 @@ pub struct Cost {
     /// One trial, from its start to its window's end.
     pub per_trial: Bounds<Duration>,
     pub node_hours: Bounds<f64>,
-    /// Waves of `parallelism` trials, one after the other (with enough nodes).
+    /// Waves of `parallelism` trials (a search's rounds), one after the other (with
+    /// enough nodes).
     pub wall_clock: Bounds<Duration>,
+    /// For a search: what a grid of the same points would cost (expected).
+    pub grid: Option<GridCost>,
+}
+
+/// A grid's expected cost, beside a search's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GridCost {
+    pub trials: u32,
+    pub node_hours: f64,
+    pub wall_clock: Duration,
 }
 
 /// A client's typical warm-up, with its source.
@@ -127,11 +139,36 @@ pub fn plan_cost(
         &spec.trial.measurement.duration,
     )?;
     let n = plan(&spec.sweep, spec.trial.repetitions).len() as u32;
-    let trials = Bounds {
+    let parallelism = parallelism.unwrap_or(spec.parallelism.max(1) as u32).max(1);
+    let grid = Bounds {
         expected: n,
         worst: n,
     };
-    let parallelism = parallelism.unwrap_or(spec.parallelism.max(1) as u32).max(1);
+    let grid_waves = Bounds {
+        expected: n.div_ceil(parallelism),
+        worst: n.div_ceil(parallelism),
+    };
+    let (trials, waves) = if spec.strategy.bisection.is_some() {
+        let mut at = spec.clone();
+        at.parallelism = parallelism as i32;
+        let runs = bisection::simulate(&at);
+        let mean = |f: fn(&(usize, usize)) -> usize| {
+            (runs.iter().map(f).sum::<usize>() as f64 / runs.len().max(1) as f64).ceil() as u32
+        };
+        let most = |f: fn(&(usize, usize)) -> usize| runs.iter().map(f).max().unwrap_or(0) as u32;
+        (
+            Bounds {
+                expected: mean(|r| r.0),
+                worst: most(|r| r.0),
+            },
+            Bounds {
+                expected: mean(|r| r.1),
+                worst: most(|r| r.1),
+            },
+        )
+    } else {
+        (grid, grid_waves)
+    };
     let warmup = typical_warmup(&spec.template, spec.trial.measurement.from);
     // A trial cannot warm up longer than its limit.
     let per_trial = Bounds {
@@ -144,9 +181,14 @@ pub fn plan_cost(
             worst: hours(per_trial.worst) * trials.worst as f64,
         },
         wall_clock: Bounds {
-            expected: per_trial.expected * trials.expected.div_ceil(parallelism),
-            worst: per_trial.worst * trials.worst.div_ceil(parallelism),
+            expected: per_trial.expected * waves.expected,
+            worst: per_trial.worst * waves.worst,
         },
+        grid: (spec.strategy.bisection.is_some()).then(|| GridCost {
+            trials: n,
+            node_hours: hours(per_trial.expected) * n as f64,
+            wall_clock: per_trial.expected * grid_waves.expected,
+        }),
         trials,
         parallelism,
         warmup,
@@ -190,9 +232,25 @@ impl Cost {
     /// The one line the examples' headers carry (and a test checks they still do).
     pub fn summary(&self) -> String {
         let n = self.trials.expected;
+        let count = if self.trials.worst == n {
+            format!("{n} {}", if n == 1 { "trial" } else { "trials" })
+        } else {
+            format!("about {n} trials ({} at most)", self.trials.worst)
+        };
+        let grid = self
+            .grid
+            .as_ref()
+            .map(|g| {
+                format!(
+                    "; a grid of the same points: {} trials, about {} node-hours, {} wall-clock",
+                    g.trials,
+                    node_hours(g.node_hours),
+                    human(g.wall_clock)
+                )
+            })
+            .unwrap_or_default();
         format!(
-            "{n} {} x (about {} warm-up + {} window): about {} node-hours, {} at most (every warm-up at its {} limit); {} at a time: about {} wall-clock, {} at most",
-            if n == 1 { "trial" } else { "trials" },
+            "{count} x (about {} warm-up + {} window): about {} node-hours, {} at most (every warm-up at its {} limit); {} at a time: about {} wall-clock, {} at most{grid}",
             human(self.warmup.typical.min(self.warmup_limit)),
             human(self.window),
             node_hours(self.node_hours.expected),
@@ -229,6 +287,31 @@ mod tests {
         assert_eq!(
             c.summary(),
             "5 trials x (about 2h warm-up + 12h window): about 70 node-hours, 80 at most (every warm-up at its 4h limit); 3 at a time: about 28h wall-clock, 32h at most"
+        );
+    }
+
+    /// The quickstart's question at 64 GiB: 23 values, 128Gi to 1536Gi.
+    #[test]
+    fn a_bisection_costs_a_fraction_of_the_grid() {
+        let values: Vec<String> = (2..=24).map(|i| format!("{}Gi", i * 64)).collect();
+        let s = spec(&format!(
+            "template: {{agave: {{image: a}}}}\nsweep: {{memory: [{}]}}\nstrategy: {{bisection: {{}}}}\ntrial: {{warmup: {{timeout: 4h}}, measurement: {{duration: 12h}}}}\nparallelism: 3\n",
+            values.join(", ")
+        ));
+        let c = plan_cost(&s, None).unwrap();
+        let grid = c.grid.clone().unwrap();
+        assert_eq!(grid.trials, 23);
+        assert_eq!((c.trials.expected, c.trials.worst), (9, 9));
+        // Every trial here runs its whole window (an estimate before anything ran): the
+        // search costs 9/23 of the grid's node-hours and half its wall-clock.
+        assert!(c.node_hours.expected * 2.5 <= grid.node_hours, "{c:?}");
+        assert!(c.wall_clock.expected * 2 <= grid.wall_clock, "{c:?}");
+        assert!(
+            c.summary().contains(
+                "; a grid of the same points: 23 trials, about 322 node-hours, 112h wall-clock"
+            ),
+            "{}",
+            c.summary()
         );
     }
 

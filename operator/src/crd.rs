@@ -11,6 +11,7 @@ use crate::api::{ValidatorExperiment, ValidatorTrial};
 pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
     let mut experiment = ValidatorExperiment::crd();
     add_spec_rules(&mut experiment, crate::clients::admission_rules());
+    add_spec_rules(&mut experiment, crate::api::strategy::rules());
     vec![
         ("validatorexperiments", without_nullable(experiment)),
         ("validatortrials", without_nullable(ValidatorTrial::crd())),
@@ -105,6 +106,7 @@ mod tests {
             "set exactly one client",
             "Agave cannot set some of these thread knobs",
             "Besu has no program cache",
+            "strategy.bisection searches exactly one ordered parameter",
         ] {
             assert!(vx.contains(rule), "missing rule mentioning {rule}");
         }

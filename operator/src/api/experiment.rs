@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::settings::{MetricsSettings, TrialSettings};
+use super::strategy::StrategySpec;
 use super::sweep::{SweepSpec, trial_count_cel};
 use super::template::ValidatorTemplate;
 
@@ -20,7 +21,11 @@ pub const MAX_SUMMARY_ROWS: usize = 32;
 fn max_trials_rule() -> kube::core::Rule {
     // A messageExpression quoting the count would be clearer, but the API server's cost
     // estimate for string() in it exceeds the budget, so the message explains the sum.
-    kube::core::Rule::new(format!("{} <= self.maxTrials", trial_count_cel()))
+    // A bisection runs a part of the sweep: maxTrials bounds it instead.
+    kube::core::Rule::new(format!(
+        "(has(self.strategy) && has(self.strategy.bisection)) || {} <= self.maxTrials",
+        trial_count_cel()
+    ))
         .message(format!(
             "the sweep asks for more trials than maxTrials (trials = the product of the swept value counts times trial.repetitions): sweep fewer values, lower trial.repetitions, or raise maxTrials (at most {MAX_TRIALS_CAP})"
         ).as_str())
@@ -77,6 +82,10 @@ pub struct ValidatorExperimentSpec {
     /// Where results come from.
     #[serde(default)]
     pub metrics: MetricsSettings,
+    /// How the experiment chooses its trials: unset, every point of the sweep (the
+    /// grid); `bisection`, a search for the boundary value of one ordered parameter.
+    #[serde(default, skip_serializing_if = "is_grid")]
+    pub strategy: StrategySpec,
     /// How many trials run at once (each on its own node).
     #[serde(default = "default_parallelism")]
     #[schemars(range(min = 1, max = 64))]
@@ -94,6 +103,10 @@ pub struct ValidatorExperimentSpec {
     /// Start no new trials; running ones finish.
     #[serde(default)]
     pub suspend: bool,
+}
+
+fn is_grid(s: &StrategySpec) -> bool {
+    *s == StrategySpec::default()
 }
 
 fn default_parallelism() -> i32 {

@@ -4,9 +4,11 @@
 //! the trials to start, the running trials to stop and whether it is done, out. It keeps
 //! no state of its own, so an operator restarted at any moment resumes exactly.
 //!
-//! The grid is the first strategy; the experiment reconciler asks [`strategy_for`] and
-//! acts on the [`Decision`].
+//! The grid runs every point; the bisection searches one ordered parameter for its
+//! boundary value. The experiment reconciler asks [`strategy_for`] and acts on the
+//! [`Decision`].
 
+pub mod bisection;
 pub mod grid;
 pub mod plan;
 
@@ -64,9 +66,13 @@ pub struct Done {
     pub message: String,
 }
 
-/// The strategy an experiment runs. The spec has no choice yet: every experiment is a grid.
-pub fn strategy_for(_spec: &ValidatorExperimentSpec) -> &'static dyn Strategy {
-    &grid::Grid
+/// The strategy an experiment runs: `strategy.bisection`, or the grid.
+pub fn strategy_for(spec: &ValidatorExperimentSpec) -> &'static dyn Strategy {
+    if spec.strategy.bisection.is_some() {
+        &bisection::Bisection
+    } else {
+        &grid::Grid
+    }
 }
 
 /// Whether `failed` failed trials reach `maxFailedTrials`.

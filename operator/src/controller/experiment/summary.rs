@@ -12,11 +12,13 @@ use crate::api::experiment::{
     ValidatorExperiment, ValidatorExperimentStatus,
 };
 use crate::api::quantity::{Bytes, parse_quantity};
+use crate::api::strategy::{BisectionSpec, Seek};
 use crate::api::trial::TrialResults;
 use crate::controller::status::condition;
 use crate::results::analysis::round2;
 use crate::results::dataset::{Dataset, Point};
 use crate::results::stats;
+use crate::strategies::bisection::{self, Evidence};
 use crate::strategies::{Decision, failed_limit_reached};
 
 /// The experiment's status from its strategy's decision and its trials. Pure.
@@ -253,6 +255,9 @@ pub fn recommend(
     };
     // The trial a recommendation names: its point's first finished repetition.
     let first_trial = |p: &Point| p.finished().next().map(|t| t.name.clone());
+    if let Some((settings, seek)) = bisection::of(&vx.spec, data) {
+        return bisection_answer(data, &settings, seek, &provisional);
+    }
     if vx.spec.sweep.memory.is_some() {
         let best = kept_up.iter().min_by_key(|p| memory_of(p))?;
         let below: Vec<String> = data
@@ -339,6 +344,51 @@ pub fn recommend(
             objective.name
         ),
         trial: first_trial(best)?,
+        support: (!support.is_empty()).then_some(support),
+    })
+}
+
+/// A bisection's answer: the boundary value its trials show, with the value beyond it.
+fn bisection_answer(
+    data: &Dataset,
+    settings: &BisectionSpec,
+    seek: Seek,
+    provisional: &str,
+) -> Option<Recommendation> {
+    let points = bisection::ordered(data, seek);
+    let evidence: Vec<Evidence> = points.iter().map(|p| Evidence::of(p)).collect();
+    let b = bisection::boundary(&evidence, settings.retries);
+    let best = points[b.hi?];
+    let end = match seek {
+        Seek::Least => "least",
+        Seek::Most => "most",
+    };
+    let mut reason = format!("the {end} value that kept up with the chain");
+    if let Some(lo) = b.lo {
+        reason.push_str(&format!("; {} did not", points[lo].point.describe()));
+    }
+    if !b.non_monotone.is_empty() {
+        let values: Vec<String> = b
+            .non_monotone
+            .iter()
+            .map(|i| points[*i].point.describe())
+            .collect();
+        reason.push_str(&format!(
+            "; non-monotone: {} kept up too",
+            values.join(", ")
+        ));
+    }
+    reason.push_str(provisional);
+    let support = [Some(best), b.lo.map(|l| points[l])]
+        .into_iter()
+        .flatten()
+        .filter_map(|p| Some(format!("{}: {}", p.point.describe(), p.kept_up_support()?)))
+        .collect::<Vec<_>>()
+        .join("; ");
+    Some(Recommendation {
+        summary: best.point.describe(),
+        reason,
+        trial: best.finished().next()?.name.clone(),
         support: (!support.is_empty()).then_some(support),
     })
 }

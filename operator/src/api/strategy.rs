@@ -1,0 +1,129 @@
+//! How an experiment chooses its trials: every point of the sweep (the grid, the
+//! default), or a search that finds the answer in fewer (docs/concepts.md, "Strategies").
+
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The search strategy. Unset (or `{}`): the grid, every point of the sweep.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StrategySpec {
+    /// Search one ordered swept parameter for its boundary value: the least memory or
+    /// program cache that keeps up, the most memory pressure that still does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bisection: Option<BisectionSpec>,
+}
+
+/// A bisection (a k-section with `parallelism` points per round) over the one swept
+/// parameter, assuming a point passes (keeps up) on one side of a boundary and fails on
+/// the other; a result that says otherwise is reported as non-monotone.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BisectionSpec {
+    /// Which end of the passing values is the answer: `least` (memory, program cache,
+    /// threads, heap) or `most` (memory pressure). Unset: `most` for memoryPressure,
+    /// `least` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seek: Option<Seek>,
+    /// Run the answer and the value next to it again, side by side, before ending.
+    #[serde(default = "default_true")]
+    pub confirm: bool,
+    /// Trials of one point that may fail without a measurement (Crashed, Unschedulable,
+    /// TimedOut, NodeLost, ...) before the point is Inconclusive and the search goes
+    /// around it.
+    #[serde(default = "default_retries")]
+    #[schemars(range(min = 0, max = 5))]
+    pub retries: i32,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_retries() -> i32 {
+    1
+}
+
+impl Default for BisectionSpec {
+    fn default() -> Self {
+        BisectionSpec {
+            seek: None,
+            confirm: true,
+            retries: default_retries(),
+        }
+    }
+}
+
+/// The end of the passing values a bisection answers with.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Seek {
+    Least,
+    Most,
+}
+
+/// The sweep fields a bisection can search: their values have an order.
+pub const ORDERED_FIELDS: [&str; 8] = [
+    "memory",
+    "cpu",
+    "hugepages1Gi",
+    "programCacheEntries",
+    "threads",
+    "mallocArenaMax",
+    "heap",
+    "memoryPressure",
+];
+
+/// Swept fields whose values are names, with no order to bisect.
+pub const UNORDERED_FIELDS: [&str; 4] = ["allocator", "databaseMapMode", "sigverify", "knobs"];
+
+/// The experiment-level admission rules of strategies (on `ValidatorExperimentSpec`).
+pub fn rules() -> Vec<kube::core::Rule> {
+    use kube::core::Rule;
+    let has = |f: &str| format!("has(self.sweep.{f})");
+    let ordered_count = format!(
+        "[{}].filter(x, x).size()",
+        ORDERED_FIELDS.map(has).join(", ")
+    );
+    let mut rules = vec![
+        Rule::new(format!(
+            "!has(self.strategy) || !has(self.strategy.bisection) || ({ordered_count} == 1 && (!has(self.sweep.threads) || size(self.sweep.threads) == 1))"
+        ))
+        .message(format!(
+            "strategy.bisection searches exactly one ordered parameter: sweep one of {} (one thread knob), or remove strategy.bisection to run the grid",
+            ORDERED_FIELDS.join(", ")
+        ).as_str())
+        .field_path(".strategy.bisection"),
+        Rule::new("!has(self.strategy) || !has(self.strategy.bisection) || self.trial.repetitions == 1")
+            .message("strategy.bisection runs each point once and repeats the answer in its confirmation round: set trial.repetitions to 1")
+            .field_path(".trial.repetitions"),
+    ];
+    for f in UNORDERED_FIELDS {
+        rules.push(
+            Rule::new(format!(
+                "!has(self.strategy) || !has(self.strategy.bisection) || !{}",
+                has(f)
+            ))
+            .message(
+                format!(
+                    "strategy.bisection cannot search sweep.{f}: its values have no order; remove strategy.bisection (the grid runs every value) or sweep an ordered parameter"
+                )
+                .as_str(),
+            )
+            .field_path(format!(".sweep.{f}").as_str()),
+        );
+    }
+    rules
+}
+
+impl BisectionSpec {
+    /// The end it seeks, for a sweep of `field`.
+    pub fn seek_for(&self, field: &str) -> Seek {
+        self.seek.unwrap_or(if field == "memoryPressure" {
+            Seek::Most
+        } else {
+            Seek::Least
+        })
+    }
+}
