@@ -40,18 +40,37 @@ pub fn render(vx: &ValidatorExperiment, cost: &Cost) -> String {
         .map(|c| c.display().to_string())
         .unwrap_or_else(|e| e.to_string());
     let n = cost.trials.expected;
-    let mut out = format!(
-        "experiment {name} ({client}): {n} {}, {} at a time\n",
-        if n == 1 { "trial" } else { "trials" },
-        cost.parallelism
-    );
-    for t in plan(&vx.spec.sweep, vx.spec.trial.repetitions) {
-        out.push_str(&format!(
-            "  {:<48} repetition {}\n",
-            t.point.describe(),
-            t.repetition
-        ));
-    }
+    let planned = plan(&vx.spec.sweep, vx.spec.trial.repetitions);
+    let mut out = match &cost.grid {
+        // A search: the values it chooses among, and its trials wherever the answer is.
+        Some(grid) => {
+            let mut out = format!(
+                "experiment {name} ({client}): a bisection over {} values, about {n} trials ({} at most) wherever the answer lies, {} at a time (a grid: {} trials)\n",
+                planned.len(),
+                cost.trials.worst,
+                cost.parallelism,
+                grid.trials
+            );
+            let values: Vec<String> = planned.iter().map(|t| t.point.describe()).collect();
+            out.push_str(&format!("  values: {}\n", values.join(", ")));
+            out
+        }
+        None => {
+            let mut out = format!(
+                "experiment {name} ({client}): {n} {}, {} at a time\n",
+                if n == 1 { "trial" } else { "trials" },
+                cost.parallelism
+            );
+            for t in &planned {
+                out.push_str(&format!(
+                    "  {:<48} repetition {}\n",
+                    t.point.describe(),
+                    t.repetition
+                ));
+            }
+            out
+        }
+    };
     let r = &vx.spec.template.resources;
     let memory = vx
         .spec
@@ -100,6 +119,13 @@ pub fn render(vx: &ValidatorExperiment, cost: &Cost) -> String {
         cost.parallelism,
         if cost.parallelism == 1 { "node" } else { "nodes" }
     ));
+    if let Some(grid) = &cost.grid {
+        out.push_str(&format!(
+            "a grid of the same values: about {} node-hours, {} wall-clock (each trial counted at its whole window)\n",
+            node_hours(grid.node_hours),
+            human(grid.wall_clock)
+        ));
+    }
     out
 }
 
@@ -127,6 +153,25 @@ mod tests {
         );
         assert!(
             out.contains("at most             16h           32            32h"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_bisection_lists_its_values_and_the_grid_beside_it() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../manifests/examples/agave-ram-bisection.yaml"
+        );
+        let vx: ValidatorExperiment =
+            serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let out = render(&vx, &plan_cost(&vx.spec, None).unwrap());
+        assert!(
+            out.starts_with("experiment agave-ram-bisect (Agave): a bisection over 21 values, about 9 trials (9 at most) wherever the answer lies, 3 at a time (a grid: 21 trials)\n  values: memory=128Gi, memory=192Gi,"),
+            "{out}"
+        );
+        assert!(
+            out.contains("a grid of the same values: about 294 node-hours, 98h wall-clock"),
             "{out}"
         );
     }

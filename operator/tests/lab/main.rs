@@ -17,3 +17,4 @@ mod helm;
 mod lifecycle;
 mod manifests;
 mod nodeos;
+mod search;
