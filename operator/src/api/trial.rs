@@ -250,6 +250,11 @@ pub struct ValidatorTrialStatus {
     /// (refreshed every few minutes, not every scrape).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag: Option<LagReading>,
+    /// Prometheus' first sample of the pod (its first scrape). The warm-up limit counts
+    /// from here: the time before Prometheus could see the pod is not held against the
+    /// validator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_scraped_at: Option<Time>,
     /// Since when Prometheus has been unreachable or failing for this trial (while it is).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blind_since: Option<Time>,

@@ -245,15 +245,13 @@ pub async fn observe(
             let sel = selector(trial, st);
             let running = matches!(obs.pod, Some(PodState::Running { .. }));
             if let (true, true, Some(prom)) = (*scraped, running, prom) {
-                obs.up = Some(
-                    analysis::scraped_since(
-                        prom,
-                        &sel,
-                        st.started_at.as_ref().map(|t| t.0).unwrap_or_else(now),
-                    )
-                    .await
-                    .map_err(|e| e.to_string()),
-                );
+                let since = st.started_at.as_ref().map(|t| t.0).unwrap_or_else(now);
+                let first =
+                    analysis::first_time(prom, &format!("up{{{sel}}}"), since, now(), s.step)
+                        .await
+                        .map_err(|e| e.to_string());
+                obs.first_scrape = first.as_ref().ok().copied().flatten();
+                obs.up = Some(first.map(|f| f.is_some()));
             }
             // Since the pod started: a moment Prometheus recorded counts even if this
             // operator looked late (a busy or restarted operator, a slow reconcile), and

@@ -171,8 +171,10 @@ pub struct Observed {
     /// Pending: the attempt's pod name, or why it cannot be rendered.
     pub render: Option<Result<String, String>>,
     pub pod: Option<PodState>,
-    /// Whether Prometheus has any sample of the pod's `up`.
+    /// Whether Prometheus has any sample of the pod's `up` since the pod started.
     pub up: Option<Result<bool, String>>,
+    /// When Prometheus first scraped the pod (its first `up` sample since the pod started).
+    pub first_scrape: Option<Timestamp>,
     pub lag: Option<Reading<f64>>,
     /// The first moment since the pod started that Prometheus' samples show the lag within
     /// `max_lag`: the catch-up is dated by the data, not by when the operator looked.

@@ -377,6 +377,55 @@ fn not_caught_up_by_the_deadline_times_out_and_measures_the_warm_up() {
     );
 }
 
+/// Prometheus saw the pod only a while after it started (service discovery, a new
+/// PodMonitor's configuration reload: a minute on a real cluster, hours at the lab's
+/// 720x on a busy machine). The warm-up limit counts from that first scrape, so a catch-up
+/// first seen then is not TimedOut; a pod never scraped gets no warm-up verdict at all.
+#[test]
+fn the_warm_up_limit_counts_from_prometheus_first_scrape() {
+    let seen = |caught: Option<i64>, lag_now: f64| Observed {
+        up: Some(Ok(true)),
+        first_scrape: Some(at(1800)),
+        caught_up: Some(Ok(caught.map(at))),
+        ..lag(Ok(Some(lag_now)))
+    };
+    // First scraped 30 minutes in, caught up at 4h10m: within 4h of the first scrape.
+    let step = transition(
+        &warming(0),
+        &seen(Some(4 * 3600 + 600), 0.0),
+        &settings(),
+        at(4 * 3600 + 900),
+    );
+    assert_eq!(step.status.phase, TrialPhase::Measuring);
+    assert_eq!(step.status.first_scraped_at, Some(Time(at(1800))));
+    assert_eq!(step.status.window_start, Some(Time(at(4 * 3600 + 600))));
+    // Still behind at 4h1m: not yet due.
+    let step = transition(
+        &warming(0),
+        &seen(None, 5000.0),
+        &settings(),
+        at(4 * 3600 + 60),
+    );
+    assert_eq!(step.status.phase, TrialPhase::WarmingUp);
+    // Behind at 4h30m: TimedOut, saying from when the limit counted.
+    let step = transition(
+        &step.status,
+        &lag(Ok(Some(5000.0))),
+        &settings(),
+        at(4 * 3600 + 1800),
+    );
+    assert_eq!(step.status.outcome, Some(TrialOutcome::TimedOut));
+    let msg = step.status.message.unwrap();
+    assert!(msg.contains("within the warm-up limit of 4h from Prometheus' first scrape of the pod, 1800s after it started (5000 slots behind)"), "{msg}");
+    // Never scraped: no TimedOut; the scrape check ends it for what it is.
+    let unseen = Observed {
+        up: Some(Ok(false)),
+        ..with_pod(running(0))
+    };
+    let step = transition(&warming(0), &unseen, &settings(), at(4 * 3600 + 60));
+    assert_eq!(step.status.outcome, Some(TrialOutcome::MetricsUnavailable));
+}
+
 /// The catch-up is dated by Prometheus' samples, not by when the operator looked: a pass
 /// that comes late (a busy or restarted operator) opens the same window.
 #[test]

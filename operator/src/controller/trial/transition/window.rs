@@ -111,8 +111,21 @@ pub(super) fn warm_up(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
     let st = &mut step.status;
     note_answering(st, obs, now);
     let started = st.started_at.as_ref().map(|t| t.0).unwrap_or(now);
-    // The time Prometheus could not be read is not held against the validator.
-    let deadline = started + s.warmup_timeout.0 + SignedDuration::from_secs_f64(st.blind_seconds);
+    if st.first_scraped_at.is_none() {
+        st.first_scraped_at = obs.first_scrape.map(Time);
+    }
+    // The time Prometheus could not see the pod (before its first scrape: discovery, a
+    // new PodMonitor's configuration reload) or could not be read is not held against
+    // the validator. A minute on a real cluster; at the lab's 720x, hours.
+    let unseen = match (&st.first_scraped_at, &st.answering_at) {
+        (Some(first), _) => first.0.duration_since(started).max(SignedDuration::ZERO),
+        // It answered, so it was seen (a trial older than first_scraped_at).
+        (None, Some(_)) => SignedDuration::ZERO,
+        // Not scraped yet: nothing to judge (`unscraped` ends a pod never scraped).
+        (None, None) => now.duration_since(started).max(SignedDuration::ZERO),
+    };
+    let deadline =
+        started + s.warmup_timeout.0 + unseen + SignedDuration::from_secs_f64(st.blind_seconds);
     let lag = obs.lag.clone().and_then(|r| r.ok()).flatten();
     let unit = s.lag_unit.as_str();
     // Moments are dated by Prometheus' samples where it has them, so a pass that came late
@@ -166,8 +179,16 @@ pub(super) fn warm_up(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
         st.window_end = Some(Time(now));
         st.phase = TrialPhase::Collecting;
         st.message = Some(format!(
-            "did not {what} within the warm-up limit of {} ({} {unit} behind)",
+            "did not {what} within the warm-up limit of {}{} ({} {unit} behind)",
             s.warmup_timeout.1,
+            if unseen.as_secs() > 0 {
+                format!(
+                    " from Prometheus' first scrape of the pod, {}s after it started",
+                    unseen.as_secs()
+                )
+            } else {
+                String::new()
+            },
             lag.map(|l| l.to_string())
                 .unwrap_or_else(|| "unknown".into())
         ));
