@@ -349,6 +349,25 @@ pub async fn first_time(
         .and_then(|t| Timestamp::from_second(t.floor() as i64).ok()))
 }
 
+/// Whether remote-written samples of `series` dated at or after `t` have arrived: samples
+/// are pushed in order (Agave flushes every 10 s, vmagent forwards in order), so once one
+/// past the window's end is in, the window's are too.
+pub async fn pushed_since(
+    prom: &Prometheus,
+    series: &[String],
+    selector: &str,
+    t: Timestamp,
+) -> Result<bool, PromError> {
+    let names = series.join("|");
+    let last = prom
+        .value(
+            &format!("max(timestamp({{__name__=~\"{names}\",{selector}}}))"),
+            None,
+        )
+        .await?;
+    Ok(last.is_some_and(|ts| ts >= t.as_second() as f64))
+}
+
 pub async fn scraped_since(
     prom: &Prometheus,
     selector: &str,

@@ -317,6 +317,22 @@ pub async fn observe(
                 if !go_on {
                     return Ok(obs);
                 }
+                // Pushed series arrive later than scraped ones (a flush interval, a
+                // remote-write queue): wait for them past the window's end too.
+                let pushed: Vec<String> = profile
+                    .headline_series()
+                    .into_iter()
+                    .filter(|series| profile.is_remote_written(series))
+                    .collect();
+                if !pushed.is_empty() {
+                    let r = analysis::pushed_since(prom, &pushed, &sel, window.end).await;
+                    let arrived = reading(&mut obs, r);
+                    let go_on = matches!(arrived, Ok(true));
+                    obs.scraped = Some(arrived);
+                    if !go_on {
+                        return Ok(obs);
+                    }
+                }
             }
             let r = analysis::collect(prom, profile, &sel, &window, s.max_lag).await;
             obs.results = Some(reading(&mut obs, r));

@@ -33,8 +33,11 @@ pub(super) fn collect_needs(st: &ValidatorTrialStatus, s: &Settings, now: Timest
     if now < next_attempt {
         return Needs::Wait(until(next_attempt, now).max(Duration::from_millis(500)));
     }
+    // A live pod's pushed samples may trail its scrapes by a flush interval and a
+    // remote-write queue: wait for them up to half a minute (or ten steps).
+    let patience = (grace * 5).max(SignedDuration::from_secs(30));
     Needs::Collect {
-        check_scraped: !died && now < end + grace * 5,
+        check_scraped: !died && now < end + patience,
     }
 }
 

@@ -586,6 +586,24 @@ fn collection_waits_for_prometheus_to_scrape_past_the_window() {
     let step = transition(&st, &not_yet, &settings(), at(130));
     assert_eq!(step.status, st);
     assert_eq!(step.requeue, Some(Duration::from_secs(15)));
+    // Pushed samples may trail scrapes: with a 1 s scrape (the lab's) the check still
+    // waits up to half a minute past the window, then collects what is there.
+    let fast = Settings {
+        step: Duration::from_secs(1),
+        ..settings()
+    };
+    assert_eq!(
+        needs(&st, &fast, at(125)),
+        Needs::Collect {
+            check_scraped: true
+        }
+    );
+    assert_eq!(
+        needs(&st, &fast, at(131)),
+        Needs::Collect {
+            check_scraped: false
+        }
+    );
     // A pod that died is not scraped any more: no need to wait for a scrape.
     let died = collecting(0, 100, Some(TrialOutcome::OOMKilled));
     assert_eq!(
