@@ -325,7 +325,7 @@ async fn a_follower_is_measured_from_its_own_replay_and_its_execrp_tiles_decide(
     assert_eq!(s.outcome, Some(TrialOutcome::TimedOut), "{s:?}");
     let msg = s.message.unwrap();
     assert!(
-        msg.contains("did not catch up within the warm-up limit of 30s ("),
+        msg.contains("did not catch up within the warm-up limit of 30s"),
         "{msg}"
     );
     lab.delete_namespace(&ns).await;

@@ -244,15 +244,6 @@ pub async fn observe(
             obs.pod = Some(pod_state(trial, ctx, st, profile).await?);
             let sel = selector(trial, st);
             let running = matches!(obs.pod, Some(PodState::Running { .. }));
-            if let (true, true, Some(prom)) = (*scraped, running, prom) {
-                let since = st.started_at.as_ref().map(|t| t.0).unwrap_or_else(now);
-                let first =
-                    analysis::first_time(prom, &format!("up{{{sel}}}"), since, now(), s.step)
-                        .await
-                        .map_err(|e| e.to_string());
-                obs.first_scrape = first.as_ref().ok().copied().flatten();
-                obs.up = Some(first.map(|f| f.is_some()));
-            }
             // Since the pod started: a moment Prometheus recorded counts even if this
             // operator looked late (a busy or restarted operator, a slow reconcile), and
             // samples pushed with their own timestamps (Agave flushes every 10 s) count
@@ -273,6 +264,17 @@ pub async fn observe(
                 let executing = format!("({}) > 0", analysis::expand(q, &sel, s.step));
                 let r = analysis::first_time(prom, &executing, since, now(), s.step).await;
                 obs.first_execution = Some(reading(&mut obs, r));
+            }
+            // After the lag: a scrape that answered the lag has its `up` sample by now,
+            // so a lag never arrives without its first scrape (a scrape landing between
+            // the two queries would otherwise look unscraped).
+            if let (true, true, Some(prom)) = (*scraped, running, prom) {
+                let first =
+                    analysis::first_time(prom, &format!("up{{{sel}}}"), since, now(), s.step)
+                        .await
+                        .map_err(|e| e.to_string());
+                obs.first_scrape = first.as_ref().ok().copied().flatten();
+                obs.up = Some(first.map(|f| f.is_some()));
             }
             if let (true, Some(prom), Some(start)) = (*aborts, prom, &st.window_start) {
                 obs.aborts = abort::judge(
