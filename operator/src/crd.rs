@@ -105,6 +105,10 @@ mod tests {
             "set exactly one client",
             "Agave cannot set some of these thread knobs",
             "Besu has no program cache",
+            "must be an image reference",
+            "the consensus client valtune renders is Teku",
+            "each peer must be host:port[:trx|:blk]",
+            "a config value must be on one line",
         ] {
             assert!(vx.contains(rule), "missing rule mentioning {rule}");
         }
