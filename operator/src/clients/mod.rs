@@ -9,6 +9,7 @@
 
 pub mod agave;
 pub mod besu;
+pub mod config_keys;
 pub mod firedancer;
 #[cfg(test)]
 pub mod golden;
@@ -211,17 +212,21 @@ pub enum RenderError {
     Knob(#[from] KnobError),
     #[error(transparent)]
     Point(#[from] PointValueError),
+    #[error(transparent)]
+    ConfigKey(#[from] config_keys::KeyError),
     #[error("{0}")]
     Invalid(String),
 }
 
 /// The pod, ConfigMaps and generated Secrets of an input. Pure: the same input always
-/// renders the same objects, so re-applying them is a no-op.
+/// renders the same objects, so re-applying them is a no-op. What the API server could not
+/// judge is judged here, before any pod exists: the config keys by the version's table.
 pub fn render(input: &RenderInput) -> Result<Rendered, RenderError> {
     let client = client_for(&input.template)?;
     if !client.runs_trials() {
         return Err(RenderError::Unsupported(client.display()));
     }
+    config_keys::check(&input.template, client.version(&input.template))?;
     let skeleton = pod::skeleton(input, client)?;
     let part = client.render(input, &skeleton)?;
     let mut rendered = pod::assemble(input, skeleton, part);

@@ -1,0 +1,429 @@
+//! A generic config key (`template.<client>.config`, where `configKey` knobs land too)
+//! judged by the key table of the client's version before the pod is created. The API
+//! server cannot judge a key by version cheaply, so [`check`] runs where a trial renders
+//! its pod (`clients::render`), and a key the version lacks ends the trial Invalid
+//! naming the key, the version and the fix, instead of a pod whose client exits at start.
+//!
+//! The tables are the clients' own files, which the lab's models read too: Firedancer's
+//! config keys by release ([`super::firedancer::keys`], generated from every release's
+//! default.toml), Besu's options ([`super::besu::options`]) and nodeos' options
+//! ([`super::nodeos::options`]). A version outside what a table was read at is not
+//! judged: a key unknown to the table may exist there.
+
+use crate::api::firedancer::{FiredancerFlavor, FiredancerSpec};
+use crate::api::template::ValidatorTemplate;
+use crate::api::version::{Version, Versions};
+
+use super::besu::options as besu;
+use super::firedancer::keys as firedancer;
+use super::nodeos::options as nodeos;
+
+/// A config key the client's version does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{field}: {client} {version} has no config key `{key}`{why}, and would exit at start: {fix}"
+)]
+pub struct KeyError {
+    /// Where the key was written (the template's config map, where configKey knobs land).
+    pub field: &'static str,
+    pub client: &'static str,
+    pub version: Version,
+    pub key: String,
+    /// What the table knows of the key elsewhere (" (it exists from 1.1.0)"), or "".
+    pub why: String,
+    pub fix: String,
+}
+
+/// What a table says of a key at a version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Verdict {
+    Known,
+    /// Unknown at this version: what the table knows of it elsewhere, and the fix.
+    Lacks {
+        why: String,
+        fix: String,
+    },
+    /// The table was not read for this version.
+    Unjudged,
+}
+
+/// Every config key of the template, judged by its client version's table.
+pub fn check(t: &ValidatorTemplate, version: Option<Version>) -> Result<(), KeyError> {
+    let Some(v) = version else {
+        // Firedancer's version is required at admission; Besu's and nodeos' keys are
+        // then judged by nothing (the pod's client still says).
+        return Ok(());
+    };
+    let c = &t.client;
+    let (field, client, config) = if let Some(f) = &c.firedancer {
+        (
+            "template.firedancer.config (or a sweep.knobs configKey)",
+            display(f),
+            &f.config,
+        )
+    } else if let Some(b) = &c.besu {
+        (
+            "template.besu.config (or a sweep.knobs configKey)",
+            "Besu",
+            &b.config,
+        )
+    } else if let Some(n) = &c.nodeos {
+        (
+            "template.nodeos.config (or a sweep.knobs configKey)",
+            "nodeos",
+            &n.config,
+        )
+    } else {
+        return Ok(());
+    };
+    for key in config.keys() {
+        let verdict = match &c.firedancer {
+            Some(f) => firedancer_key(f.flavor, v, key),
+            None if c.besu.is_some() => besu_key(v, key),
+            None => nodeos_key(v, key),
+        };
+        if let Verdict::Lacks { why, fix } = verdict {
+            return Err(KeyError {
+                field,
+                client,
+                version: v,
+                key: key.clone(),
+                why,
+                fix,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn display(f: &FiredancerSpec) -> &'static str {
+    match f.flavor {
+        FiredancerFlavor::Frankendancer => "Frankendancer",
+        FiredancerFlavor::Firedancer => "full Firedancer",
+    }
+}
+
+fn tuple(v: Version) -> (u32, u32, u32) {
+    (v.major, v.minor, v.patch)
+}
+
+fn as_version(v: Option<(u32, u32, u32)>) -> Option<Version> {
+    v.map(|(a, b, c)| Version::new(a, b, c))
+}
+
+type Row = (&'static str, Option<firedancer::V>, Option<firedancer::V>);
+
+/// A Firedancer key: itself in the table, or a table of keys (`tiles.gui`) whose keys an
+/// inline table sets.
+fn firedancer_key(flavor: FiredancerFlavor, v: Version, key: &str) -> Verdict {
+    let (table, other, newest, file, other_name): (&[Row], &[Row], _, _, _) = match flavor {
+        FiredancerFlavor::Frankendancer => (
+            firedancer::KEYS,
+            firedancer::FULL_KEYS,
+            firedancer::NEWEST,
+            "src/app/fdctl/config/default.toml",
+            "full Firedancer",
+        ),
+        FiredancerFlavor::Firedancer => (
+            firedancer::FULL_KEYS,
+            firedancer::KEYS,
+            firedancer::FULL_NEWEST,
+            "src/app/firedancer/config/default.toml",
+            "Frankendancer",
+        ),
+    };
+    let names = |k: &str| k == key || k.starts_with(&format!("{key}."));
+    let rows: Vec<&Row> = table.iter().filter(|(k, _, _)| names(k)).collect();
+    let at = tuple(v);
+    let present =
+        |(_, since, before): &&Row| since.is_none_or(|s| at >= s) && before.is_none_or(|b| at < b);
+    if rows.iter().any(present) {
+        return Verdict::Known;
+    }
+    if let Some((_, since, before)) = rows.first() {
+        let range = Versions {
+            since: as_version(*since),
+            before: as_version(*before),
+        };
+        return Verdict::Lacks {
+            why: format!(" (it exists {})", range.describe()),
+            fix: "remove it, or use a release that has it".into(),
+        };
+    }
+    if at > newest && (at.0, at.1) != (newest.0, newest.1) {
+        return Verdict::Unjudged;
+    }
+    let fix = if other.iter().any(|(k, _, _)| names(k)) {
+        format!(
+            "it is a {other_name} key: remove it, or set template.firedancer.flavor to the flavor it belongs to"
+        )
+    } else {
+        match similar(key, table.iter().filter(|r| present(r)).map(|(k, _, _)| *k)) {
+            Some(s) => format!("did you mean `{s}`? Correct the key or remove it"),
+            None => format!(
+                "correct the key or remove it (the release's keys are its {file}; valtune's table is clients/firedancer/keys.rs)"
+            ),
+        }
+    };
+    Verdict::Lacks {
+        why: String::new(),
+        fix,
+    }
+}
+
+/// A besu.toml key: an option's long name without `--`, under any table.
+fn besu_key(v: Version, key: &str) -> Verdict {
+    let name = key.rsplit('.').next().unwrap_or(key);
+    let option = format!("--{name}");
+    let at = tuple(v);
+    if let Some(range) = besu::versioned(&option) {
+        if besu::in_range(range, at) {
+            return Verdict::Known;
+        }
+        let range = Versions {
+            since: as_version(range.0),
+            before: as_version(range.1),
+        };
+        return Verdict::Lacks {
+            why: format!(" (the option {option} exists {})", range.describe()),
+            fix: "remove it, or use a version that has it".into(),
+        };
+    }
+    if !besu::read_at(at) {
+        return Verdict::Unjudged;
+    }
+    let list = besu::list(at);
+    if list
+        .lines()
+        .any(|l| !l.starts_with('#') && l.trim() == option)
+    {
+        return Verdict::Known;
+    }
+    let options = list
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.trim().strip_prefix("--"));
+    let fix = match similar(name, options) {
+        Some(s) => format!("did you mean `{s}`? Correct the key or remove it"),
+        None => "a besu.toml key is the long name of an option without -- (besu --help lists them): correct the key or remove it".into(),
+    };
+    Verdict::Lacks {
+        why: format!(" (no option {option})"),
+        fix,
+    }
+}
+
+/// A config.ini key: an option of the leap or spring release line the lists were read at.
+fn nodeos_key(v: Version, key: &str) -> Verdict {
+    let line = |(a, b, _): (u32, u32, u32)| (v.major, v.minor) == (a, b);
+    let (own, other, other_name) = if line(nodeos::LEAP_READ_AT) {
+        (nodeos::LEAP_ONLY, nodeos::SPRING_ONLY, "spring 1.x")
+    } else if line(nodeos::SPRING_READ_AT) {
+        (nodeos::SPRING_ONLY, nodeos::LEAP_ONLY, "leap 5.x")
+    } else {
+        return Verdict::Unjudged;
+    };
+    if nodeos::COMMON.contains(&key) || own.contains(&key) {
+        return Verdict::Known;
+    }
+    let fix = if other.contains(&key) {
+        format!("it is an option of {other_name}: remove it, or use an image of that line")
+    } else {
+        match similar(key, nodeos::COMMON.iter().chain(own).copied()) {
+            Some(s) => format!("did you mean `{s}`? Correct the key or remove it"),
+            None => "a config.ini key is a nodeos option name (nodeos --help lists them): correct the key or remove it".into(),
+        }
+    };
+    Verdict::Lacks {
+        why: String::new(),
+        fix,
+    }
+}
+
+/// The candidate nearest to `key` when it is near enough to be a typo: at most two edits
+/// away.
+fn similar<'a>(key: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .map(|c| (distance(key, c), c))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn template(yaml: &str) -> ValidatorTemplate {
+        serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    fn fd(flavor: &str, image: &str, key: &str) -> Result<(), KeyError> {
+        let t = template(&format!(
+            "firedancer: {{image: '{image}', flavor: {flavor}, config: {{'{key}': 'true'}}}}\n"
+        ));
+        let v = Version::from_image(image);
+        check(&t, v)
+    }
+
+    /// (flavor, image, key, the error's text or None for accepted)
+    #[test]
+    fn firedancer_keys_are_judged_by_their_release() {
+        let cases: [(&str, &str, &str, Option<&str>); 9] = [
+            (
+                "frankendancer",
+                "fd:v0.1106.40201",
+                "rpc.transaction_history",
+                None,
+            ),
+            ("frankendancer", "fd:v0.1106.40201", "tiles.gui", None),
+            (
+                "frankendancer",
+                "fd:v0.1106.40201",
+                "rpc.transaction_histroy",
+                Some(
+                    "template.firedancer.config (or a sweep.knobs configKey): Frankendancer 0.1106.40201 has no config key `rpc.transaction_histroy`, and would exit at start: did you mean `rpc.transaction_history`?",
+                ),
+            ),
+            (
+                "firedancer",
+                "fd:v1.0.1",
+                "tiles.rserve.enabled",
+                Some(
+                    "full Firedancer 1.0.1 has no config key `tiles.rserve.enabled` (it exists from 1.1.0)",
+                ),
+            ),
+            ("firedancer", "fd:v1.1.4", "tiles.rserve.enabled", None),
+            (
+                "firedancer",
+                "fd:v1.1.4",
+                "tiles.repair.repair_serve_listen_port",
+                Some("(it exists before 1.1.0)"),
+            ),
+            (
+                "frankendancer",
+                "fd:v0.1106.40201",
+                "tiles.rserve.enabled",
+                Some("it is a full Firedancer key"),
+            ),
+            // A release newer than the table: a key it does not know may be new there.
+            ("firedancer", "fd:v26.9.0", "tiles.brand_new.enabled", None),
+            (
+                "firedancer",
+                "fd:v26.8.1",
+                "tiles.brand_new.enabled",
+                Some("correct the key or remove it"),
+            ),
+        ];
+        for (flavor, image, key, want) in cases {
+            let got = fd(flavor, image, key);
+            match want {
+                None => assert_eq!(got, Ok(()), "{image} {key}"),
+                Some(text) => {
+                    let msg = got.expect_err(key).to_string();
+                    assert!(msg.contains(text), "{image} {key}: {msg}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn besu_keys_are_options_of_the_version() {
+        let besu = |image: &str, key: &str| {
+            let t = template(&format!(
+                "besu: {{image: '{image}', config: {{'{key}': 'true'}}}}\n"
+            ));
+            check(&t, Version::from_image(image))
+        };
+        assert_eq!(besu("hyperledger/besu:25.12.0", "rpc-http-enabled"), Ok(()));
+        assert_eq!(
+            besu("hyperledger/besu:25.12.0", "Xbonsai-full-flat-db-enabled"),
+            Ok(())
+        );
+        let err = besu("hyperledger/besu:25.12.0", "rpc-http-enabld").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "template.besu.config (or a sweep.knobs configKey): Besu 25.12.0 has no config key `rpc-http-enabld` (no option --rpc-http-enabld), and would exit at start: did you mean `rpc-http-enabled`? Correct the key or remove it"
+        );
+        let err = besu(
+            "hyperledger/besu:25.12.0",
+            "Xsnapsync-synchronizer-flat-db-healing-enabled",
+        )
+        .unwrap_err();
+        assert!(
+            err.why.contains("exists from 23.7.0 and before 25.6.0"),
+            "{err}"
+        );
+        assert_eq!(
+            besu(
+                "hyperledger/besu:25.5.0",
+                "Xsnapsync-synchronizer-flat-db-healing-enabled"
+            ),
+            Ok(())
+        );
+        // 24.x: only the options whose range is known are judged.
+        assert_eq!(besu("hyperledger/besu:24.12.2", "anything-at-all"), Ok(()));
+        assert!(besu("hyperledger/besu:24.12.2", "miner-enabled").is_ok());
+        assert!(besu("hyperledger/besu:26.2.0", "miner-enabled").is_err());
+    }
+
+    #[test]
+    fn nodeos_keys_are_options_of_the_release_line() {
+        let nodeos = |image: &str, key: &str| {
+            let t = template(&format!(
+                "nodeos: {{image: '{image}', config: {{'{key}': '1'}}}}\n"
+            ));
+            check(&t, Version::from_image(image))
+        };
+        assert_eq!(
+            nodeos("waxteam/waxnode:v5.0.3wax02", "max-transaction-time"),
+            Ok(())
+        );
+        assert_eq!(
+            nodeos("waxteam/waxnode:v5.0.3wax02", "producer-threads"),
+            Ok(())
+        );
+        let err = nodeos("waxteam/waxnode:v5.0.3wax02", "vote-threads").unwrap_err();
+        assert!(err.fix.contains("an option of spring 1.x"), "{err}");
+        assert_eq!(nodeos("antelope/spring:v1.2.2", "vote-threads"), Ok(()));
+        let err = nodeos("antelope/spring:v1.2.2", "max-transaction-tme").unwrap_err();
+        assert!(
+            err.fix.contains("did you mean `max-transaction-time`"),
+            "{err}"
+        );
+        // A line the lists were not read at is not judged.
+        assert_eq!(nodeos("antelope/spring:v1.1.5", "vote-threads-x"), Ok(()));
+    }
+
+    #[test]
+    fn without_a_version_nothing_is_judged() {
+        let t = template("besu: {image: besu:latest, config: {nonsense: '1'}}\n");
+        assert_eq!(check(&t, None), Ok(()));
+    }
+
+    #[test]
+    fn typos_are_near_and_other_words_are_not() {
+        assert_eq!(distance("kitten", "sitting"), 3);
+        assert_eq!(
+            similar("rpc.port_", ["rpc.port", "rpc.full_api"].into_iter()),
+            Some("rpc.port")
+        );
+        assert_eq!(similar("layout.foo", ["rpc.port"].into_iter()), None);
+    }
+}
