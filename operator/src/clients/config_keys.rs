@@ -10,9 +10,13 @@
 //! ([`super::nodeos::options`]). A version outside what a table was read at is not
 //! judged: a key unknown to the table may exist there.
 
+use std::collections::BTreeSet;
+
+use kube::core::Rule;
+
 use crate::api::firedancer::{FiredancerFlavor, FiredancerSpec};
 use crate::api::template::ValidatorTemplate;
-use crate::api::version::{Version, Versions};
+use crate::api::version::{Version, Versions, cel_at_least, cel_version};
 
 use super::besu::options as besu;
 use super::firedancer::keys as firedancer;
@@ -94,6 +98,53 @@ pub fn check(t: &ValidatorTemplate, version: Option<Version>) -> Result<(), KeyE
         }
     }
     Ok(())
+}
+
+/// Admission: a Firedancer config key (or `configKey` knob) that no release of its flavor
+/// has, nor any table of keys, is refused at `kubectl apply` (a typo, or a key of the other
+/// flavor), naming the field and the fix; which release has which key is judged before the
+/// pod ([`check`]). A release newer than the table's is left to that judgment too.
+pub fn admission_rules() -> Vec<Rule> {
+    let f = "self.template.firedancer";
+    let version = cel_version(f);
+    let list = |rows: &[Row]| {
+        let mut names: BTreeSet<String> = BTreeSet::new();
+        for (k, _, _) in rows {
+            let mut prefix = String::new();
+            for word in k.split('.') {
+                if !prefix.is_empty() {
+                    prefix.push('.');
+                }
+                prefix.push_str(word);
+                names.insert(prefix.clone());
+            }
+        }
+        let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+        format!("[{}]", quoted.join(", "))
+    };
+    let next = |(a, b, _): firedancer::V| Version::new(a, b + 1, 0);
+    let keys = format!(
+        "({f}.flavor == 'firedancer' ? {} : {})",
+        list(firedancer::FULL_KEYS),
+        list(firedancer::KEYS)
+    );
+    let newer = format!(
+        "({f}.flavor == 'firedancer' ? {} : {})",
+        cel_at_least(&version, next(firedancer::FULL_NEWEST)),
+        cel_at_least(&version, next(firedancer::NEWEST)),
+    );
+    vec![
+        Rule::new(format!(
+            "!has({f}) || !has({f}.config) || {newer} || {f}.config.all(k, k in {keys})"
+        ))
+        .message("no release of this flavor has this config key (src/app/fdctl/config/default.toml for Frankendancer, src/app/firedancer/config/default.toml for full Firedancer, every release valtune knows): correct the key (a typo, or a key of the other flavor) or remove it")
+        .field_path(".template.firedancer.config"),
+        Rule::new(format!(
+            "!has({f}) || !has(self.sweep.knobs) || {newer} || self.sweep.knobs.all(n, !has(n.configKey) || n.configKey in {keys})"
+        ))
+        .message("no release of this flavor has this configKey (src/app/fdctl/config/default.toml for Frankendancer, src/app/firedancer/config/default.toml for full Firedancer, every release valtune knows): correct the key (a typo, or a key of the other flavor)")
+        .field_path(".sweep.knobs"),
+    ]
 }
 
 fn display(f: &FiredancerSpec) -> &'static str {
@@ -409,6 +460,33 @@ mod tests {
         );
         // A line the lists were not read at is not judged.
         assert_eq!(nodeos("antelope/spring:v1.1.5", "vote-threads-x"), Ok(()));
+    }
+
+    #[test]
+    fn admission_knows_every_key_and_table_of_each_flavor_and_skips_newer_releases() {
+        let rules = admission_rules();
+        assert_eq!(rules.len(), 2);
+        let cel = &rules[0].rule;
+        for known in [
+            "'tiles.gui'",
+            "'tiles.gui.enabled'",
+            "'tiles'",
+            "'tiles.rserve.enabled'",
+        ] {
+            assert!(cel.contains(known), "{known}");
+        }
+        // Full Firedancer's list first, Frankendancer's second.
+        let (full, franken) = cel.split_once(" : [").unwrap();
+        assert!(full.contains("'tiles.rserve.enabled'"));
+        assert!(!franken.contains("'tiles.rserve.enabled'"));
+        assert!(franken.contains("'development.bench.disable_blockstore_from_slot'"));
+        // Releases after the tables' newest lines (26.8, 0.1106) are not judged here.
+        let re = |v| regex::Regex::new(&crate::api::version::at_least_regex(v)).unwrap();
+        assert!(cel.contains(
+            &crate::api::version::at_least_regex(Version::new(26, 9, 0)).replace('\\', "\\\\")
+        ));
+        assert!(re(Version::new(0, 1107, 0)).is_match("v0.1107.40300"));
+        assert!(!re(Version::new(0, 1107, 0)).is_match("v0.1106.40201"));
     }
 
     #[test]

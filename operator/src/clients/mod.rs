@@ -61,7 +61,7 @@ pub fn client_for(
 
 /// Every client's admission rules, on the experiment spec.
 pub fn admission_rules() -> Vec<Rule> {
-    CLIENTS
+    let mut rules: Vec<Rule> = CLIENTS
         .iter()
         .flat_map(|c| {
             let mut rules = c.knobs().rules();
@@ -69,7 +69,9 @@ pub fn admission_rules() -> Vec<Rule> {
             rules.extend(profile_rule(*c));
             rules
         })
-        .collect()
+        .collect();
+    rules.extend(config_keys::admission_rules());
+    rules
 }
 
 /// `metrics.queries` and abort rules may only name series of the client's profile.

@@ -524,6 +524,18 @@ fn shape_cases() -> Vec<(&'static str, Vec<Case>)> {
                     "a configKey value must be on one line",
                 ),
                 (
+                    "a config key no Frankendancer release has",
+                    fd(json!({"config": {"rpc.transaction_histroy": "true"}})),
+                    "spec.template.firedancer.config",
+                    "no release of this flavor has this config key",
+                ),
+                (
+                    "a configKey knob no Frankendancer release has",
+                    json!({"spec": {"sweep": {"knobs": [{"name": "noBlockstore", "configKey": "development.bench.disable_blockstore", "values": ["0", "1"]}]}}}),
+                    "spec.sweep.knobs",
+                    "no release of this flavor has this configKey",
+                ),
+                (
                     "an exporter image with a scheme",
                     fd(
                         json!({"exporters": {"datapoints": "docker://victoriametrics/vmagent:v1.110.0"}}),
@@ -535,12 +547,20 @@ fn shape_cases() -> Vec<(&'static str, Vec<Case>)> {
         ),
         (
             FIREDANCER,
-            vec![(
-                "an IPv6 entrypoint for full Firedancer, which resolves IPv4 only",
-                fd(json!({"entrypoints": ["[2001:db8::1]:8001"]})),
-                "spec.template.firedancer.entrypoints",
-                "resolves [gossip] entrypoints to IPv4 addresses only",
-            )],
+            vec![
+                (
+                    "a Frankendancer key for full Firedancer",
+                    fd(json!({"config": {"development.bench.disable_blockstore_from_slot": "1"}})),
+                    "spec.template.firedancer.config",
+                    "a key of the other flavor",
+                ),
+                (
+                    "an IPv6 entrypoint for full Firedancer, which resolves IPv4 only",
+                    fd(json!({"entrypoints": ["[2001:db8::1]:8001"]})),
+                    "spec.template.firedancer.entrypoints",
+                    "resolves [gossip] entrypoints to IPv4 addresses only",
+                ),
+            ],
         ),
         (
             BESU,
