@@ -24,12 +24,12 @@ use super::nodeos::options as nodeos;
 
 /// A config key the client's version does not have.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{field}: {client} {version} has no config key `{key}`{why}, and would exit at start: {fix}"
-)]
+#[error("{field}: {client} {version} has no {what} `{key}`{why}, and would exit at start: {fix}")]
 pub struct KeyError {
     /// Where the key was written (the template's config map, where configKey knobs land).
     pub field: &'static str,
+    /// "config key", or "option" for an argument.
+    pub what: &'static str,
     pub client: &'static str,
     pub version: Version,
     pub key: String,
@@ -51,7 +51,8 @@ enum Verdict {
     Unjudged,
 }
 
-/// Every config key of the template, judged by its client version's table.
+/// Every config key of the template, and Besu's and nodeos' long options in `extraArgs`,
+/// judged by the client version's table.
 pub fn check(t: &ValidatorTemplate, version: Option<Version>) -> Result<(), KeyError> {
     let Some(v) = version else {
         // Firedancer's version is required at admission; Besu's and nodeos' keys are
@@ -80,21 +81,47 @@ pub fn check(t: &ValidatorTemplate, version: Option<Version>) -> Result<(), KeyE
     } else {
         return Ok(());
     };
+    let judge = |key: &str| match &c.firedancer {
+        Some(f) => firedancer_key(f.flavor, v, key),
+        None if c.besu.is_some() => besu_key(v, key),
+        None => nodeos_key(v, key),
+    };
     for key in config.keys() {
-        let verdict = match &c.firedancer {
-            Some(f) => firedancer_key(f.flavor, v, key),
-            None if c.besu.is_some() => besu_key(v, key),
-            None => nodeos_key(v, key),
-        };
-        if let Verdict::Lacks { why, fix } = verdict {
+        if let Verdict::Lacks { why, fix } = judge(key) {
             return Err(KeyError {
                 field,
+                what: "config key",
                 client,
                 version: v,
                 key: key.clone(),
                 why,
                 fix,
             });
+        }
+    }
+    // Besu's and nodeos' long options on the command line are the same names (fdctl takes
+    // none: admission refuses Firedancer's extraArgs). A word that does not start with
+    // `--` is a value or a short option, which the tables do not hold.
+    if c.firedancer.is_none() {
+        for arg in &t.extra_args {
+            let Some(name) = arg.strip_prefix("--").and_then(|a| a.split('=').next()) else {
+                continue;
+            };
+            if let Verdict::Lacks { why, fix } = judge(name) {
+                return Err(KeyError {
+                    field: "template.extraArgs (or a sweep.knobs arg)",
+                    what: "option",
+                    client,
+                    version: v,
+                    key: format!("--{name}"),
+                    why: if why.contains("no option") {
+                        String::new()
+                    } else {
+                        why
+                    },
+                    fix: fix.replace("Correct the key", "Correct the option"),
+                });
+            }
         }
     }
     Ok(())
@@ -487,6 +514,29 @@ mod tests {
         ));
         assert!(re(Version::new(0, 1107, 0)).is_match("v0.1107.40300"));
         assert!(!re(Version::new(0, 1107, 0)).is_match("v0.1106.40201"));
+    }
+
+    #[test]
+    fn long_options_in_extra_args_are_judged_by_the_same_tables() {
+        let t = |yaml: &str| -> ValidatorTemplate { template(yaml) };
+        let besu = t(
+            "besu: {image: 'hyperledger/besu:25.12.0'}\nextraArgs: ['--rpc-http-enabled', '--rpc-http-port=8545', '8546', '-h']\n",
+        );
+        assert_eq!(
+            check(&besu, Version::from_image("hyperledger/besu:25.12.0")),
+            Ok(())
+        );
+        let besu =
+            t("besu: {image: 'hyperledger/besu:25.12.0'}\nextraArgs: ['--rpc-http-enabld=true']\n");
+        let err = check(&besu, Version::from_image("hyperledger/besu:25.12.0")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "template.extraArgs (or a sweep.knobs arg): Besu 25.12.0 has no option `--rpc-http-enabld`, and would exit at start: did you mean `rpc-http-enabled`? Correct the option or remove it"
+        );
+        let nodeos =
+            t("nodeos: {image: 'waxteam/waxnode:v5.0.3wax02'}\nextraArgs: ['--vote-threads=4']\n");
+        let err = check(&nodeos, Version::new(5, 0, 3).into()).unwrap_err();
+        assert!(err.to_string().contains("nodeos 5.0.3 has no option `--vote-threads`, and would exit at start: it is an option of spring 1.x"), "{err}");
     }
 
     #[test]
