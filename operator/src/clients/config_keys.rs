@@ -53,7 +53,7 @@ enum Verdict {
 
 /// Every config key of the template, and Besu's and nodeos' long options in `extraArgs`,
 /// judged by the client version's table.
-pub fn check(t: &ValidatorTemplate, version: Option<Version>) -> Result<(), KeyError> {
+pub fn check(t: &ValidatorTemplate, version: Option<Version>) -> Result<(), Box<KeyError>> {
     let Some(v) = version else {
         // Firedancer's version is required at admission; Besu's and nodeos' keys are
         // then judged by nothing (the pod's client still says).
@@ -88,7 +88,7 @@ pub fn check(t: &ValidatorTemplate, version: Option<Version>) -> Result<(), KeyE
     };
     for key in config.keys() {
         if let Verdict::Lacks { why, fix } = judge(key) {
-            return Err(KeyError {
+            return Err(Box::new(KeyError {
                 field,
                 what: "config key",
                 client,
@@ -96,7 +96,7 @@ pub fn check(t: &ValidatorTemplate, version: Option<Version>) -> Result<(), KeyE
                 key: key.clone(),
                 why,
                 fix,
-            });
+            }));
         }
     }
     // Besu's and nodeos' long options on the command line are the same names (fdctl takes
@@ -108,7 +108,7 @@ pub fn check(t: &ValidatorTemplate, version: Option<Version>) -> Result<(), KeyE
                 continue;
             };
             if let Verdict::Lacks { why, fix } = judge(name) {
-                return Err(KeyError {
+                return Err(Box::new(KeyError {
                     field: "template.extraArgs (or a sweep.knobs arg)",
                     what: "option",
                     client,
@@ -120,7 +120,7 @@ pub fn check(t: &ValidatorTemplate, version: Option<Version>) -> Result<(), KeyE
                         why
                     },
                     fix: fix.replace("Correct the key", "Correct the option"),
-                });
+                }));
             }
         }
     }
@@ -352,7 +352,7 @@ mod tests {
         serde_saphyr::from_str(yaml).unwrap()
     }
 
-    fn fd(flavor: &str, image: &str, key: &str) -> Result<(), KeyError> {
+    fn fd(flavor: &str, image: &str, key: &str) -> Result<(), Box<KeyError>> {
         let t = template(&format!(
             "firedancer: {{image: '{image}', flavor: {flavor}, config: {{'{key}': 'true'}}}}\n"
         ));

@@ -215,7 +215,7 @@ pub enum RenderError {
     #[error(transparent)]
     Point(#[from] PointValueError),
     #[error(transparent)]
-    ConfigKey(#[from] config_keys::KeyError),
+    ConfigKey(#[from] Box<config_keys::KeyError>),
     #[error("{0}")]
     Invalid(String),
 }
