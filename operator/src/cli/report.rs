@@ -44,6 +44,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         Format::Table => {
             print!("{}", valtune::report::table(&data, &layout));
             print!("{}", valtune::report::coverage_notes(&list));
+            let objective = client.objective(&vx.spec.sweep);
+            if let Some(points) = valtune::report::points_table(&data, &objective) {
+                println!();
+                print!("{points}");
+            }
             println!();
             print!("{}", valtune::report::summary(&vx));
             for note in client.report_notes(&list) {

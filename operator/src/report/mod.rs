@@ -7,8 +7,8 @@ use kube::ResourceExt;
 use crate::api::ValidatorExperiment;
 use crate::api::sweep::SweepSpec;
 use crate::api::trial::ValidatorTrial;
-use crate::clients::profile::Layout;
-use crate::results::dataset::Dataset;
+use crate::clients::profile::{Layout, Objective};
+use crate::results::dataset::{Dataset, Point};
 
 fn num(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
@@ -82,17 +82,56 @@ fn rows(data: &Dataset, layout: &Layout) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// The trials as a table with the client's columns, in the dataset's order.
-pub fn table(data: &Dataset, layout: &Layout) -> String {
-    let header = header(layout);
-    let rows = rows(data, layout);
+/// One line per point: its measured repetitions, how many kept up, and the objective's
+/// mean with its 95% interval and standard deviation. None until some point has two
+/// measured repetitions: one repetition has a mean but no spread, and the trials' table
+/// already shows it.
+pub fn points_table(data: &Dataset, objective: &Objective) -> Option<String> {
+    let measured = |p: &Point| p.kept_up_count().1;
+    if !data.points().iter().any(|p| measured(p) >= 2) {
+        return None;
+    }
+    let header = vec![
+        "POINT".to_string(),
+        "N".to_string(),
+        "KEPT UP".to_string(),
+        objective.name.to_uppercase(),
+        "95% CI".to_string(),
+        "SD".to_string(),
+    ];
+    let rows = data
+        .points()
+        .iter()
+        .filter(|p| measured(p) > 0)
+        .map(|p| {
+            let e = p.estimate(objective.value);
+            vec![
+                p.point.describe(),
+                measured(p).to_string(),
+                p.kept_up_support()
+                    .map(|s| s.trim_start_matches("kept up ").to_string())
+                    .unwrap_or_else(|| "-".into()),
+                num(e.as_ref().map(|e| e.mean)),
+                e.as_ref()
+                    .and_then(|e| e.interval)
+                    .map(|i| format!("[{:.2}, {:.2}]", i.lo, i.hi))
+                    .unwrap_or_else(|| "-".into()),
+                num(e.and_then(|e| e.sd)),
+            ]
+        })
+        .collect();
+    Some(aligned(header, rows))
+}
+
+/// Columns padded to their widest cell, two spaces apart.
+fn aligned(header: Vec<String>, rows: Vec<Vec<String>>) -> String {
     let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (w, cell) in width.iter_mut().zip(row) {
             *w = (*w).max(cell.len());
         }
     }
-    let line = |cells: Vec<&str>| {
+    let line = |cells: &[String]| {
         cells
             .iter()
             .zip(&width)
@@ -102,12 +141,15 @@ pub fn table(data: &Dataset, layout: &Layout) -> String {
             .trim_end()
             .to_string()
     };
-    let mut out = vec![line(header.clone())];
-    out.extend(
-        rows.iter()
-            .map(|r| line(r.iter().map(String::as_str).collect())),
-    );
+    let mut out = vec![line(&header)];
+    out.extend(rows.iter().map(|r| line(r)));
     out.join("\n") + "\n"
+}
+
+/// The trials as a table with the client's columns, in the dataset's order.
+pub fn table(data: &Dataset, layout: &Layout) -> String {
+    let header = header(layout).into_iter().map(String::from).collect();
+    aligned(header, rows(data, layout))
 }
 
 pub fn csv(data: &Dataset, layout: &Layout) -> String {
@@ -185,7 +227,12 @@ pub fn summary(vx: &ValidatorExperiment) -> String {
         c.active
     );
     match &st.recommendation {
-        Some(r) => out.push_str(&format!("recommendation: {} ({})\n", r.summary, r.reason)),
+        Some(r) => {
+            out.push_str(&format!("recommendation: {} ({})\n", r.summary, r.reason));
+            if let Some(support) = &r.support {
+                out.push_str(&format!("support: {support}\n"));
+            }
+        }
         None => out.push_str("recommendation: none yet (no point kept up)\n"),
     }
     out
@@ -275,6 +322,42 @@ mod tests {
                 "memory=1536Gi 1",
                 "memory=256Gi 1"
             ]
+        );
+    }
+
+    #[test]
+    fn the_points_table_shows_counts_and_intervals_once_a_point_repeats() {
+        let s = sweep("memory: [128Gi, 1Ti]");
+        let one = Dataset::from_trials(&s, &[mk("memory: 1Ti", 1, "KeptUp", 4600.0)]);
+        assert_eq!(points_table(&one, &Objective::default()), None);
+        let data = Dataset::from_trials(
+            &s,
+            &[
+                mk("memory: 128Gi", 1, "OOMKilled", 1200.0),
+                mk("memory: 1Ti", 1, "KeptUp", 4600.0),
+                mk("memory: 1Ti", 2, "KeptUp", 4700.0),
+                mk("memory: 1Ti", 3, "FellBehind", 4500.0),
+            ],
+        );
+        let t = points_table(&data, &Objective::default()).unwrap();
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(
+            lines[0].starts_with("POINT") && lines[0].contains("AVERAGE TPS  95% CI"),
+            "{t}"
+        );
+        assert!(
+            lines[1].starts_with("memory=128Gi") && lines[1].contains("0/1 [0%, 79%]"),
+            "{t}"
+        );
+        let cells: Vec<&str> = lines[2].split("  ").filter(|c| !c.is_empty()).collect();
+        assert_eq!(
+            cells[..4],
+            ["memory=1Ti", "3", "2/3 [21%, 94%]", "4600.00"],
+            "{t}"
+        );
+        assert!(
+            cells[4].starts_with('[') && cells[5].trim() == "100.00",
+            "{t}"
         );
     }
 

@@ -12,6 +12,7 @@ use kube::ResourceExt;
 use crate::api::quantity::parse_quantity;
 use crate::api::sweep::{Setting, SweepSpec, TrialPoint};
 use crate::api::trial::{TrialOutcome, TrialPhase, TrialResults, ValidatorTrial};
+use crate::results::stats::{self, Estimate, Interval, Method};
 
 /// What the dataset keeps of a trial: who it is, where it stands, what it measured.
 #[derive(Clone, Debug, PartialEq, Default)]
@@ -245,8 +246,40 @@ impl Point {
 
     /// The mean of a figure over its finished repetitions, unrounded.
     pub fn mean(&self, figure: impl Fn(&TrialResults) -> Option<f64>) -> Option<f64> {
-        let v = self.figure_values(figure);
-        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        stats::mean(&self.figure_values(figure))
+    }
+
+    /// A figure over its finished repetitions: n, mean, standard deviation and, from two
+    /// repetitions on, its 95% interval (a bootstrap over the repetitions).
+    pub fn estimate(&self, figure: impl Fn(&TrialResults) -> Option<f64>) -> Option<Estimate> {
+        stats::estimate(&self.figure_values(figure), Method::Repetitions)
+    }
+
+    /// How many measured repetitions kept up, of how many were measured (a crash or a
+    /// node lost says nothing of whether the point is enough).
+    pub fn kept_up_count(&self) -> (usize, usize) {
+        let measured: Vec<TrialOutcome> = self
+            .outcomes()
+            .flatten()
+            .filter(|o| o.is_result())
+            .collect();
+        let k = measured
+            .iter()
+            .filter(|o| **o == TrialOutcome::KeptUp)
+            .count();
+        (k, measured.len())
+    }
+
+    /// "kept up 3/3 [44%, 100%]": the count with its Wilson interval; None before any
+    /// repetition was measured.
+    pub fn kept_up_support(&self) -> Option<String> {
+        let (k, n) = self.kept_up_count();
+        let Interval { lo, hi } = stats::wilson(k, n)?;
+        Some(format!(
+            "kept up {k}/{n} [{:.0}%, {:.0}%]",
+            lo * 100.0,
+            hi * 100.0
+        ))
     }
 }
 
@@ -581,6 +614,42 @@ mod tests {
         let d = Dataset::new(&sweep("memory: [1Ti]"), [failed]);
         assert!(!d.points()[0].kept_up());
         assert!(!Dataset::new(&sweep("memory: [1Ti]"), []).points()[0].kept_up());
+    }
+
+    #[test]
+    fn a_point_carries_its_count_and_interval() {
+        let with = |name, rep, outcome, tps| TrialRecord {
+            outcome: Some(outcome),
+            results: Some(TrialResults {
+                avg_tps: Some(tps),
+                ..Default::default()
+            }),
+            ..record(name, "memory: 1Ti", rep, TrialPhase::Succeeded)
+        };
+        let crashed = TrialRecord {
+            outcome: Some(TrialOutcome::Crashed),
+            ..record("d", "memory: 1Ti", 4, TrialPhase::Failed)
+        };
+        let d = Dataset::new(
+            &sweep("memory: [1Ti]"),
+            [
+                with("a", 1, TrialOutcome::KeptUp, 10.0),
+                with("b", 2, TrialOutcome::FellBehind, 12.0),
+                with("c", 3, TrialOutcome::KeptUp, 14.0),
+                crashed,
+            ],
+        );
+        let p = &d.points()[0];
+        let e = p.estimate(|r| r.avg_tps).unwrap();
+        assert_eq!((e.n, e.mean, e.sd), (3, 12.0, Some(2.0)));
+        assert!(e.interval.unwrap().contains(12.0));
+        // The crash is not a measurement: 2 of 3 measured kept up.
+        assert_eq!(p.kept_up_count(), (2, 3));
+        assert_eq!(p.kept_up_support().unwrap(), "kept up 2/3 [21%, 94%]");
+        assert_eq!(
+            Dataset::new(&sweep("memory: [1Ti]"), []).points()[0].kept_up_support(),
+            None
+        );
     }
 
     #[test]

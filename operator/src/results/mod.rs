@@ -6,3 +6,4 @@ pub mod abort;
 pub mod analysis;
 pub mod dataset;
 pub mod prometheus;
+pub mod stats;
