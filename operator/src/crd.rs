@@ -107,6 +107,10 @@ mod tests {
             "Agave cannot set some of these thread knobs",
             "Besu has no program cache",
             "strategy.bisection searches exactly one ordered parameter",
+            "must be an image reference",
+            "the consensus client valtune renders is Teku",
+            "each peer must be host:port[:trx|:blk]",
+            "a config value must be on one line",
         ] {
             assert!(vx.contains(rule), "missing rule mentioning {rule}");
         }

@@ -4,6 +4,7 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::shapes;
 use super::version::VERSION_PATTERN;
 
 /// Agave (anza-xyz/agave), run as a non-voting validator by default.
@@ -15,6 +16,7 @@ use super::version::VERSION_PATTERN;
 pub struct AgaveSpec {
     /// Container image with `agave-validator` on its PATH.
     #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = shapes::image())]
     pub image: String,
     /// The client version, for flags and knobs that exist only in some versions; read
     /// from the image tag (`:vX.Y.Z`) when unset.
@@ -46,14 +48,17 @@ pub struct AgaveSpec {
     /// Gossip entrypoints (`--entrypoint`), host:port. Added to the cluster's own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16), inner(length(min = 3, max = 253)))]
+    #[x_kube(validation = shapes::host_ports("entrypoint", "entrypoint.testnet.solana.com:8001"))]
     pub entrypoints: Vec<String>,
     /// Validators trusted for snapshots (`--known-validator`). Added to the cluster's own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16), inner(length(min = 32, max = 44)))]
+    #[x_kube(validation = shapes::base58_keys("known validator"))]
     pub known_validators: Vec<String>,
     /// `--expected-genesis-hash`; defaults to the known cluster's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 32, max = 44))]
+    #[x_kube(validation = shapes::base58_hash("expectedGenesisHash"))]
     pub expected_genesis_hash: Option<String>,
     /// JSON RPC port (`--rpc-port`); private to the node (`--private-rpc`), read by the
     /// RPC exporter sidecar.
@@ -65,6 +70,8 @@ pub struct AgaveSpec {
     /// net-utils `MINIMUM_VALIDATOR_PORT_RANGE_WIDTH`); the default fits every version.
     #[serde(default = "default_agave_port_range")]
     #[schemars(regex(pattern = r"^[0-9]{4,5}-[0-9]{4,5}$"))]
+    #[x_kube(validation = Rule::new("!self.matches('^[0-9]+-[0-9]+$') || int(self.split('-')[1]) <= 65535")
+        .message("dynamicPortRange ends above port 65535, the last port there is: lower it, e.g. 8000-8030"))]
     pub dynamic_port_range: String,
     /// `--full-rpc-api`. On by default: solana-exporter v3.0.2 calls `minimumLedgerSlot`
     /// and `getFirstAvailableBlock` on every scrape, which Agave serves only with it, and
@@ -135,6 +142,7 @@ pub struct AgaveBench {
     /// 3.x bench needs one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = shapes::image())]
     pub image: Option<String>,
     /// `--tx-count`: transactions per batch; its accounts (times 8, bench-tps's
     /// `--keypair-multiplier`) are funded in the genesis.
@@ -248,13 +256,14 @@ pub enum SolanaCluster {
 }
 
 /// An image built with a given `MAX_LOADED_ENTRY_COUNT`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProgramCacheImage {
     /// The program cache capacity compiled into the image.
     #[schemars(range(min = 16, max = 65536))]
     pub entries: i32,
     #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = shapes::image())]
     pub image: String,
 }
 
@@ -268,6 +277,7 @@ pub struct AgaveExporters {
     /// asymmetric-research/solana-exporter: slot lag (getHealth) from JSON RPC.
     #[serde(default = "super::images::solana_exporter")]
     #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = shapes::image())]
     pub rpc: String,
     #[serde(default = "super::images::solana_exporter_port")]
     #[schemars(range(min = 1024, max = 65535))]
@@ -275,6 +285,7 @@ pub struct AgaveExporters {
     /// ncabatoff/process-exporter: RSS, VSZ and page faults of the validator.
     #[serde(default = "super::images::process_exporter")]
     #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = shapes::image())]
     pub process: String,
     #[serde(default = "super::images::process_exporter_port")]
     #[schemars(range(min = 1024, max = 65535))]
@@ -283,6 +294,7 @@ pub struct AgaveExporters {
     /// point, with its own timestamp) and remote-writes them to Prometheus.
     #[serde(default = "super::images::vmagent")]
     #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = shapes::image())]
     pub datapoints: String,
     #[serde(default = "super::images::vmagent_port")]
     #[schemars(range(min = 1024, max = 65535))]

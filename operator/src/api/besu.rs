@@ -7,6 +7,7 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::shapes;
 use super::version::VERSION_PATTERN;
 
 /// Hyperledger Besu (execution client) beside a consensus client (Teku) in the trial's pod.
@@ -15,6 +16,7 @@ use super::version::VERSION_PATTERN;
 pub struct BesuSpec {
     /// e.g. `hyperledger/besu:25.12.0`.
     #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = shapes::image())]
     pub image: String,
     /// The client version, for flags and knobs that exist only in some versions; read
     /// from the image tag (`:X.Y.Z`) when unset.
@@ -42,8 +44,7 @@ pub struct BesuSpec {
     /// unset: the JVM's default (a quarter of the container's memory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32))]
-    #[x_kube(validation = Rule::new("isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))")
-        .message("must be a positive quantity such as 5Gi"))]
+    #[x_kube(validation = shapes::positive_quantity("5Gi"))]
     pub heap: Option<String>,
     /// Garbage-collector options for `BESU_OPTS`, e.g. the seed's G1 tuning
     /// `-XX:G1ConcRefinementThreads=2 -XX:G1HeapWastePercent=15 -XX:MaxGCPauseMillis=100`
@@ -62,9 +63,12 @@ pub struct BesuSpec {
     /// the JVM's message.
     #[serde(default = "yes")]
     pub exit_on_out_of_memory_error: bool,
-    /// More `BESU_OPTS`, after valtune's (the JVM takes the last of a repeated option).
+    /// More `BESU_OPTS`, after valtune's (the JVM takes the last of a repeated option):
+    /// options, each starting with `-`, separated by spaces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 1024))]
+    #[x_kube(validation = Rule::new("self.matches('^[ \\t]*(-[^ \\t\\r\\n]+([ \\t]+|$))*$')")
+        .message("jvmOptions are JVM options separated by spaces, each starting with - (e.g. -XX:+AlwaysPreTouch -Xss4m): the JVM takes a word without - for the class to run and exits; remove it or add its -"))]
     pub jvm_options: Option<String>,
     /// The library `LD_PRELOAD` loads for `sweep.allocator: tcmalloc` (Ubuntu's
     /// libtcmalloc-minimal4t64); the official image does not have it.
@@ -77,9 +81,14 @@ pub struct BesuSpec {
     #[schemars(length(min = 1, max = 256), regex(pattern = r"^[A-Za-z0-9_./+-]+$"))]
     pub mimalloc_library: String,
     /// Config file keys (besu.toml, `--config-file`) to TOML values, e.g. `"true"`,
-    /// `"512"`, `"\"FULL\""`.
+    /// `"512"`, `"\"FULL\""`. A key is an option's long name without `--`; one the
+    /// version lacks ends the trial Invalid before its pod is created (Besu would exit).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(extend("maxProperties" = 64))]
+    #[schemars(extend("maxProperties" = 64), transform = shapes::bounded_values)]
+    #[x_kube(
+        validation = shapes::config_keys("[A-Za-z0-9][A-Za-z0-9_-]*", "rpc-http-enabled (an option without --)"),
+        validation = shapes::one_line_values(),
+    )]
     pub config: BTreeMap<String, String>,
     /// `--metrics-port` (served on 0.0.0.0; Besu's default host is loopback-only).
     #[serde(default = "default_metrics_port")]
@@ -166,14 +175,17 @@ impl BesuStorageFormat {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConsensusSpec {
+    /// A Teku image: the flags valtune renders for this container are Teku's.
     #[serde(default = "default_teku")]
     #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = shapes::image(), validation = shapes::teku_image())]
     pub image: String,
     /// `--checkpoint-sync-url`: start from a recent finalized state instead of genesis
     /// (without one, Teku syncs the beacon chain from genesis, which takes days on
     /// mainnet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 512))]
+    #[x_kube(validation = shapes::http_url("https://beaconstate.info"))]
     pub checkpoint_sync_url: Option<String>,
     /// `--p2p-port`.
     #[serde(default = "default_teku_p2p_port")]
@@ -186,8 +198,7 @@ pub struct ConsensusSpec {
     /// Teku's memory (request = limit); its JVM takes a quarter for its heap by default.
     #[serde(default = "default_teku_memory")]
     #[schemars(length(max = 32))]
-    #[x_kube(validation = Rule::new("isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))")
-        .message("must be a positive quantity such as 8Gi"))]
+    #[x_kube(validation = shapes::positive_quantity("8Gi"))]
     pub memory: String,
     /// More Teku arguments, after valtune's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -223,11 +234,12 @@ impl Default for ConsensusSpec {
 
 /// vmagent beside Besu: Besu's log posts each block's processing time to it (a log4j2
 /// HTTP appender), and it remote-writes every one, with its own timestamp, to Prometheus.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BlockTimesSpec {
     #[serde(default = "default_vmagent")]
     #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = shapes::image())]
     pub image: String,
     #[serde(default = "default_vmagent_port")]
     #[schemars(range(min = 1024, max = 65535))]

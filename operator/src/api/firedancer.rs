@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::agave::SolanaCluster;
+use super::shapes;
 use super::version::VERSION_PATTERN;
 
 /// Frankendancer (`fdctl run`, or `fddev bench` for the leader benchmark) or full
@@ -23,12 +24,16 @@ use super::version::VERSION_PATTERN;
     validation = Rule::new("self.exporters.rpcPort != self.exporters.datapointsPort && !(self.exporters.rpcPort in [self.rpcPort, self.rpcPort + 1, self.metricsPort]) && !(self.exporters.datapointsPort in [self.rpcPort, self.rpcPort + 1, self.metricsPort]) && self.metricsPort != self.rpcPort && self.metricsPort != self.rpcPort + 1")
         .message("the metrics, RPC (and its websocket, rpcPort + 1) and exporter ports share the node's network: make metricsPort, rpcPort, exporters.rpcPort and exporters.datapointsPort differ")
         .field_path(".exporters"),
+    validation = Rule::new("self.flavor != 'firedancer' || !has(self.entrypoints) || self.entrypoints.all(e, !e.startsWith('['))")
+        .message("full Firedancer resolves [gossip] entrypoints to IPv4 addresses only (src/app/firedancer/topology.c resolve_addresses, AF_INET, at v1.1.4): use a hostname or an IPv4 address")
+        .field_path(".entrypoints"),
 )]
 pub struct FiredancerSpec {
     /// An image with `fdctl` (and `fddev` for the bench workload), or for full Firedancer
     /// `firedancer` (and `firedancer-dev`), a POSIX shell with `sed`, and the non-root
     /// `user` (upstream publishes no image; docs say how to build one).
     #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = shapes::image())]
     pub image: String,
     /// The client version (`0.1106.40201`); read from the image tag (`:v0.1106.40201`)
     /// when unset. Config keys, tile names and metric names depend on it, so it must be known.
@@ -51,15 +56,18 @@ pub struct FiredancerSpec {
     /// `[gossip] entrypoints`, host:port; added to the cluster's own.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16), inner(length(min = 3, max = 253)))]
+    #[x_kube(validation = shapes::host_ports("entrypoint", "entrypoint.testnet.solana.com:8001"))]
     pub entrypoints: Vec<String>,
     /// `[consensus] known_validators`; added to the cluster's own (Frankendancer only:
     /// full Firedancer has no such key).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 16), inner(length(min = 32, max = 44)))]
+    #[x_kube(validation = shapes::base58_keys("known validator"))]
     pub known_validators: Vec<String>,
     /// `[consensus] expected_genesis_hash`; defaults to the known cluster's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 32, max = 44))]
+    #[x_kube(validation = shapes::base58_hash("expectedGenesisHash"))]
     pub expected_genesis_hash: Option<String>,
     /// `[net] provider`: `socket` runs in the pod's network (from v0.501); `xdp` attaches
     /// to the node's interface and needs `privileged: true` (the pod then uses the node's
@@ -107,9 +115,14 @@ pub struct FiredancerSpec {
     pub rpc_port: i32,
     /// More config keys (dotted TOML paths such as `rpc.transaction_history`) to TOML
     /// values (`30`, `true`, `"text"`; other text is written as a string). Keys valtune
-    /// sets from the fields above are refused; an unknown key makes fdctl exit at start.
+    /// sets from the fields above are refused; a key the version's config lacks ends the
+    /// trial Invalid before its pod is created (fdctl would exit at start).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(extend("maxProperties" = 64))]
+    #[schemars(extend("maxProperties" = 64), transform = shapes::bounded_values)]
+    #[x_kube(
+        validation = shapes::config_keys("[a-z0-9_]+", "rpc.transaction_history"),
+        validation = shapes::one_line_values(),
+    )]
     pub config: BTreeMap<String, String>,
     /// `[tiles.metric] prometheus_listen_port` (valtune listens on 0.0.0.0 so Prometheus
     /// can scrape it; fdctl's default is 127.0.0.1).
@@ -289,12 +302,13 @@ impl Default for FiredancerBench {
 
 /// The sidecars of a follower (native sidecars, restarted if they exit). The pod uses
 /// the node's network, so their ports are on the node.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FiredancerExporters {
     /// asymmetric-research/solana-exporter: slot lag (getHealth) from the Agave RPC.
     #[serde(default = "super::images::solana_exporter")]
     #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = shapes::image())]
     pub rpc: String,
     #[serde(default = "super::images::solana_exporter_port")]
     #[schemars(range(min = 1024, max = 65535))]
@@ -303,6 +317,7 @@ pub struct FiredancerExporters {
     /// solana_metrics_config`) and remote-writes every point to Prometheus.
     #[serde(default = "super::images::vmagent")]
     #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = shapes::image())]
     pub datapoints: String,
     #[serde(default = "super::images::vmagent_port")]
     #[schemars(range(min = 1024, max = 65535))]

@@ -9,6 +9,7 @@ pub mod nodeos;
 pub mod quantity;
 pub mod resolve;
 pub mod settings;
+pub mod shapes;
 pub mod strategy;
 pub mod sweep;
 pub mod template;

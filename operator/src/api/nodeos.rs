@@ -7,6 +7,7 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::shapes;
 use super::version::VERSION_PATTERN;
 
 /// Antelope nodeos (e.g. a WAX node), following its chain from a snapshot or genesis.
@@ -18,6 +19,7 @@ use super::version::VERSION_PATTERN;
 pub struct NodeosSpec {
     /// Container image with `nodeos` on its PATH (e.g. `waxteam/waxnode:v5.0.3wax02`).
     #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = shapes::image())]
     pub image: String,
     /// The leap (5.x) or spring (1.x) version; read from the image tag (`:vX.Y.Z`) when
     /// unset. Leap 4 and older are refused (docs/clients/nodeos.md).
@@ -45,11 +47,13 @@ pub struct NodeosSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 2, max = 65536))]
     pub genesis_json: Option<String>,
-    /// Peers to sync from (`--p2p-peer-address`, host:port). nodeos has no chain-id
-    /// option: the chain is the snapshot's (or the genesis'), and peers of another chain
-    /// are refused at their handshake.
+    /// Peers to sync from (`--p2p-peer-address`, host:port, optionally `:trx` or `:blk`).
+    /// nodeos has no chain-id option: the chain is the snapshot's (or the genesis'), and
+    /// peers of another chain are refused at their handshake.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32), inner(length(min = 3, max = 253)))]
+    #[x_kube(validation = Rule::new(format!("self.all(e, {})", shapes::cel_host_port("e", "(:(trx|blk))?")))
+        .message("each peer must be host:port[:trx|:blk] as --p2p-peer-address takes it (AntelopeIO/spring plugins/net_plugin/net_plugin.cpp at v1.2.2): a hostname or an IPv4 address (or [IPv6]), a colon and a port from 1 to 65535, e.g. peer.wax.alohaeos.com:9876: fix the entry"))]
     pub peers: Vec<String>,
     /// Ask for swap: the pod becomes Burstable and runs only on nodes labelled
     /// `valtune.dev/swap: LimitedSwap` (the kubelet with NodeSwap and
@@ -69,9 +73,15 @@ pub struct NodeosSpec {
     /// The sidecars that carry nodeos' figures to Prometheus, and their ports.
     #[serde(default)]
     pub exporters: NodeosExporters,
-    /// config.ini keys to values.
+    /// config.ini keys (nodeos' option names) to values. A key the version lacks ends the
+    /// trial Invalid before its pod is created (nodeos would exit 'Unknown option').
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    #[schemars(extend("maxProperties" = 64))]
+    #[schemars(extend("maxProperties" = 64), transform = shapes::bounded_values)]
+    #[x_kube(
+        validation = Rule::new("self.all(k, k.matches('^[a-z0-9]+(-[a-z0-9]+)*$'))")
+            .message("a config.ini key is a nodeos option name such as max-transaction-time (no leading --): fix the key"),
+        validation = shapes::one_line_values(),
+    )]
     pub config: BTreeMap<String, String>,
     /// HTTP port (`--http-server-address 0.0.0.0:<port>`); the chain API and the
     /// prometheus_plugin (`/v1/prometheus/metrics`) serve on it.
@@ -171,8 +181,7 @@ pub struct NodeosSnapshot {
     /// An uncompressed snapshot (`.bin`) to download onto the data volume first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 8, max = 1024))]
-    #[x_kube(validation = Rule::new("isURL(self) && (url(self).getScheme() == 'http' || url(self).getScheme() == 'https')")
-        .message("must be an http(s) URL of an uncompressed snapshot file"))]
+    #[x_kube(validation = shapes::http_url("https://snapshots.example.com/wax/snapshot.bin (an uncompressed snapshot file)"))]
     pub url: Option<String>,
     /// A snapshot file already on the node (mounted read-only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -181,6 +190,7 @@ pub struct NodeosSnapshot {
     /// The image that downloads `url` (it runs `curl`).
     #[serde(default = "default_fetch_image")]
     #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = shapes::image())]
     pub fetch_image: String,
 }
 
@@ -190,7 +200,7 @@ fn default_fetch_image() -> String {
 
 /// The hog `tuning.memoryPressure` runs in the pod: stress-ng holding the value's bytes
 /// (`--vm 1 --vm-bytes N --vm-keep`, rewriting them so they stay resident).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeosMemoryHog {
     /// An image with stress-ng and a POSIX shell. The default is the stress-ng project's
@@ -198,6 +208,7 @@ pub struct NodeosMemoryHog {
     /// cluster.
     #[serde(default = "default_hog_image")]
     #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = shapes::image())]
     pub image: String,
     /// Start the hog once nodeos has caught up with the chain (the seed's procedure: a
     /// node in sync, then the hog), rather than with the pod.
@@ -223,13 +234,14 @@ impl Default for NodeosMemoryHog {
 }
 
 /// The metric sidecars of a nodeos pod.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeosExporters {
     /// Runs valtune's chain exporter (a Python script, standard library only): head block
     /// time and number from `/v1/chain/get_info`, and the state's swap.
     #[serde(default = "default_python_image")]
     #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = shapes::image())]
     pub chain: String,
     #[serde(default = "default_chain_port")]
     #[schemars(range(min = 1024, max = 65535))]
@@ -237,6 +249,7 @@ pub struct NodeosExporters {
     /// RSS, faults and disk writes of the nodeos process.
     #[serde(default = "default_process_image")]
     #[schemars(length(min = 1, max = 512))]
+    #[x_kube(validation = shapes::image())]
     pub process: String,
     #[serde(default = "default_process_port")]
     #[schemars(range(min = 1024, max = 65535))]

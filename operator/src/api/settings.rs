@@ -253,8 +253,7 @@ pub struct MetricsSettings {
     /// Prometheus base URL; defaults to the operator's `--prometheus-url`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 512))]
-    #[x_kube(validation = Rule::new("isURL(self) && (url(self).getScheme() == 'http' || url(self).getScheme() == 'https')")
-        .message("must be an http(s) URL such as http://prometheus-operated.monitoring:9090"))]
+    #[x_kube(validation = super::shapes::http_url("http://prometheus-operated.monitoring:9090"))]
     pub prometheus_url: Option<String>,
     /// Where clients that push their datapoints (Agave, through its vmagent sidecar)
     /// remote-write them; defaults to `<prometheusUrl>/api/v1/write`. Prometheus must run
@@ -262,8 +261,7 @@ pub struct MetricsSettings {
     /// kube-prometheus-stack: `prometheus.prometheusSpec.enableRemoteWriteReceiver`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 512))]
-    #[x_kube(validation = Rule::new("isURL(self) && (url(self).getScheme() == 'http' || url(self).getScheme() == 'https')")
-        .message("must be an http(s) URL such as http://prometheus-operated.monitoring:9090/api/v1/write"))]
+    #[x_kube(validation = super::shapes::http_url("http://prometheus-operated.monitoring:9090/api/v1/write"))]
     pub remote_write_url: Option<String>,
     /// The interval Prometheus scrapes trial pods at; rates use windows of a few intervals,
     /// and results are read once Prometheus has scraped past the window's end.

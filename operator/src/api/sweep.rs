@@ -84,8 +84,8 @@ pub struct SweepSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 16), inner(length(max = 32)))]
     #[x_kube(
-        validation = Rule::new("self.all(q, isQuantity(q))")
-            .message("every value must be a quantity such as 0, 6Gi or 8G"),
+        validation = Rule::new("self.all(q, isQuantity(q) && quantity(q).compareTo(quantity('0')) >= 0)")
+            .message("every value must be a quantity of 0 or more, such as 0, 6Gi or 8G"),
         validation = Rule::new(UNIQUE_QUANTITIES).message(UNIQUE_QUANTITIES_MSG),
     )]
     pub memory_pressure: Option<Vec<String>>,
@@ -289,8 +289,13 @@ impl ThreadKnob {
 /// A generic knob: one of env, arg or configKey says how each value reaches the client.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("[has(self.env), has(self.arg), has(self.configKey)].filter(x, x).size() == 1")
-    .message("set exactly one of env, arg or configKey to say how the value reaches the client"))]
+#[x_kube(
+    validation = Rule::new("[has(self.env), has(self.arg), has(self.configKey)].filter(x, x).size() == 1")
+        .message("set exactly one of env, arg or configKey to say how the value reaches the client"),
+    validation = Rule::new("!has(self.configKey) || self.values.all(v, !v.contains('\\n') && !v.contains('\\r'))")
+        .message("a configKey value must be on one line (a line break would write another key into the config file): write each value on one line")
+        .field_path(".values"),
+)]
 pub struct KnobSweep {
     /// A short name for tables and trial labels.
     #[schemars(length(min = 1, max = 32), regex(pattern = r"^[a-z][a-zA-Z0-9]*$"))]

@@ -96,13 +96,13 @@ pub struct Resources {
     /// Memory request, and limit unless memoryLimit is set. Swept memory overrides both.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32))]
-    #[x_kube(validation = Rule::new("isQuantity(self)").message("must be a quantity such as 512Gi or 1Ti"))]
+    #[x_kube(validation = super::shapes::positive_quantity("512Gi or 1Ti"))]
     pub memory: Option<String>,
     /// Memory limit when it should differ from the request (the pod is then Burstable and
     /// loses CPU pinning).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32))]
-    #[x_kube(validation = Rule::new("isQuantity(self)").message("must be a quantity such as 512Gi or 1Ti"))]
+    #[x_kube(validation = super::shapes::positive_quantity("512Gi or 1Ti"))]
     pub memory_limit: Option<String>,
     /// 1 GiB hugepages (`hugepages-1Gi`), mounted as hugetlbfs.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -62,7 +62,7 @@ pub struct Tuning {
     /// no hog.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32))]
-    #[x_kube(validation = Rule::new("isQuantity(self)").message("must be a quantity such as 0, 6Gi or 8G"))]
+    #[x_kube(validation = super::shapes::non_negative_quantity("0, 6Gi or 8G"))]
     pub memory_pressure: Option<String>,
     /// How nodeos maps its state (`--database-map-mode`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -9,6 +9,7 @@
 
 pub mod agave;
 pub mod besu;
+pub mod config_keys;
 pub mod firedancer;
 #[cfg(test)]
 pub mod golden;
@@ -60,7 +61,7 @@ pub fn client_for(
 
 /// Every client's admission rules, on the experiment spec.
 pub fn admission_rules() -> Vec<Rule> {
-    CLIENTS
+    let mut rules: Vec<Rule> = CLIENTS
         .iter()
         .flat_map(|c| {
             let mut rules = c.knobs().rules();
@@ -68,7 +69,9 @@ pub fn admission_rules() -> Vec<Rule> {
             rules.extend(profile_rule(*c));
             rules
         })
-        .collect()
+        .collect();
+    rules.extend(config_keys::admission_rules());
+    rules
 }
 
 /// `metrics.queries` and abort rules may only name series of the client's profile.
@@ -211,17 +214,21 @@ pub enum RenderError {
     Knob(#[from] KnobError),
     #[error(transparent)]
     Point(#[from] PointValueError),
+    #[error(transparent)]
+    ConfigKey(#[from] Box<config_keys::KeyError>),
     #[error("{0}")]
     Invalid(String),
 }
 
 /// The pod, ConfigMaps and generated Secrets of an input. Pure: the same input always
-/// renders the same objects, so re-applying them is a no-op.
+/// renders the same objects, so re-applying them is a no-op. What the API server could not
+/// judge is judged here, before any pod exists: the config keys by the version's table.
 pub fn render(input: &RenderInput) -> Result<Rendered, RenderError> {
     let client = client_for(&input.template)?;
     if !client.runs_trials() {
         return Err(RenderError::Unsupported(client.display()));
     }
+    config_keys::check(&input.template, client.version(&input.template))?;
     let skeleton = pod::skeleton(input, client)?;
     let part = client.render(input, &skeleton)?;
     let mut rendered = pod::assemble(input, skeleton, part);

@@ -1,10 +1,14 @@
 //! The CRD schema (OpenAPI + CEL) refuses bad experiments at `kubectl apply` time, with a
 //! message that names the field and says what to do.
 
-use kube::api::{DeleteParams, DynamicObject, PostParams};
-use serde_json::{Value, json};
+use std::time::Duration;
 
-use crate::common::{experiments, lab, merge, refusals, yaml_file};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use serde_json::{Value, json};
+use valtune::api::ValidatorExperiment;
+use valtune::api::trial::TrialOutcome;
+
+use crate::common::{experiments, lab, merge, refusals, trials, wait_finished, yaml_file};
 
 fn quickstart() -> Value {
     yaml_file("manifests/examples/quickstart-agave-ram-sweep.yaml")
@@ -377,4 +381,366 @@ async fn a_tuning_the_client_honours_is_accepted() {
     let failures = refusals(&api, &tuned, Vec::new()).await;
     lab.delete_namespace(&ns).await;
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+const FRANKENDANCER: &str = "manifests/examples/frankendancer-bench-tiles.yaml";
+const FIREDANCER: &str = "manifests/examples/firedancer-bench-tiles.yaml";
+const BESU: &str = "manifests/examples/besu-allocator-heap-sweep.yaml";
+const NODEOS: &str = "manifests/examples/nodeos-wax-memory-pressure.yaml";
+const QUICKSTART: &str = "manifests/examples/quickstart-agave-ram-sweep.yaml";
+
+type Case = (&'static str, Value, &'static str, &'static str);
+
+/// The shapes of free text that becomes a flag, a URL, an address or an image (api/shapes.rs),
+/// a case per rule, on the example of a client that has the field.
+fn shape_cases() -> Vec<(&'static str, Vec<Case>)> {
+    let agave = |f: Value| json!({"spec": {"template": {"agave": f}}});
+    let fd = |f: Value| json!({"spec": {"template": {"firedancer": f}}});
+    let besu = |f: Value| json!({"spec": {"template": {"besu": f}}});
+    let nodeos = |f: Value| json!({"spec": {"template": {"nodeos": f}}});
+    vec![
+        (
+            QUICKSTART,
+            vec![
+                (
+                    "an entrypoint without a port",
+                    agave(json!({"entrypoints": ["entrypoint.testnet.solana.com"]})),
+                    "spec.template.agave.entrypoints",
+                    "each entrypoint must be host:port",
+                ),
+                (
+                    "an entrypoint port above 65535",
+                    agave(json!({"entrypoints": ["entrypoint.testnet.solana.com:80010"]})),
+                    "spec.template.agave.entrypoints",
+                    "a port from 1 to 65535",
+                ),
+                (
+                    "an entrypoint whose digits are no IPv4 address",
+                    agave(json!({"entrypoints": ["999.1.2.3:8001"]})),
+                    "spec.template.agave.entrypoints",
+                    "each entrypoint must be host:port",
+                ),
+                (
+                    "an entrypoint given as a URL",
+                    agave(json!({"entrypoints": ["http://entrypoint.testnet.solana.com:8001"]})),
+                    "spec.template.agave.entrypoints",
+                    "each entrypoint must be host:port",
+                ),
+                (
+                    "a port range past the last port",
+                    agave(json!({"dynamicPortRange": "65000-70000"})),
+                    "spec.template.agave.dynamicPortRange",
+                    "ends above port 65535",
+                ),
+                (
+                    "a known validator that is no base58 key",
+                    agave(
+                        json!({"knownValidators": ["5D1fNXzvv5NjV1ysLjirC4WY92RNsVH18vjmcszZd8o0"]}),
+                    ),
+                    "spec.template.agave.knownValidators",
+                    "each known validator must be a base58 public key",
+                ),
+                (
+                    "a genesis hash that is no base58 hash",
+                    agave(
+                        json!({"expectedGenesisHash": "4uhcVJyU9pJkvQyS88uRDiswHXSCkY3zQawwpjk2Ns0I"}),
+                    ),
+                    "spec.template.agave.expectedGenesisHash",
+                    "must be a base58 hash",
+                ),
+                (
+                    "an image with a space",
+                    agave(json!({"image": "anzaxyz/agave: v4.0.3"})),
+                    "spec.template.agave.image",
+                    "must be an image reference",
+                ),
+                (
+                    "an exporter image given as a URL",
+                    agave(
+                        json!({"exporters": {"rpc": "https://ghcr.io/asymmetric-research/solana-exporter:v3.0.2"}}),
+                    ),
+                    "spec.template.agave.exporters.rpc",
+                    "must be an image reference",
+                ),
+                (
+                    "a program cache image in capitals",
+                    agave(
+                        json!({"programCacheImages": [{"entries": 512, "image": "Registry/Agave:pc512"}]}),
+                    ),
+                    "spec.template.agave.programCacheImages[0].image",
+                    "must be an image reference",
+                ),
+                (
+                    "a memory of nothing",
+                    json!({"spec": {"sweep": {"memory": null}, "template": {"resources": {"memory": "0"}}}}),
+                    "spec.template.resources.memory",
+                    "must be a positive quantity",
+                ),
+                (
+                    "a negative memory limit",
+                    json!({"spec": {"sweep": {"memory": null}, "template": {"resources": {"memory": "1Ti", "memoryLimit": "-2Ti"}}}}),
+                    "spec.template.resources.memoryLimit",
+                    "must be a positive quantity",
+                ),
+                (
+                    "a Prometheus URL without a host",
+                    json!({"spec": {"metrics": {"prometheusUrl": "http://"}}}),
+                    "spec.metrics.prometheusUrl",
+                    "must be an http(s) URL with a host",
+                ),
+                (
+                    "a remote-write URL that is a path",
+                    json!({"spec": {"metrics": {"remoteWriteUrl": "/api/v1/write"}}}),
+                    "spec.metrics.remoteWriteUrl",
+                    "must be an http(s) URL with a host",
+                ),
+            ],
+        ),
+        (
+            FRANKENDANCER,
+            vec![
+                (
+                    "a Firedancer entrypoint without a port",
+                    fd(json!({"entrypoints": ["entrypoint.testnet.solana.com"]})),
+                    "spec.template.firedancer.entrypoints",
+                    "each entrypoint must be host:port",
+                ),
+                (
+                    "a config key with spaces",
+                    fd(json!({"config": {"rpc transaction history": "true"}})),
+                    "spec.template.firedancer.config",
+                    "a config key is a dotted path of words such as rpc.transaction_history",
+                ),
+                (
+                    "a config value that writes a second line",
+                    fd(json!({"config": {"rpc.transaction_history": "true\nuser = \"root\""}})),
+                    "spec.template.firedancer.config",
+                    "a config value must be on one line",
+                ),
+                (
+                    "a configKey knob value that writes a second line",
+                    json!({"spec": {"sweep": {"knobs": [{"name": "noBlockstore", "configKey": "development.bench.disable_blockstore_from_slot", "values": ["0", "1\nuser = \"root\""]}]}}}),
+                    "spec.sweep.knobs[0].values",
+                    "a configKey value must be on one line",
+                ),
+                (
+                    "a config key no Frankendancer release has",
+                    fd(json!({"config": {"rpc.transaction_histroy": "true"}})),
+                    "spec.template.firedancer.config",
+                    "no release of this flavor has this config key",
+                ),
+                (
+                    "a configKey knob no Frankendancer release has",
+                    json!({"spec": {"sweep": {"knobs": [{"name": "noBlockstore", "configKey": "development.bench.disable_blockstore", "values": ["0", "1"]}]}}}),
+                    "spec.sweep.knobs",
+                    "no release of this flavor has this configKey",
+                ),
+                (
+                    "an exporter image with a scheme",
+                    fd(
+                        json!({"exporters": {"datapoints": "docker://victoriametrics/vmagent:v1.110.0"}}),
+                    ),
+                    "spec.template.firedancer.exporters.datapoints",
+                    "must be an image reference",
+                ),
+            ],
+        ),
+        (
+            FIREDANCER,
+            vec![
+                (
+                    "a Frankendancer key for full Firedancer",
+                    fd(json!({"config": {"development.bench.disable_blockstore_from_slot": "1"}})),
+                    "spec.template.firedancer.config",
+                    "a key of the other flavor",
+                ),
+                (
+                    "an IPv6 entrypoint for full Firedancer, which resolves IPv4 only",
+                    fd(json!({"entrypoints": ["[2001:db8::1]:8001"]})),
+                    "spec.template.firedancer.entrypoints",
+                    "resolves [gossip] entrypoints to IPv4 addresses only",
+                ),
+            ],
+        ),
+        (
+            BESU,
+            vec![
+                (
+                    "a consensus image that is not Teku",
+                    besu(json!({"consensus": {"image": "sigp/lighthouse:v7.0.0"}})),
+                    "spec.template.besu.consensus.image",
+                    "the consensus client valtune renders is Teku",
+                ),
+                (
+                    "a checkpoint sync URL without a scheme",
+                    besu(json!({"consensus": {"checkpointSyncUrl": "mainnet.checkpoint.sigp.io"}})),
+                    "spec.template.besu.consensus.checkpointSyncUrl",
+                    "must be an http(s) URL with a host",
+                ),
+                (
+                    "JVM options with a bare word",
+                    besu(json!({"jvmOptions": "-Xss4m G1"})),
+                    "spec.template.besu.jvmOptions",
+                    "jvmOptions are JVM options separated by spaces",
+                ),
+                (
+                    "a besu.toml key written as a flag",
+                    besu(json!({"config": {"--rpc-http-enabled": "true"}})),
+                    "spec.template.besu.config",
+                    "a config key is a dotted path of words such as rpc-http-enabled",
+                ),
+                (
+                    "a besu.toml value that writes a second line",
+                    besu(
+                        json!({"config": {"rpc-http-enabled": "true\nrpc-http-host = \"0.0.0.0\""}}),
+                    ),
+                    "spec.template.besu.config",
+                    "a config value must be on one line",
+                ),
+                (
+                    "a block-times image with a space",
+                    besu(json!({"blockTimes": {"image": "victoriametrics/vmagent v1.110.0"}})),
+                    "spec.template.besu.blockTimes.image",
+                    "must be an image reference",
+                ),
+            ],
+        ),
+        (
+            NODEOS,
+            vec![
+                (
+                    "a peer without a port",
+                    nodeos(json!({"peers": ["peer.wax.alohaeos.com"]})),
+                    "spec.template.nodeos.peers",
+                    "each peer must be host:port[:trx|:blk]",
+                ),
+                (
+                    "a peer with a connection type nodeos does not have",
+                    nodeos(json!({"peers": ["peer.wax.alohaeos.com:9876:all"]})),
+                    "spec.template.nodeos.peers",
+                    "each peer must be host:port[:trx|:blk]",
+                ),
+                (
+                    "a config.ini key written as a flag",
+                    nodeos(json!({"config": {"--max-transaction-time": "100"}})),
+                    "spec.template.nodeos.config",
+                    "a config.ini key is a nodeos option name",
+                ),
+                (
+                    "a snapshot URL that is a path",
+                    nodeos(json!({"snapshot": {"hostPath": null, "url": "/snapshots/wax.bin"}})),
+                    "spec.template.nodeos.snapshot.url",
+                    "must be an http(s) URL with a host",
+                ),
+                (
+                    "a negative memory pressure in the sweep",
+                    json!({"spec": {"sweep": {"memoryPressure": ["0", "-6Gi"]}}}),
+                    "spec.sweep.memoryPressure",
+                    "every value must be a quantity of 0 or more",
+                ),
+                (
+                    "a negative tuned memory pressure",
+                    json!({"spec": {"sweep": {"memoryPressure": null}, "template": {"tuning": {"memoryPressure": "-6Gi"}}}}),
+                    "spec.template.tuning.memoryPressure",
+                    "must be a quantity of 0 or more",
+                ),
+                (
+                    "a memory hog image with a tag but no name",
+                    nodeos(json!({"memoryHog": {"image": ":latest"}})),
+                    "spec.template.nodeos.memoryHog.image",
+                    "must be an image reference",
+                ),
+            ],
+        ),
+    ]
+}
+
+/// Shapes the clients take, which the rules must not refuse: each example with a patch.
+fn shapes_accepted() -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            QUICKSTART,
+            json!({"spec": {"template": {"agave": {
+                "entrypoints": ["entrypoint.testnet.solana.com:8001", "127.0.0.1:8001", "[2001:db8::1]:8001"],
+                "knownValidators": ["5D1fNXzvv5NjV1ysLjirC4WY92RNsVH18vjmcszZd8on"],
+                "image": "registry.local:5000/agave:v4.0.3@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            }}}}),
+        ),
+        (
+            BESU,
+            json!({"spec": {"template": {"besu": {
+                "jvmOptions": "-XX:+AlwaysPreTouch  -Xss4m",
+                "config": {"rpc-http-enabled": "true", "rpc-http-port": "8545"},
+                "consensus": {"image": "registry.local:5000/mirror/teku:25.12.0", "checkpointSyncUrl": "http://beacon.local:5052"},
+            }}}}),
+        ),
+        (
+            NODEOS,
+            json!({"spec": {"template": {"nodeos": {
+                "peers": ["p2p.wax.example:9876:blk", "10.0.0.7:9876:trx", "[2001:db8::7]:9876"],
+                "config": {"max-transaction-time": "100"},
+            }, "tuning": {"memoryPressure": "0"}}, "sweep": {"memoryPressure": null}}}),
+        ),
+    ]
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn free_text_of_the_wrong_shape_is_refused_with_the_field_and_the_fix() {
+    let lab = lab().await;
+    let ns = lab.namespace("admission-shapes").await;
+    let api = experiments(&lab.client, &ns);
+    let mut failures = Vec::new();
+    for (example, cases) in shape_cases() {
+        let base = yaml_file(example);
+        for f in refusals(&api, &base, cases).await {
+            failures.push(format!("{example}: {f}"));
+        }
+    }
+    for (example, patch) in shapes_accepted() {
+        let base = merge(&yaml_file(example), &patch);
+        for f in refusals(&api, &base, Vec::new()).await {
+            failures.push(format!("{example} (shapes it takes): {f}"));
+        }
+    }
+    lab.delete_namespace(&ns).await;
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A config key the image's release lacks passes admission (the API server cannot judge a
+/// key by version) and ends the trial Invalid before any pod exists, naming the key, the
+/// version and the fix, where fdctl would have exited at start.
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn a_config_key_the_version_lacks_ends_the_trial_before_its_pod() {
+    let lab = lab().await;
+    let ns = lab.namespace("admission-keys").await;
+    let _op = lab.start_operator(&ns);
+    // One point of the bench, with a key Frankendancer removed in v0.901 (tiles.poh became
+    // tiles.pohh); the example runs v0.1106.40201.
+    let mut v = merge(
+        &crate::common::example(FRANKENDANCER),
+        &json!({"spec": {
+            "sweep": {
+                "threads": [{"name": "verifyTiles", "values": [4]}, {"name": "bankTiles", "values": [2]}],
+                "knobs": [{"name": "noBlockstore", "configKey": "development.bench.disable_blockstore_from_slot", "values": ["1"]}],
+            },
+            "template": {"firedancer": {"config": {"tiles.poh.lagged_consecutive_leader_start": "true"}}},
+        }}),
+    );
+    v["metadata"]["namespace"] = json!(ns);
+    v["metadata"]["name"] = json!("fd-keys");
+    let vx: ValidatorExperiment = serde_json::from_value(v).unwrap();
+    let api: Api<ValidatorExperiment> = Api::namespaced(lab.client.clone(), &ns);
+    api.create(&PostParams::default(), &vx).await.unwrap();
+    wait_finished(&lab, &ns, "fd-keys", Duration::from_secs(120)).await;
+    let st = trials(&lab, &ns).await.remove(0).status.unwrap();
+    assert_eq!(st.outcome, Some(TrialOutcome::Invalid), "{st:?}");
+    assert_eq!(st.attempts, 0, "no pod was created: {st:?}");
+    let message = st.message.unwrap_or_default();
+    assert!(
+        message.contains("template.firedancer.config (or a sweep.knobs configKey): Frankendancer 0.1106.40201 has no config key `tiles.poh.lagged_consecutive_leader_start` (it exists before 0.901.0), and would exit at start: remove it, or use a release that has it"),
+        "{message}"
+    );
+    lab.delete_namespace(&ns).await;
 }

@@ -6,6 +6,7 @@
 
 mod args;
 pub mod knobs;
+pub mod options;
 pub mod profile;
 mod render;
 

@@ -9,6 +9,7 @@
 
 mod config;
 mod config_full;
+pub mod keys;
 mod knobs;
 mod layout;
 mod profile;

@@ -5,6 +5,7 @@
 //! upstream sources, in docs/clients/nodeos.md.
 
 mod knobs;
+pub mod options;
 mod profile;
 mod render;
 mod report;

@@ -328,7 +328,13 @@ fn start(step: &mut Step, obs: &Observed, now: Timestamp) {
             });
             step.requeue = Some(Duration::from_secs(1));
         }
-        Some(Err(e)) => finish(st, None, format!("cannot render the pod: {e}"), now),
+        // Rendering again cannot fix it: the trial cannot run as written.
+        Some(Err(e)) => finish(
+            st,
+            Some(TrialOutcome::Invalid),
+            format!("cannot render the pod: {e}"),
+            now,
+        ),
         None => step.requeue = Some(Duration::from_secs(1)),
     }
 }

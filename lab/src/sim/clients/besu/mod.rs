@@ -8,6 +8,10 @@
 
 pub mod log4j;
 pub mod model;
+/// The operator's table of Besu's options by version (one source for both: the operator
+/// judges besu.toml keys by it, and the model refuses unknown options by it).
+#[path = "../../../../../operator/src/clients/besu/options.rs"]
+pub mod options;
 pub mod start;
 
 use std::sync::Arc;

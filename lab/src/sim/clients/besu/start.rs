@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use super::super::{Env, Exit};
 use super::V;
+use super::options::exists;
 
 /// The official image's libraries an `LD_PRELOAD` can load: libjemalloc-dev's unversioned
 /// name and libjemalloc2's (docker/Dockerfile @25.12.0 L15, Ubuntu 24.04 multiarch
@@ -101,42 +102,6 @@ const LISTS: [&str; 10] = [
     "--banned-node-ids",
     "--plugins",
 ];
-
-/// Options whose existence changed between versions (since, before), checked first.
-const VERSIONED: [(&str, Option<V>, Option<V>); 7] = [
-    (
-        "--Xsnapsync-synchronizer-flat-db-healing-enabled",
-        Some((23, 7, 0)),
-        Some((25, 6, 0)),
-    ),
-    ("--Xbonsai-full-flat-db-enabled", Some((24, 5, 2)), None),
-    ("--Xbonsai-limit-trie-logs-enabled", None, Some((25, 7, 0))),
-    ("--bonsai-limit-trie-logs-enabled", Some((24, 6, 0)), None),
-    ("--miner-enabled", None, Some((25, 12, 0))),
-    ("--miner-coinbase", None, Some((25, 12, 0))),
-    (
-        "--Xplugin-rocksdb-high-spec-enabled",
-        Some((22, 10, 0)),
-        None,
-    ),
-];
-
-fn known_options(version: V) -> &'static str {
-    if version >= (26, 2, 0) {
-        include_str!("options-26.2.0.txt")
-    } else {
-        include_str!("options-25.12.0.txt")
-    }
-}
-
-fn exists(option: &str, version: V) -> bool {
-    if let Some((_, since, before)) = VERSIONED.iter().find(|(o, _, _)| *o == option) {
-        return since.is_none_or(|s| version >= s) && before.is_none_or(|b| version < b);
-    }
-    known_options(version)
-        .lines()
-        .any(|l| !l.starts_with('#') && l.trim() == option)
-}
 
 fn exit(code: i32, message: String) -> Exit {
     Exit {

@@ -13,6 +13,9 @@ pub mod fdctl;
 pub mod follow;
 pub mod full;
 pub mod full_follow;
+/// The operator's table of config keys by release (one source for both: the operator
+/// judges a trial's keys by it, and fdctl here refuses by it).
+#[path = "../../../../../operator/src/clients/firedancer/keys.rs"]
 pub mod keys;
 pub mod metrics;
 pub mod perms;

@@ -9,7 +9,10 @@
 //! item; docs/clients/nodeos.md).
 
 pub mod model;
-mod options;
+/// The operator's lists of nodeos' options (one source for both: the operator judges
+/// config.ini keys by them, and the model refuses unknown options by them).
+#[path = "../../../../../operator/src/clients/nodeos/options.rs"]
+pub mod options;
 mod pod_reading;
 
 use std::sync::Arc;

@@ -171,6 +171,7 @@ fn a_pod_that_cannot_be_rendered_fails_the_trial() {
     };
     let step = transition(&status(TrialPhase::Pending), &obs, &settings(), at(0));
     assert_eq!(step.status.phase, TrialPhase::Failed);
+    assert_eq!(step.status.outcome, Some(TrialOutcome::Invalid));
     assert!(
         step.status
             .message

@@ -5,7 +5,14 @@
 //! chain, chain_api, http, http_client, net, net_api, producer, producer_api,
 //! state_history, trace_api, db_size_api, resource_monitor, test_control,
 //! test_control_api, prometheus) and of appbase, at AntelopeIO/leap v5.0.3 and
-//! AntelopeIO/spring v1.2.2.
+//! AntelopeIO/spring v1.2.2. A config.ini key is an option name, so the operator judges
+//! `template.nodeos.config` by these lists for the release lines they were read at,
+//! before the pod is created, and the lab's nodeos refuses unknown options by them. Pure
+//! data: it uses nothing outside itself.
+
+/// The releases the lists were read at: leap's and spring's (major, minor, patch).
+pub const LEAP_READ_AT: (u32, u32, u32) = (5, 0, 3);
+pub const SPRING_READ_AT: (u32, u32, u32) = (1, 2, 2);
 
 pub const COMMON: &[&str] = &[
     "abi-serializer-max-time-ms",
