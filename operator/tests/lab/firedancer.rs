@@ -142,7 +142,19 @@ fn refused() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             "bench keys on a follower",
             fd(json!({"workload": "follow"})),
             "spec.template.firedancer.workload",
-            "development.bench and development.genesis keys are for the bench workload",
+            "development.bench, development.genesis, development.sandbox and development.no_clone keys are for the bench workload",
+        ),
+        (
+            "a follower without privileged: true (its tiles' sandbox writes /proc/sys)",
+            json!({"spec": {"template": {"firedancer": {"workload": "follow"}}, "sweep": {"knobs": null}}}),
+            "spec.template.firedancer.privileged",
+            "a follower needs privileged: true: every tile's sandbox writes /proc/sys/user/max_*_namespaces",
+        ),
+        (
+            "the sandbox turned off on a follower",
+            json!({"spec": {"template": {"firedancer": {"workload": "follow", "privileged": true, "config": {"development.sandbox": "false"}}}, "sweep": {"knobs": null}}}),
+            "spec.template.firedancer.workload",
+            "development.sandbox and development.no_clone keys are for the bench workload",
         ),
         (
             "running as root",
@@ -475,7 +487,8 @@ async fn a_follower_keeps_up_and_is_measured_like_agave() {
                 "firedancer": {
                     "image": "registry.example.com/frankendancer:v0.1106.40201",
                     "cluster": "mainnet-beta",
-                    "capabilities": ["NET_RAW", "SYS_ADMIN", "SYS_RESOURCE"],
+                    // Its tiles' sandbox writes /proc/sys (src/util/sandbox/fd_sandbox.c).
+                    "privileged": true,
                 },
                 "resources": {"cpu": 32, "memory": "512Gi", "hugepages1Gi": 32, "hugepages2Mi": 512},
                 "storage": [{"role": "ledger", "size": "2Ti"}, {"role": "accounts", "size": "2Ti"}],
