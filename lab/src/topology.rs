@@ -464,7 +464,8 @@ impl LabNode {
                     kube_proxy_version: String::new(),
                     container_runtime_version: "kwok".into(),
                     os_image: "valtune lab (simulated bare metal)".into(),
-                    kernel_version: "simulated".into(),
+                    // The kubelet reports `uname -r`.
+                    kernel_version: self.prepared.kernel.clone(),
                     boot_id: String::new(),
                     machine_id: String::new(),
                     system_uuid: String::new(),
