@@ -422,9 +422,14 @@ async fn start(
     );
     for (n, ip) in nodes.iter_mut().zip(node_ips) {
         n.ip = Some(ip);
-        // What the machine's kernel gives a validator, where the lab's kubelet reads it.
-        n.prepared
-            .write_sysctls(&dir.join("nodes").join(&n.name).join("sys"))?;
+        // What the machine's kernel gives a validator, where the lab's kubelet reads it:
+        // in the host's network namespace and in a pod's own.
+        for host_network in [true, false] {
+            n.prepared.write_sysctls(
+                &crate::sim::init_steps::sysctl_dir(&dir.join("nodes").join(&n.name), host_network),
+                host_network,
+            )?;
+        }
     }
     if nodes.iter().any(|n| n.gpus > 0) {
         apply(&client, gpu_runtime_class(&state.name)).await?;

@@ -119,6 +119,25 @@ pub struct Prepared {
     /// Directories the machine mounts as tmpfs without `noswap` (swap can back them).
     #[serde(default)]
     pub tmpfs: Vec<String>,
+    /// The kernel's release (`uname -r`). It decides what a pod with its own network
+    /// namespace sees of `net.core`: `rmem_max` and `wmem_max` from 6.11 only
+    /// ([`Prepared::sysctls`]).
+    #[serde(default = "kernel")]
+    pub kernel: String,
+}
+
+/// Ubuntu 24.04's hardware-enablement kernel (24.04.3), which machines bought for
+/// validators now run.
+fn kernel() -> String {
+    "6.14.0-29-generic".into()
+}
+
+/// `MAJOR.MINOR` of a kernel release such as `6.8.0-45-generic`.
+fn release(kernel: &str) -> (u32, u32) {
+    let mut n = kernel
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse().unwrap_or(0));
+    (n.next().unwrap_or(0), n.next().unwrap_or(0))
 }
 
 fn million() -> u64 {
@@ -147,20 +166,49 @@ impl Default for Prepared {
             swap: None,
             swap_behavior: None,
             tmpfs: Vec::new(),
+            kernel: kernel(),
         }
     }
 }
 
 impl Prepared {
-    /// Writes the sysctls a process reads under /proc/sys into `dir`.
-    pub fn write_sysctls(&self, dir: &Path) -> std::io::Result<()> {
-        for (path, value) in [
+    /// Whether a network namespace other than the host's has `net.core.rmem_max` and
+    /// `wmem_max` (and the defaults): Linux 6.11 made them visible there, read-only,
+    /// mirroring the host's (commit 19249c0724f2, "net: make
+    /// net.core.{r,w}mem_{default,max} namespaced"); before, `net_core_table` was
+    /// registered for init_net only, so the files do not exist in a pod's own network.
+    pub fn socket_buffers_in_netns(&self) -> bool {
+        release(&self.kernel) >= (6, 11)
+    }
+
+    /// The sysctls a process reads under /proc/sys: in the host's network namespace, or
+    /// (`host_network` false) in a pod's own.
+    pub fn sysctls(&self, host_network: bool) -> Vec<(&'static str, u64)> {
+        let buffers = host_network || self.socket_buffers_in_netns();
+        [
             ("vm/max_map_count", self.max_map_count),
             ("net/core/rmem_max", self.rmem_max),
             ("net/core/wmem_max", self.wmem_max),
             ("fs/nr_open", self.nr_open),
             ("fs/file-max", self.file_max),
-        ] {
+        ]
+        .into_iter()
+        .filter(|(p, _)| buffers || !p.starts_with("net/core/"))
+        .collect()
+    }
+
+    /// The value of a sysctl (`net/core/rmem_max`) where a process reads it, if it
+    /// exists there.
+    pub fn sysctl(&self, path: &str, host_network: bool) -> Option<u64> {
+        self.sysctls(host_network)
+            .into_iter()
+            .find(|(p, _)| *p == path)
+            .map(|(_, v)| v)
+    }
+
+    /// Writes the sysctls a process reads under /proc/sys into `dir`.
+    pub fn write_sysctls(&self, dir: &Path, host_network: bool) -> std::io::Result<()> {
+        for (path, value) in self.sysctls(host_network) {
             let file = dir.join(path);
             std::fs::create_dir_all(file.parent().expect("a parent"))?;
             std::fs::write(file, format!("{value}\n"))?;
@@ -416,7 +464,8 @@ impl LabNode {
                     kube_proxy_version: String::new(),
                     container_runtime_version: "kwok".into(),
                     os_image: "valtune lab (simulated bare metal)".into(),
-                    kernel_version: "simulated".into(),
+                    // The kubelet reports `uname -r`.
+                    kernel_version: self.prepared.kernel.clone(),
                     boot_id: String::new(),
                     machine_id: String::new(),
                     system_uuid: String::new(),
@@ -510,6 +559,32 @@ pub fn gpu_runtime_class(lab: &str) -> RuntimeClass {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pods_own_network_has_socket_buffer_limits_from_linux_6_11() {
+        let on = |kernel: &str| Prepared {
+            kernel: kernel.into(),
+            ..Default::default()
+        };
+        for (kernel, in_netns) in [
+            ("6.8.0-45-generic", false),
+            ("6.10.14", false),
+            ("6.11.0", true),
+            ("6.14.0-29-generic", true),
+            ("7.0", true),
+            ("5.15.0-119-generic", false),
+        ] {
+            let p = on(kernel);
+            assert_eq!(
+                p.sysctl("net/core/rmem_max", false).is_some(),
+                in_netns,
+                "{kernel}"
+            );
+            // The host's network namespace always has them.
+            assert_eq!(p.sysctl("net/core/wmem_max", true), Some(134_217_728));
+            assert_eq!(p.sysctl("vm/max_map_count", false), Some(1_000_000));
+        }
+    }
 
     #[test]
     fn the_checked_in_topology_meets_the_lab_promises() {

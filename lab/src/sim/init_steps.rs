@@ -1,7 +1,8 @@
 //! The init steps of a played pod, run as the node would run them where the lab can: a
 //! `sh -c` script runs here, reading the node's simulated kernel settings (its /proc/sys
-//! is the lab's per-node directory, given as `SYSCTL_DIR`) and resource limits (`ulimit`
-//! answers the node's). A script that needs a program of its image the lab lacks (exit
+//! is the lab's per-node directory, given as `SYSCTL_DIR`: the host's network namespace
+//! or a pod's own, [`sysctl_dir`]), resource limits (`ulimit` answers the node's) and
+//! kernel release (`uname` answers the node's). A script that needs a program of its image the lab lacks (exit
 //! 127) counts as done; any other failure fails the step, with the end of its output as
 //! the termination message (`FallbackToLogsOnError`).
 
@@ -11,6 +12,12 @@ use k8s_openapi::api::core::v1::Container;
 
 use super::pod_view::PodView;
 use crate::topology::Prepared;
+
+/// The node's /proc/sys as a pod sees it: the host's network namespace (`sys`) or the
+/// pod's own (`sys-podnet`, where older kernels lack `net.core`'s buffer limits).
+pub fn sysctl_dir(node_dir: &Path, host_network: bool) -> std::path::PathBuf {
+    node_dir.join(if host_network { "sys" } else { "sys-podnet" })
+}
 
 /// A failed step: (container, exit code, message).
 pub type Failure = (String, i32, String);
@@ -42,8 +49,9 @@ pub async fn run(view: &PodView, sys: &Path, node: &Prepared) -> Result<(), Fail
             .map(|k| k.to_string())
             .unwrap_or_else(|| "unlimited".into());
         let shim = format!(
-            "ulimit() {{ case \"$*\" in *n*) echo {nofile};; *l*) echo {memlock};; *) echo unlimited;; esac; }}\n",
-            nofile = node.nofile
+            "ulimit() {{ case \"$*\" in *n*) echo {nofile};; *l*) echo {memlock};; *) echo unlimited;; esac; }}\nuname() {{ echo {kernel}; }}\n",
+            nofile = node.nofile,
+            kernel = node.kernel
         );
         let mut cmd = tokio::process::Command::new("sh");
         cmd.arg("-c")
@@ -98,7 +106,7 @@ mod tests {
     async fn a_step_reads_the_nodes_settings_and_fails_with_its_words() {
         let dir = std::env::temp_dir().join(format!("valtune-init-{}", std::process::id()));
         let prepared = Prepared::default();
-        prepared.write_sysctls(&dir).unwrap();
+        prepared.write_sysctls(&dir, true).unwrap();
         let check = "m=$(cat $SYSCTL_DIR/vm/max_map_count); n=$(ulimit -Hn); [ $m -ge 1000000 ] && [ $n -ge 1000000 ] || { echo \"missing: max_map_count $m nofile $n\" >&2; exit 1; }";
         assert_eq!(run(&view(check), &dir, &prepared).await, Ok(()));
         let bare = Prepared {
@@ -106,7 +114,7 @@ mod tests {
             nofile: 1024,
             ..Default::default()
         };
-        bare.write_sysctls(&dir).unwrap();
+        bare.write_sysctls(&dir, true).unwrap();
         assert_eq!(
             run(&view(check), &dir, &bare).await,
             Err((
@@ -118,5 +126,31 @@ mod tests {
         // A program the image has and the lab does not: the step counts as done.
         assert_eq!(run(&view("solana-keygen new"), &dir, &bare).await, Ok(()));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_pods_own_network_on_an_old_kernel_has_no_socket_buffer_limits() {
+        let node = std::env::temp_dir().join(format!("valtune-init-netns-{}", std::process::id()));
+        let old = Prepared {
+            kernel: "6.8.0-45-generic".into(),
+            ..Default::default()
+        };
+        for host in [true, false] {
+            old.write_sysctls(&sysctl_dir(&node, host), host).unwrap();
+        }
+        let check = "v=$(cat $SYSCTL_DIR/net/core/rmem_max 2>/dev/null); [ -n \"$v\" ] || { echo \"no rmem_max on $(uname -r)\" >&2; exit 1; }";
+        assert_eq!(
+            run(&view(check), &sysctl_dir(&node, true), &old).await,
+            Ok(())
+        );
+        assert_eq!(
+            run(&view(check), &sysctl_dir(&node, false), &old).await,
+            Err((
+                "preflight".into(),
+                1,
+                "no rmem_max on 6.8.0-45-generic".into()
+            ))
+        );
+        std::fs::remove_dir_all(&node).unwrap();
     }
 }

@@ -154,6 +154,15 @@ impl PodView {
         }
     }
 
+    /// Whether the pod uses the node's network namespace (`hostNetwork`).
+    pub fn host_network(&self) -> bool {
+        self.pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.host_network)
+            .unwrap_or(false)
+    }
+
     /// What the lab's registry says of a container's image.
     pub fn image(&self, c: &Container) -> Option<&crate::topology::ImageEntry> {
         let name = c.image.as_deref()?;

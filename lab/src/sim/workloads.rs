@@ -227,7 +227,10 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
     // restarted simulator may run them again).
     view.machine = machine(&state, &view.node);
     let prepared = view.machine.prepared.clone();
-    let sys = state.dir.join("nodes").join(&view.node).join("sys");
+    let sys = init_steps::sysctl_dir(
+        &state.dir.join("nodes").join(&view.node),
+        view.host_network(),
+    );
     if let Err((container, code, message)) = init_steps::run(&view, &sys, &prepared).await {
         info!(pod = %name, %container, code, %message, "init step failed");
         if let Err(e) = kubelet::init_failed(&api, &name, &container, code, &message).await {

@@ -83,7 +83,9 @@ pub struct FiredancerSpec {
     #[serde(default)]
     pub bench: FiredancerBench,
     /// Run the validator container privileged (all capabilities, no AppArmor or seccomp
-    /// confinement). Needed for XDP. An explicit opt-in.
+    /// confinement, /proc/sys and /sys writable). Needed for XDP and by a follower: each
+    /// tile's sandbox writes /proc/sys/user/max_*_namespaces, which the kubelet mounts
+    /// read-only otherwise, and a live cluster refuses the sandbox off. An explicit opt-in.
     #[serde(default)]
     pub privileged: bool,
     /// Capabilities added to the validator container, an explicit opt-in: `fdctl run`

@@ -193,6 +193,7 @@ pub async fn run(client: &Client, opts: &Options) -> Vec<Finding> {
         if n.swap {
             out.push(swap_finding(n, &eligible));
         }
+        out.extend(netns_buffers_finding(n, &eligible));
         out.extend(storage_checks(client, n, &eligible).await);
         out.extend(pod_security_finding(n, &opts.namespace, ns_labels.as_ref()));
     }
@@ -674,6 +675,74 @@ fn swap_finding(n: &Needs, eligible: &[&Node]) -> Finding {
     }
 }
 
+/// `MAJOR.MINOR` of a kernel release (`6.8.0-45-generic`), if it reads as one.
+fn kernel_release(kernel: &str) -> Option<(u32, u32)> {
+    let mut parts = kernel.split(|c: char| !c.is_ascii_digit());
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
+/// Whether a pod has its own network and a preflight that reads `net.core.rmem_max` there.
+fn checks_buffers_in_own_network(pod: &Pod) -> bool {
+    let spec = pod.spec.as_ref();
+    !spec.and_then(|s| s.host_network).unwrap_or(false)
+        && spec
+            .and_then(|s| s.init_containers.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|c| c.name == crate::clients::pod::PREFLIGHT_CONTAINER)
+            .flat_map(|c| c.args.iter().flatten())
+            .any(|a| a.contains("net/core/rmem_max"))
+}
+
+/// A pod with its own network sees `net.core.rmem_max` and `wmem_max` only on Linux 6.11
+/// or later (commit 19249c0724f2, "net: make net.core.{r,w}mem_{default,max}
+/// namespaced"); before, the preflight of a benchmark ends it NodeNotPrepared. Judged from
+/// each node's `status.nodeInfo.kernelVersion` (the kubelet's `uname -r`).
+fn netns_buffers_finding(n: &Needs, eligible: &[&Node]) -> Option<Finding> {
+    if !n.pods.iter().any(|(_, p)| checks_buffers_in_own_network(p)) {
+        return None;
+    }
+    let old: Vec<String> = eligible
+        .iter()
+        .filter_map(|node| {
+            let kernel = node
+                .status
+                .as_ref()?
+                .node_info
+                .as_ref()?
+                .kernel_version
+                .clone();
+            (kernel_release(&kernel)? < (6, 11)).then(|| format!("{} ({kernel})", node.name_any()))
+        })
+        .collect();
+    let detail = format!(
+        "{}: its pods have their own network, which shows net.core.rmem_max and wmem_max only on Linux 6.11 or later",
+        n.what
+    );
+    let fix = "run it on nodes with Linux 6.11 or later (select them with template.placement.nodeSelector), or upgrade these nodes' kernels";
+    Some(if old.is_empty() {
+        Finding::pass("kernel", detail)
+    } else if old.len() == eligible.len() {
+        Finding::fail(
+            "kernel",
+            format!(
+                "{detail}; every node it may use runs an older one: {}",
+                old.join(", ")
+            ),
+            fix,
+        )
+    } else {
+        Finding::warn(
+            "kernel",
+            format!(
+                "{detail}; on these its preflight ends the trial NodeNotPrepared: {}",
+                old.join(", ")
+            ),
+            fix,
+        )
+    })
+}
+
 async fn storage_checks(client: &Client, n: &Needs, eligible: &[&Node]) -> Vec<Finding> {
     let classes: Api<StorageClass> = Api::all(client.clone());
     let pvs = Api::<PersistentVolume>::all(client.clone())
@@ -981,6 +1050,46 @@ mod tests {
             f.fix.unwrap(),
             "kubectl label namespace validators pod-security.kubernetes.io/enforce=privileged --overwrite"
         );
+    }
+
+    #[test]
+    fn a_benchmark_in_its_own_network_needs_linux_6_11() {
+        let bench: Pod = serde_saphyr::from_str(
+            "spec:\n  initContainers:\n  - name: preflight\n    args: ['need net.core.rmem_max \"$(val net/core/rmem_max)\" 134217728']\n  containers: [{name: v}]\n",
+        )
+        .unwrap();
+        let node = |name: &str, kernel: &str| -> Node {
+            serde_saphyr::from_str(&format!(
+                "metadata: {{name: {name}}}\nstatus: {{nodeInfo: {{kernelVersion: '{kernel}', architecture: amd64, bootID: '', containerRuntimeVersion: '', kubeProxyVersion: '', kubeletVersion: '', machineID: '', operatingSystem: linux, osImage: '', systemUUID: ''}}}}\n"
+            ))
+            .unwrap()
+        };
+        let (old, new) = (
+            node("a", "6.8.0-45-generic"),
+            node("b", "6.14.0-29-generic"),
+        );
+        let mut n = needs();
+        assert!(
+            netns_buffers_finding(&n, &[&old]).is_none(),
+            "no pods, nothing to judge"
+        );
+        n.pods = vec![("p".into(), bench.clone())];
+        let f = netns_buffers_finding(&n, &[&old]).unwrap();
+        assert_eq!(f.status, Status::Fail, "{f:?}");
+        assert!(f.detail.ends_with("a (6.8.0-45-generic)"), "{}", f.detail);
+        assert_eq!(
+            netns_buffers_finding(&n, &[&old, &new]).unwrap().status,
+            Status::Warn
+        );
+        assert_eq!(
+            netns_buffers_finding(&n, &[&new]).unwrap().status,
+            Status::Pass
+        );
+        // The node's network (a follower) has them on any kernel.
+        let mut follower = bench;
+        follower.spec.as_mut().unwrap().host_network = Some(true);
+        n.pods = vec![("p".into(), follower)];
+        assert!(netns_buffers_finding(&n, &[&old]).is_none());
     }
 
     #[test]

@@ -29,6 +29,40 @@ pub const EXCLUSIVE_LABEL: &str = "valtune.dev/exclusive";
 /// the trial ends NodeNotPrepared with what it printed.
 pub const PREFLIGHT_CONTAINER: &str = "preflight";
 
+/// The head of a preflight script (`sh -c`), shared by the clients that check the node:
+/// `val PATH` reads a kernel setting under /proc/sys (`SYSCTL_DIR` overrides it; empty
+/// where this namespace has none), and `need NAME HAVE WANT` notes in `$missing` a value
+/// below WANT or one that cannot be read, with the reason. `net.core.rmem_max` and
+/// `wmem_max` exist outside the host's network namespace only from Linux 6.11 (commit
+/// 19249c0724f2, "net: make net.core.{r,w}mem_{default,max} namespaced"): in a pod with
+/// its own network (`host_network` false) an older kernel has no such files, which the
+/// message says with the node's `uname -r`.
+pub fn preflight_head(host_network: bool) -> String {
+    let netns = if host_network {
+        ""
+    } else {
+        "\n    net.core.*) why=\"not in the pod's own network namespace, where Linux shows it from 6.11 (kernel commit 19249c0724f2); this node runs $(uname -r): use nodes with Linux 6.11 or later\";;"
+    };
+    format!(
+        r#"set -u
+sys=${{SYSCTL_DIR:-/proc/sys}}
+missing=""
+val() {{ cat "$sys/$1" 2>/dev/null; }}
+need() {{ # need NAME HAVE WANT
+  case "$2" in
+  "") case "$1" in{netns}
+    *) why="no such kernel setting in /proc/sys on $(uname -r)";;
+    esac
+    missing="$missing $1 is missing ($why);";;
+  unlimited) ;;
+  *[!0-9]*) missing="$missing $1 is $2 (not a number; needs $3);";;
+  *) if [ "$2" -lt "$3" ]; then missing="$missing $1 is $2 (needs $3);"; fi;;
+  esac
+}}
+"#
+    )
+}
+
 /// The pod of a trial's attempt (see [`Lifecycle::pod_name`]).
 pub fn pod_name(trial: &str, attempt: i32) -> String {
     format!("{trial}-{attempt}")
@@ -345,5 +379,77 @@ pub fn config_map(
         metadata: skeleton.meta(input, format!("{}-{suffix}", skeleton.pod_name)),
         data: Some(files),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod preflight_tests {
+    use super::preflight_head;
+
+    /// What `$missing` holds after `checks`, against a /proc/sys holding `files`, on a
+    /// kernel `uname -r` calls `release`.
+    fn missing(host_network: bool, files: &[(&str, &str)], checks: &str) -> String {
+        let dir = std::env::temp_dir().join(format!(
+            "valtune-preflight-{}-{}",
+            std::process::id(),
+            checks.len() + files.len() * 100 + usize::from(host_network) * 10_000
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        for (path, value) in files {
+            let f = dir.join(path);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, format!("{value}\n")).unwrap();
+        }
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = format!(
+            "uname() {{ echo 6.8.0-45-generic; }}\n{}{checks}\necho \"$missing\"",
+            preflight_head(host_network)
+        );
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .env("SYSCTL_DIR", &dir)
+            .output()
+            .unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    const RMEM: &str = r#"need net.core.rmem_max "$(val net/core/rmem_max)" 134217728"#;
+
+    #[test]
+    fn a_value_below_the_minimum_is_named_with_both_numbers() {
+        assert_eq!(
+            missing(true, &[("net/core/rmem_max", "212992")], RMEM),
+            "net.core.rmem_max is 212992 (needs 134217728);"
+        );
+        assert_eq!(
+            missing(true, &[("net/core/rmem_max", "134217728")], RMEM),
+            ""
+        );
+        assert_eq!(missing(true, &[], r#"need nofile unlimited 1000000"#), "");
+    }
+
+    #[test]
+    fn a_missing_value_fails_with_the_reason() {
+        // `[ "" -lt N ]` is false: before, a missing file passed.
+        let own = missing(false, &[], RMEM);
+        assert!(
+            own.starts_with("net.core.rmem_max is missing (not in the pod's own network namespace, where Linux shows it from 6.11 (kernel commit 19249c0724f2); this node runs 6.8.0-45-generic"),
+            "{own}"
+        );
+        let host = missing(true, &[], RMEM);
+        assert_eq!(
+            host,
+            "net.core.rmem_max is missing (no such kernel setting in /proc/sys on 6.8.0-45-generic);"
+        );
+        assert_eq!(
+            missing(
+                true,
+                &[("vm/max_map_count", "lots")],
+                r#"need vm.max_map_count "$(val vm/max_map_count)" 1000000"#
+            ),
+            "vm.max_map_count is lots (not a number; needs 1000000);"
+        );
     }
 }

@@ -1,7 +1,9 @@
-//! Frankendancer in the lab (seed 003): admission of layouts, privileges and hugepages;
+//! Frankendancer in the lab (seed 003): admission of layouts, privileges (a follower is
+//! privileged: its tiles' sandbox writes /proc/sys) and hugepages;
 //! the guide's benchmark session naming each layout's bottleneck; fdctl's own refusals
 //! (too few gigantic pages, a layout larger than its cores); metric names by version; a
-//! follower measured like Agave.
+//! follower measured like Agave; a bench whose network namespace lacks net.core.rmem_max
+//! (Linux before 6.11) ends NodeNotPrepared with the reason.
 
 use std::time::Duration;
 
@@ -140,7 +142,19 @@ fn refused() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             "bench keys on a follower",
             fd(json!({"workload": "follow"})),
             "spec.template.firedancer.workload",
-            "development.bench and development.genesis keys are for the bench workload",
+            "development.bench, development.genesis, development.sandbox and development.no_clone keys are for the bench workload",
+        ),
+        (
+            "a follower without privileged: true (its tiles' sandbox writes /proc/sys)",
+            json!({"spec": {"template": {"firedancer": {"workload": "follow"}}, "sweep": {"knobs": null}}}),
+            "spec.template.firedancer.privileged",
+            "a follower needs privileged: true: every tile's sandbox writes /proc/sys/user/max_*_namespaces",
+        ),
+        (
+            "the sandbox turned off on a follower",
+            json!({"spec": {"template": {"firedancer": {"workload": "follow", "privileged": true, "config": {"development.sandbox": "false"}}}, "sweep": {"knobs": null}}}),
+            "spec.template.firedancer.workload",
+            "development.sandbox and development.no_clone keys are for the bench workload",
         ),
         (
             "running as root",
@@ -284,6 +298,37 @@ async fn too_few_gigantic_pages_end_the_trial_with_fdctls_message() {
     assert!(
         msg.contains("ENOMEM-Out of memory when trying to create workspace `")
             && msg.contains("gigantic pages. Firedancer reserves enough memory"),
+        "{msg}"
+    );
+    lab.delete_namespace(&ns).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn a_bench_where_its_network_has_no_socket_buffer_limit_is_not_prepared() {
+    // fd-k68 runs Linux 6.8: a pod with its own network (the bench's) has no
+    // net.core.rmem_max there, which fddev's sysctl stage must read. The preflight says
+    // so, with the kernel, before fddev starts.
+    let lab = lab().await;
+    let ns = lab.namespace("fd-kernel").await;
+    let _op = lab.start_operator(&ns);
+    let patch = merge(
+        &one_point("1"),
+        &json!({"spec": {"template": {"placement": {
+            "nodeSelector": {"valtune.dev/lab-pool": "firedancer-kernel-6.8"},
+            "tolerations": [
+                {"key": "valtune.dev/validator", "operator": "Exists", "effect": "NoSchedule"},
+                {"key": "valtune.dev/lab-pool", "operator": "Exists", "effect": "NoSchedule"},
+            ],
+        }}}}),
+    );
+    create(&lab, &bench(&ns, "fd-kernel", patch)).await;
+    wait_finished(&lab, &ns, "fd-kernel", Duration::from_secs(180)).await;
+    let s = trials(&lab, &ns).await.remove(0).status.unwrap();
+    assert_eq!(s.outcome, Some(TrialOutcome::NodeNotPrepared), "{s:?}");
+    let msg = s.message.unwrap();
+    assert!(
+        msg.contains("net.core.rmem_max is missing (not in the pod's own network namespace, where Linux shows it from 6.11 (kernel commit 19249c0724f2); this node runs 6.8.0-45-generic"),
         "{msg}"
     );
     lab.delete_namespace(&ns).await;
@@ -442,7 +487,8 @@ async fn a_follower_keeps_up_and_is_measured_like_agave() {
                 "firedancer": {
                     "image": "registry.example.com/frankendancer:v0.1106.40201",
                     "cluster": "mainnet-beta",
-                    "capabilities": ["NET_RAW", "SYS_ADMIN", "SYS_RESOURCE"],
+                    // Its tiles' sandbox writes /proc/sys (src/util/sandbox/fd_sandbox.c).
+                    "privileged": true,
                 },
                 "resources": {"cpu": 32, "memory": "512Gi", "hugepages1Gi": 32, "hugepages2Mi": 512},
                 "storage": [{"role": "ledger", "size": "2Ti"}, {"role": "accounts", "size": "2Ti"}],

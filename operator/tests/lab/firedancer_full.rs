@@ -1,9 +1,10 @@
 //! Full Firedancer in the lab (`flavor: firedancer`): admission by flavor and version,
-//! its own limits and cores without an Agave child; the tile session on
-//! `firedancer-dev bench` naming each layout's bottleneck in the names of its version; a
-//! follower measured from its own replay and repair metrics, whose execrp tiles decide
-//! whether it catches up; a key its version lacks ending the trial with firedancer's
-//! own message.
+//! its own limits and cores without an Agave child, a follower only privileged, a bench
+//! only before v1.1.0 (later, its configure stages write /proc/irq, /sys and the cgroup
+//! tree); the tile session on `firedancer-dev bench` naming each layout's bottleneck in
+//! the names of its version; a follower measured from its own replay and repair metrics,
+//! whose execrp tiles decide whether it catches up; a key its version lacks ending the
+//! trial with firedancer's own message.
 
 use std::time::Duration;
 
@@ -93,13 +94,13 @@ fn refused() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             "more tiles than cores, with no Agave to count",
             json!({"spec": {"sweep": {"threads": [{"name": "verifyTiles", "values": [6, 40]}, {"name": "bankTiles", "values": [3, 6]}]}}}),
             "spec.template.resources.cpu",
-            "the largest layout needs 70 tile cores and 12 for the bench generators and senders, 82 cores in all, but a trial gets 62",
+            "the largest layout needs 67 tile cores and 12 for the bench generators and senders, 79 cores in all, but a trial gets 62",
         ),
         (
             "more tuned tiles than cores",
             json!({"spec": {"sweep": {"threads": null}, "template": {"tuning": {"threads": {"verifyTiles": 40, "bankTiles": 6}}}}}),
             "spec.template.resources.cpu",
-            "the largest layout needs 70 tile cores and 12 for the bench generators and senders, 82 cores in all, but a trial gets 62",
+            "the largest layout needs 67 tile cores and 12 for the bench generators and senders, 79 cores in all, but a trial gets 62",
         ),
         (
             "one sign tile tuned",
@@ -108,10 +109,22 @@ fn refused() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             "full Firedancer needs at least 2 sign tiles",
         ),
         (
+            "the bench from v1.1.0, whose configure stages write /proc/irq, /sys and the cgroup tree",
+            fd(json!({"image": "registry.example.com/firedancer:v1.1.4"})),
+            "spec.template.firedancer.version",
+            "firedancer-dev bench from v1.1.0 runs configure init of every stage and no flag skips one",
+        ),
+        (
+            "a follower without privileged: true",
+            fd(json!({"workload": "follow", "cluster": "testnet"})),
+            "spec.template.firedancer.privileged",
+            "a follower needs privileged: true",
+        ),
+        (
             "a follower's stacks in too few 2 MiB pages",
             json!({"spec": {"template": {"firedancer": {"workload": "follow", "cluster": "testnet"}, "resources": {"hugepages2Mi": 200}}}}),
             "spec.template.resources.hugepages2Mi",
-            "the largest layout has 55 tiles",
+            "the largest layout has 51 tiles",
         ),
     ]
 }
@@ -158,18 +171,8 @@ async fn the_bench_session_names_each_layouts_bottleneck_in_its_versions_names()
     let ns = lab.namespace("fdf-bench").await;
     let _op = lab.start_operator(&ns);
     create(&lab, &experiment(&ns, NAME, json!({}))).await;
-    // v1.0.1 exports the names from before the 2026-06-10 rename.
-    let old = merge(
-        &point(6, 3),
-        &fd(json!({"image": "registry.example.com/firedancer:v1.0.1"})),
-    );
-    create(&lab, &experiment(&ns, "fdf-old", old)).await;
     let vx = wait_finished(&lab, &ns, NAME, Duration::from_secs(600)).await;
-    wait_finished(&lab, &ns, "fdf-old", Duration::from_secs(300)).await;
-    let mut all = trials(&lab, &ns).await;
-    let old: Vec<ValidatorTrial> = all
-        .extract_if(.., |t| t.spec.experiment == "fdf-old")
-        .collect();
+    let all = trials(&lab, &ns).await;
     let all = valtune::report::sorted(all, &vx.spec.sweep);
     let layout = valtune::clients::client_for(&vx.spec.template)
         .unwrap()
@@ -184,7 +187,7 @@ async fn the_bench_session_names_each_layouts_bottleneck_in_its_versions_names()
         "{header}"
     );
     assert!(!header.contains("STORE"), "{header}");
-    for t in all.iter().chain(&old) {
+    for t in &all {
         let s = t.status.clone().unwrap();
         assert_eq!(s.outcome, Some(TrialOutcome::KeptUp), "{s:?}");
     }
@@ -222,28 +225,20 @@ async fn the_bench_session_names_each_layouts_bottleneck_in_its_versions_names()
         vx.status.unwrap().recommendation.unwrap().summary,
         "bankTiles=6 verifyTiles=20"
     );
-    // Names by the version of each pod's image.
-    let new = at(6, 3);
-    let old = &old[0];
-    assert!((85_000.0..105_000.0).contains(&results(old).avg_tps.unwrap()));
-    for (metric, in_new) in [
-        ("execle_txn_landed_total", true),
-        ("tile_regime_duration_nanos_total", true),
-        ("execle_transaction_landed", false),
-        ("tile_regime_duration_nanos", false),
+    // The example's v1.0.1 exports the names from before the 2026-06-10 rename (the
+    // follower below, v26.08.1, the new ones).
+    let t = at(6, 3);
+    for (metric, served_here) in [
+        ("execle_transaction_landed", true),
+        ("tile_regime_duration_nanos", true),
+        ("execle_txn_landed_total", false),
+        ("tile_regime_duration_nanos_total", false),
         ("bank_txn_executed_total", false),
     ] {
-        let names = served_names(&lab, &ns, new).await;
+        let names = served_names(&lab, &ns, t).await;
         assert_eq!(
-            served(&lab, &ns, new, metric).await,
-            in_new,
-            "v1.1.4 {metric}: {names:?}"
-        );
-        let in_old = !in_new && !metric.starts_with("bank_");
-        let names = served_names(&lab, &ns, old).await;
-        assert_eq!(
-            served(&lab, &ns, old, metric).await,
-            in_old,
+            served(&lab, &ns, t, metric).await,
+            served_here,
             "v1.0.1 {metric}: {names:?}"
         );
     }
@@ -261,7 +256,8 @@ fn follower(ns: &str) -> ValidatorExperiment {
                     "image": "registry.example.com/firedancer:v26.08.1",
                     "flavor": "firedancer",
                     "cluster": "mainnet-beta",
-                    "capabilities": ["NET_RAW", "SYS_ADMIN", "SYS_RESOURCE"],
+                    // Its tiles' sandbox writes /proc/sys (src/util/sandbox/fd_sandbox.c).
+                    "privileged": true,
                 },
                 "resources": {"cpu": 62, "memory": "256Gi", "hugepages1Gi": 48, "hugepages2Mi": 512},
                 "storage": [{"role": "ledger", "size": "1Ti"}, {"role": "accounts", "size": "2Ti"}],
@@ -314,10 +310,15 @@ async fn a_follower_is_measured_from_its_own_replay_and_its_execrp_tiles_decide(
         "replay_txn_processed_total",
         "repair_slot_current",
         "replay_reset_slot",
+        "tile_regime_duration_nanos_total",
     ] {
         assert!(served(&lab, &ns, t, metric).await, "{metric}");
     }
-    for metric in ["replay_transactions_total", "solana_node_num_slots_behind"] {
+    for metric in [
+        "replay_transactions_total",
+        "solana_node_num_slots_behind",
+        "tile_regime_duration_nanos",
+    ] {
         assert!(!served(&lab, &ns, t, metric).await, "{metric}");
     }
     // One cannot keep up with the cluster: the warm-up ends with the lag it reached.

@@ -10,7 +10,9 @@ use crate::api::sweep::Sigverify;
 use crate::api::template::{AgaveSpec, Tuning};
 use crate::api::version::Version;
 use crate::clients::parts::{self, env, port, sidecar};
-use crate::clients::pod::{PREFLIGHT_CONTAINER, Skeleton, Tweaks, sidecar_resources};
+use crate::clients::pod::{
+    PREFLIGHT_CONTAINER, Skeleton, Tweaks, preflight_head, sidecar_resources,
+};
 use crate::clients::{ClientPod, RenderError, RenderInput, ValidatorClient};
 
 /// Port names of the endpoints Prometheus scrapes.
@@ -21,20 +23,15 @@ pub const PROCESS_EXPORTER_PORT_NAME: &str = "metrics-proc";
 /// `docs/src/operations/setup-a-validator.md`; the validator exits with
 /// `UnableToSetOpenFileDescriptorLimit` below 1,000,000 open files, and on the OS network
 /// limits test): checked before it starts, so the trial names what is missing.
-fn preflight_script(version: Option<Version>) -> String {
+fn preflight_script(version: Option<Version>, host_network: bool) -> String {
     // 3.1 refuses to start without 2,000,000,000 bytes of lockable memory.
     let memlock = version.is_some_and(|v| v >= Version::new(3, 1, 0) && v < Version::new(4, 0, 0));
-    let mut s = String::from(
-        r#"set -u
-sys=${SYSCTL_DIR:-/proc/sys}
-missing=""
-need() { # need NAME HAVE WANT
-  if [ "$2" != unlimited ] && [ "$2" -lt "$3" ]; then missing="$missing $1 is $2 (needs $3);"; fi
-}
-need "the open files limit (nofile)" "$(ulimit -Hn)" 1000000
-need vm.max_map_count "$(cat $sys/vm/max_map_count)" 1000000
-need net.core.rmem_max "$(cat $sys/net/core/rmem_max)" 134217728
-need net.core.wmem_max "$(cat $sys/net/core/wmem_max)" 134217728
+    let mut s = preflight_head(host_network);
+    s.push_str(
+        r#"need "the open files limit (nofile)" "$(ulimit -Hn)" 1000000
+need vm.max_map_count "$(val vm/max_map_count)" 1000000
+need net.core.rmem_max "$(val net/core/rmem_max)" 134217728
+need net.core.wmem_max "$(val net/core/wmem_max)" 134217728
 "#,
     );
     if memlock {
@@ -99,19 +96,23 @@ pub fn pod(
     validator_env.extend(knob_env.iter().map(|(k, v)| env(k, v)));
     validator_env.extend(template.env.iter().cloned());
 
+    let bench = agave.workload == AgaveWorkload::Bench;
+    // Agave's start-up port check and gossip, turbine and repair need its ports reachable
+    // from the cluster it joins: behind pod SNAT the check exits. A bench cluster is the
+    // pod itself.
+    let host_network = !bench;
     let mut init = Vec::new();
     if agave.preflight {
         init.push(Container {
             name: PREFLIGHT_CONTAINER.into(),
             image: Some(image.clone()),
             command: Some(vec!["sh".into(), "-c".into()]),
-            args: Some(vec![preflight_script(version)]),
+            args: Some(vec![preflight_script(version, host_network)]),
             resources: Some(sidecar_resources()),
             termination_message_policy: Some("FallbackToLogsOnError".into()),
             ..Default::default()
         });
     }
-    let bench = agave.workload == AgaveWorkload::Bench;
     if bench {
         init.extend(bench::init_containers(agave, &image, &skeleton.mounts));
     } else {
@@ -138,10 +139,7 @@ pub fn pod(
     };
     let mut volumes = vec![parts::empty_dir(parts::VMAGENT_VOLUME)];
     let mut tweaks = Tweaks {
-        // Agave's start-up port check and gossip, turbine and repair need its ports
-        // reachable from the cluster it joins: behind pod SNAT the check exits. A bench
-        // cluster is the pod itself.
-        host_network: !bench,
+        host_network,
         // The process exporter reads the validator's /proc entries.
         share_process_namespace: true,
         ..Default::default()

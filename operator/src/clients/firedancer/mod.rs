@@ -134,7 +134,7 @@ pub(super) fn unsupported_profile() -> MetricProfile {
 mod tests {
     use crate::clients::golden;
 
-    const FOLLOWER: &str = "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {name: fd-follow}\nspec:\n  template:\n    firedancer: {image: 'r/frankendancer:v0.913.40003', cluster: testnet, capabilities: [NET_RAW, SYS_ADMIN, SYS_RESOURCE]}\n    resources: {cpu: 32, memory: 512Gi, hugepages1Gi: 32, hugepages2Mi: 512}\n    storage: [{role: ledger, size: 2Ti}, {role: accounts, size: 2Ti}]\n  sweep:\n    threads: [{name: resolvTiles, values: [2]}]\n";
+    const FOLLOWER: &str = "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {name: fd-follow}\nspec:\n  template:\n    firedancer: {image: 'r/frankendancer:v0.913.40003', cluster: testnet, privileged: true}\n    resources: {cpu: 32, memory: 512Gi, hugepages1Gi: 32, hugepages2Mi: 512}\n    storage: [{role: ledger, size: 2Ti}, {role: accounts, size: 2Ti}]\n  sweep:\n    threads: [{name: resolvTiles, values: [2]}]\n";
 
     /// A follower: the node's network, its sidecars, an identity and hugetlbfs mounts
     /// before `fdctl run`, and keys of its version (v0.913: resolh_tile_count).
@@ -161,12 +161,13 @@ mod tests {
         assert!(golden::rendered(&t).contains("resolv_tile_count = 2"));
     }
 
-    /// Privileges are what the spec names: XDP is privileged, on the node's network, and
-    /// needs no AppArmor exception.
+    /// Privileges are what the spec names: a follower and XDP are privileged (the tiles'
+    /// sandbox writes /proc/sys), on the node's network, and need no AppArmor exception; a
+    /// bench gets the capabilities it names, and AppArmor `Unconfined` with SYS_ADMIN.
     #[test]
     fn privileges_are_only_those_named() {
         let xdp = FOLLOWER.replace(
-            "capabilities: [NET_RAW, SYS_ADMIN, SYS_RESOURCE]",
+            "privileged: true",
             "privileged: true, netProvider: xdp, workload: bench",
         );
         let pod = golden::rendered(&golden::trial(&xdp, 0));
@@ -180,11 +181,17 @@ mod tests {
         );
         assert!(pod.contains("provider = \"xdp\""));
         let pod = golden::rendered(&golden::trial(FOLLOWER, 0));
-        assert!(!pod.contains("privileged: true"), "{pod}");
-        assert!(pod.contains("type: Unconfined"));
+        assert!(pod.contains("privileged: true"), "{pod}");
+        let bench = golden::rendered(&golden::trial(
+            &golden::example("frankendancer-bench-tiles.yaml"),
+            0,
+        ));
+        assert!(!bench.contains("privileged: true"), "{bench}");
+        assert!(bench.contains("type: Unconfined"), "{bench}");
+        assert!(!bench.contains("hostNetwork: true"), "{bench}");
     }
 
-    const FULL_FOLLOWER: &str = "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {name: fdf-follow}\nspec:\n  template:\n    firedancer: {image: 'r/firedancer:v1.1.4', flavor: firedancer, cluster: testnet, capabilities: [NET_RAW, SYS_ADMIN, SYS_RESOURCE]}\n    resources: {cpu: 64, memory: 256Gi, hugepages1Gi: 64, hugepages2Mi: 512}\n    storage: [{role: ledger, size: 1Ti}, {role: accounts, size: 2Ti}]\n  sweep:\n    threads: [{name: execTiles, values: [6]}]\n";
+    const FULL_FOLLOWER: &str = "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {name: fdf-follow}\nspec:\n  template:\n    firedancer: {image: 'r/firedancer:v1.1.4', flavor: firedancer, cluster: testnet, privileged: true}\n    resources: {cpu: 64, memory: 256Gi, hugepages1Gi: 64, hugepages2Mi: 512}\n    storage: [{role: ledger, size: 1Ti}, {role: accounts, size: 2Ti}]\n  sweep:\n    threads: [{name: execTiles, values: [6]}]\n";
 
     /// Full Firedancer follows on its own: the node's network, no sidecars, firedancer's
     /// own commands, and its keys (execrp, paths, no Agave).

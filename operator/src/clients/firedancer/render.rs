@@ -21,38 +21,37 @@ use crate::api::firedancer::{
 };
 use crate::api::version::Version;
 use crate::clients::parts::{self, empty_dir, env, mount, port, sidecar};
-use crate::clients::pod::{PREFLIGHT_CONTAINER, Skeleton, Tweaks, config_map, sidecar_resources};
+use crate::clients::pod::{
+    PREFLIGHT_CONTAINER, Skeleton, Tweaks, config_map, preflight_head, sidecar_resources,
+};
 use crate::clients::{ClientPod, RenderError, RenderInput, ValidatorClient};
 
 /// What fdctl run checks of the node (shared/commands/configure/sysctl.c @v0.1106.40201:
 /// the ENFORCE_MINIMUM params, the socket provider's buffer sizes, default 134217728 in
-/// `[net.socket]`, or XDP's loopback settings). /proc/sys is read-only in a pod, so the
-/// node must be prepared.
-fn preflight_script(provider: FiredancerNetProvider, program: &str) -> String {
-    let mut s = String::from(
-        r#"set -u
-sys=${SYSCTL_DIR:-/proc/sys}
-missing=""
-need() { # need NAME HAVE WANT
-  if [ "$2" -lt "$3" ]; then missing="$missing $1 is $2 (needs $3);"; fi
-}
-need vm.max_map_count "$(cat $sys/vm/max_map_count)" 1000000
-need fs.file-max "$(cat $sys/fs/file-max)" 1024000
-need fs.nr_open "$(cat $sys/fs/nr_open)" 1024000
+/// `[net.socket]`, or XDP's loopback settings; a file it cannot read is fatal, "could not
+/// read kernel parameter"). /proc/sys is read-only in a pod, so the node must be prepared;
+/// in the pod's own network (the bench) `net.core.*` must exist there at all (Linux 6.11,
+/// [`preflight_head`]).
+fn preflight_script(provider: FiredancerNetProvider, program: &str, host_network: bool) -> String {
+    let mut s = preflight_head(host_network);
+    s.push_str(
+        r#"need vm.max_map_count "$(val vm/max_map_count)" 1000000
+need fs.file-max "$(val fs/file-max)" 1024000
+need fs.nr_open "$(val fs/nr_open)" 1024000
 "#,
     );
     match provider {
         FiredancerNetProvider::Socket => s.push_str(
-            "need net.core.rmem_max \"$(cat $sys/net/core/rmem_max)\" 134217728\nneed net.core.wmem_max \"$(cat $sys/net/core/wmem_max)\" 134217728\n",
+            "need net.core.rmem_max \"$(val net/core/rmem_max)\" 134217728\nneed net.core.wmem_max \"$(val net/core/wmem_max)\" 134217728\n",
         ),
         // XDP's own (xdp_params), on the node's network.
         FiredancerNetProvider::Xdp => s.push_str(
-            "need net.ipv4.conf.lo.rp_filter \"$(cat $sys/net/ipv4/conf/lo/rp_filter)\" 2\nneed net.ipv4.conf.lo.accept_local \"$(cat $sys/net/ipv4/conf/lo/accept_local)\" 1\n",
+            "need net.ipv4.conf.lo.rp_filter \"$(val net/ipv4/conf/lo/rp_filter)\" 2\nneed net.ipv4.conf.lo.accept_local \"$(val net/ipv4/conf/lo/accept_local)\" 1\n",
         ),
     }
     s.push_str(
         &r#"if [ -n "$missing" ]; then
-  echo "the node is not prepared for Firedancer:$missing PROGRAM run refuses to start without them and a pod cannot set them; see docs/clients/firedancer.md (node preparation)" >&2
+  echo "the node is not prepared for Firedancer:$missing PROGRAM refuses to start without them and a pod cannot set them; see docs/clients/firedancer.md (node preparation)" >&2
   exit 1
 fi
 "#
@@ -133,6 +132,9 @@ pub fn pod(
         &dirs,
     );
 
+    // A follower's gossip, turbine and repair ports (and Agave's start-up port check) must
+    // be reachable from the cluster; XDP attaches to the node's NIC.
+    let host_network = follow || spec.net_provider == FiredancerNetProvider::Xdp;
     let mut init = Vec::new();
     if spec.preflight {
         init.push(Container {
@@ -141,7 +143,8 @@ pub fn pod(
             command: Some(vec!["sh".into(), "-c".into()]),
             args: Some(vec![preflight_script(
                 spec.net_provider,
-                start::programs(full).0,
+                &start::command(full, spec.workload),
+                host_network,
             )]),
             resources: Some(sidecar_resources()),
             termination_message_policy: Some("FallbackToLogsOnError".into()),
@@ -224,9 +227,7 @@ pub fn pod(
         volumes: pod_volumes,
         config_maps: vec![cm],
         tweaks: Tweaks {
-            // A follower's gossip, turbine and repair ports (and Agave's start-up port
-            // check) must be reachable from the cluster; XDP attaches to the node's NIC.
-            host_network: follow || spec.net_provider == FiredancerNetProvider::Xdp,
+            host_network,
             ..Default::default()
         },
     })

@@ -7,7 +7,7 @@ use kube::core::Rule;
 
 use super::config_full;
 use super::layout::{STACK_HUGE_PAGES, cel};
-use super::versions::{V0_501, V1};
+use super::versions::{V0_501, V1, V1_1};
 use crate::api::sweep::ThreadKnob;
 use crate::api::version::{Versions, cel_known, cel_version};
 use crate::clients::knobs::{Dim, Place};
@@ -47,10 +47,13 @@ fn reserved(key: &str) -> String {
     format!("({key} in [{list}] || {key}.endsWith('_tile_count'))")
 }
 
-/// Development-only keys fdctl refuses on a live cluster (shared/fd_config.c L385-390
-/// @v0.1106.40201: "trying to join a live cluster, but configuration enables ...").
+/// Development-only keys fdctl refuses on a live cluster (shared/fd_config.c L384-390
+/// @v0.1106.40201, the same at v0.913.40003 and v1.1.4: "trying to join a live cluster,
+/// but configuration enables ..." / "disables the sandbox" / "disables multiprocess").
 fn development(key: &str) -> String {
-    format!("({key}.startsWith('development.bench.') || {key}.startsWith('development.genesis.'))")
+    format!(
+        "({key}.startsWith('development.bench.') || {key}.startsWith('development.genesis.') || {key} in ['development.sandbox', 'development.no_clone'])"
+    )
 }
 
 fn rule(cond: String, message: &str, field: &str) -> Rule {
@@ -130,6 +133,19 @@ pub fn rules() -> Vec<Rule> {
             ".template.firedancer.capabilities",
         ),
         rule(
+            format!("{f}.workload == 'bench' || {f}.privileged"),
+            "a follower needs privileged: true: every tile's sandbox writes /proc/sys/user/max_*_namespaces after unshare(CLONE_NEWUSER) (src/util/sandbox/fd_sandbox.c fd_sandbox_private_deny_namespaces), the kubelet mounts /proc/sys read-only in a container that is not privileged (kubernetes pkg/securitycontext/util.go), and the sandbox cannot be turned off on a live cluster ('configuration disables the sandbox which is a development only feature', src/app/shared/fd_config.c): opt in with template.firedancer.privileged: true",
+            ".template.firedancer.privileged",
+        ),
+        rule(
+            format!(
+                "!({full}) || {f}.workload != 'bench' || !({known}) || !({})",
+                Versions::since(V1_1).cel_contains(&version)
+            ),
+            "firedancer-dev bench from v1.1.0 runs configure init of every stage and no flag skips one (src/app/firedancer-dev/main.h STAGES, src/app/shared_dev/commands/bench/bench.c); its irq-affinity, kworkers, cpuset and console stages write /proc/irq, /sys/devices/virtual/workqueue/cpumask, /sys/fs/cgroup/cgroup.subtree_control and /proc/sys/kernel/printk, which a container cannot (the cpuset stage's isolated partition not even privileged): benchmark with a v1.0.x image (e.g. tagged :v1.0.1), whose bench runs none of these stages, or use workload: follow",
+            ".template.firedancer.version",
+        ),
+        rule(
             format!("{f}.netProvider != 'xdp' || {f}.privileged"),
             "XDP loads a BPF program onto the node's network interface, which needs privileged: true (and the pod then uses the node's network): opt in with template.firedancer.privileged: true, or use netProvider: socket",
             ".template.firedancer.netProvider",
@@ -163,7 +179,7 @@ pub fn rules() -> Vec<Rule> {
                 development("k"),
                 development("k.configKey")
             ),
-            "development.bench and development.genesis keys are for the bench workload: fdctl refuses them when joining a live cluster ('trying to join a live cluster, but configuration enables [development.bench...] which is a development only feature', shared/fd_config.c): set workload: bench or remove them",
+            "development.bench, development.genesis, development.sandbox and development.no_clone keys are for the bench workload: fdctl refuses them when joining a live cluster ('trying to join a live cluster, but configuration enables [development.bench...] which is a development only feature', shared/fd_config.c): set workload: bench or remove them",
             ".template.firedancer.workload",
         ),
     ];

@@ -77,6 +77,16 @@ pub fn programs(full: bool) -> (&'static str, &'static str) {
     }
 }
 
+/// The command a workload runs: `fdctl run`, `fddev bench`, `firedancer run`,
+/// `firedancer-dev bench`.
+pub fn command(full: bool, workload: FiredancerWorkload) -> String {
+    let (program, dev) = programs(full);
+    match workload {
+        FiredancerWorkload::Follow => format!("{program} run"),
+        FiredancerWorkload::Bench => format!("{dev} bench"),
+    }
+}
+
 /// The script, for a trial needing `needs` on `cpu` cores.
 pub fn script(
     full: bool,

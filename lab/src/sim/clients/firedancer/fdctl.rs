@@ -2,8 +2,11 @@
 //! config before its tiles run, in its order, exiting with its message where it would
 //! (firedancer-io/firedancer at v0.1106.40201 unless noted; full Firedancer at v1.1.4): load the config (shared/fd_config.c: parse, unrecognized keys, the user, the
 //! live-cluster checks), build the topology (src/app/fdctl/topology.c: affinity), check
-//! permissions (shared/boot/fd_boot.c), then for `run`/`bench` create the workspaces in
-//! hugetlbfs (shared/commands/run/run.c: ENOMEM) and pin the tiles (fd_topo_run.c).
+//! permissions (shared/boot/fd_boot.c), for `bench` configure the host as a container
+//! lets it ([`bench_stages`]: sysctls where its network namespace has them, and from
+//! full Firedancer v1.1.0 /proc/irq, /sys and the cgroup tree), then for `run`/`bench`
+//! create the workspaces in hugetlbfs (shared/commands/run/run.c: ENOMEM), pin the tiles
+//! (fd_topo_run.c), and for `run` enter each tile's sandbox ([`sandbox`]).
 
 use std::collections::BTreeMap;
 
@@ -12,6 +15,7 @@ use super::keys::{FULL_KEYS, KEYS, V};
 use super::perms::{self, Privileges};
 use super::toml::{self, Toml};
 use super::topology::{self, Cfg, Topology};
+use crate::topology::Prepared;
 
 /// Genesis hashes fdctl recognises as live clusters (src/disco/genesis/fd_genesis_cluster.c
 /// `fd_genesis_cluster_identify`): devnet, testnet, mainnet-beta, pythtest, pythnet.
@@ -25,6 +29,104 @@ const LIVE: [&str; 5] = [
 
 fn err(line: &str) -> String {
     format!("ERR     {line}")
+}
+
+/// The node as the process finds it: its kernel settings, read in the pod's network
+/// namespace (the host's with `hostNetwork`).
+pub struct Node<'a> {
+    pub prepared: &'a Prepared,
+    pub host_network: bool,
+}
+
+/// fd_io_strerror's words for the errnos a container meets (src/util/io/fd_io.c).
+const ENOENT: &str = "2-ENOENT-no such file or directory";
+const EROFS: &str = "30-EROFS-read-only file system";
+const EBUSY: &str = "16-EBUSY-device or resource busy";
+
+/// The sysctl stage's `check` then `init` (shared/commands/configure/sysctl.c, the same at
+/// v0.913.40003, v0.1106.40201, v1.0.1 and v1.1.4): a parameter it cannot read is fatal,
+/// one below its minimum is written, which a read-only /proc/sys refuses. (XDP's loopback
+/// parameters are not modelled: the lab writes no net/ipv4.)
+fn sysctl_stage(cfg: &Cfg, p: &Privileges, node: &Node) -> Result<(), String> {
+    let mut params = vec![
+        ("vm/max_map_count", 1_000_000),
+        ("fs/file-max", 1_024_000),
+        ("fs/nr_open", 1_024_000),
+    ];
+    if cfg.str("net.provider", "xdp") == "socket" {
+        params.push((
+            "net/core/rmem_max",
+            cfg.int("net.socket.receive_buffer_size", 134_217_728) as u64,
+        ));
+        params.push((
+            "net/core/wmem_max",
+            cfg.int("net.socket.send_buffer_size", 134_217_728) as u64,
+        ));
+    }
+    let mut low = Vec::new();
+    for (path, want) in params {
+        match node.prepared.sysctl(path, node.host_network) {
+            None => {
+                return Err(err(&format!(
+                    "could not read kernel parameter `/proc/sys/{path}`, system might not support configuring sysctl ({ENOENT})"
+                )));
+            }
+            Some(have) if have < want => low.push((path, want)),
+            Some(_) => {}
+        }
+    }
+    match low.first() {
+        Some((path, want)) if !p.proc_writable() => Err(err(&format!(
+            "could not set kernel parameter `/proc/sys/{path}` to {want} ({EROFS})"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// `configure init` of every stage, which `bench` runs before its tiles
+/// (shared_dev/commands/bench/bench.c `bench_cmd_fn`; the stages of src/app/fddev/main.h
+/// and src/app/firedancer-dev/main.h), where a container decides the outcome. Frankendancer's
+/// and full Firedancer's before v1.1.0 check or set what a prepared node has; from v1.1.0
+/// firedancer-dev adds irq-affinity, whose check writes each IRQ's mask back to
+/// /proc/irq/N/smp_affinity (irq-affinity.c; EROFS is not among the errors it tolerates),
+/// kworkers (/sys/devices/virtual/workqueue/cpumask), and cpuset, which enables the cpuset
+/// controller in the cgroup root it sees: in a container that is its own cgroup, which
+/// holds the process, so even a privileged one gets EBUSY (cgroup v2 allows no
+/// controllers below a cgroup with processes, kernel/cgroup/cgroup.c
+/// `cgroup_vet_subtree_control_enable`).
+pub fn bench_stages(cfg: &Cfg, v: V, p: &Privileges, node: &Node) -> Result<(), String> {
+    sysctl_stage(cfg, p, node)?;
+    if !(full(v) && v >= (1, 1, 0)) {
+        return Ok(());
+    }
+    if !p.proc_writable() {
+        return Err(err(&format!(
+            "write(/proc/irq/0/smp_affinity) failed ({EROFS})"
+        )));
+    }
+    if !p.sys_writable() {
+        return Err(err(&format!(
+            "open(/sys/devices/virtual/workqueue/cpumask) failed ({EROFS})"
+        )));
+    }
+    Err(err(&format!(
+        "could not enable the cpuset controller in `/sys/fs/cgroup/cgroup.subtree_control` ({EBUSY})"
+    )))
+}
+
+/// Each tile's `fd_sandbox_enter` (src/util/sandbox/fd_sandbox.c, the same at v0.913.40003,
+/// v0.1106.40201 and v1.1.4): after `unshare(CLONE_NEWUSER)` it opens
+/// /proc/sys/user/max_user_namespaces (and the other max_*_namespaces) for writing, which
+/// the kubelet mounts read-only unless the container is privileged. `bench` runs its tiles
+/// in one process without the sandbox; `[development] sandbox = false` turns it off, which
+/// fd_config.c refuses on a live cluster ([`load`]).
+pub fn sandbox(cfg: &Cfg, p: &Privileges) -> Result<(), String> {
+    if cfg.bool("development.sandbox", true) && !p.proc_writable() {
+        return Err(err(&format!(
+            "open(/proc/sys/user/max_user_namespaces) failed ({EROFS})"
+        )));
+    }
+    Ok(())
 }
 
 /// Full Firedancer (`firedancer`, v1.0.0 on) rather than Frankendancer.
@@ -90,6 +192,16 @@ pub fn load(
                 "configuration file must specify [consensus.identity_path] when joining a live cluster",
             ));
         }
+        if !cfg.bool("development.sandbox", true) {
+            return Err(err(
+                "trying to join a live cluster, but configuration disables the sandbox which is a development only feature",
+            ));
+        }
+        if cfg.bool("development.no_clone", false) {
+            return Err(err(
+                "trying to join a live cluster, but configuration disables multiprocess which is a development only feature",
+            ));
+        }
         for key in ["larger_max_cost_per_block", "larger_shred_limits_per_block"] {
             if cfg.bool(&format!("development.bench.{key}"), false) {
                 return Err(err(&format!(
@@ -117,6 +229,7 @@ pub fn invoke(
     c: &BTreeMap<String, Toml>,
     v: V,
     p: &Privileges,
+    node: &Node,
     cpuset: &[u32],
     pages: Pages,
 ) -> Result<Option<Topology>, String> {
@@ -150,6 +263,9 @@ pub fn invoke(
         "run" | "bench" => perms::check(command, p)?,
         other => return Err(err(&format!("unknown subcommand `{other}`"))),
     }
+    if bench {
+        bench_stages(&cfg, v, p, node)?;
+    }
     let mount = cfg.str("hugetlbfs.mount_path", "/mnt/.fd");
     let name = cfg.str("name", "fd1");
     let mut used = 0;
@@ -173,6 +289,9 @@ pub fn invoke(
         )));
     }
     affinity.map_err(|e| err(&e))?;
+    if command == "run" {
+        sandbox(&cfg, p)?;
+    }
     Ok(Some(t))
 }
 
@@ -213,6 +332,117 @@ mod tests {
                 true
             )
             .is_err()
+        );
+    }
+
+    fn privileges(security: serde_json::Value) -> Privileges {
+        let c: k8s_openapi::api::core::v1::Container =
+            serde_json::from_value(serde_json::json!({"name": "v", "securityContext": security}))
+                .unwrap();
+        Privileges::of(&k8s_openapi::api::core::v1::Pod::default(), &c)
+    }
+
+    fn parsed(text: &str) -> BTreeMap<String, Toml> {
+        toml::parse(text).unwrap()
+    }
+
+    #[test]
+    fn a_tiles_sandbox_needs_a_writable_proc_sys() {
+        let c = parsed("user = \"fd\"\n");
+        let caps = privileges(
+            serde_json::json!({"capabilities": {"add": ["NET_RAW", "SYS_ADMIN", "SYS_RESOURCE"]}}),
+        );
+        assert_eq!(
+            sandbox(&Cfg(&c), &caps).unwrap_err(),
+            "ERR     open(/proc/sys/user/max_user_namespaces) failed (30-EROFS-read-only file system)"
+        );
+        assert_eq!(
+            sandbox(
+                &Cfg(&c),
+                &privileges(serde_json::json!({"privileged": true}))
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            sandbox(
+                &Cfg(&c),
+                &privileges(serde_json::json!({"procMount": "Unmasked"}))
+            ),
+            Ok(())
+        );
+        // Off, as only a development cluster may have it.
+        let off = parsed("user = \"fd\"\n[development]\nsandbox = false\n");
+        assert_eq!(sandbox(&Cfg(&off), &caps), Ok(()));
+        let live = "user = \"fd\"\n[consensus]\nexpected_genesis_hash = \"5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d\"\nidentity_path = \"/i\"\n[development]\nsandbox = false\n";
+        assert!(
+            load(live, "/c", NEW, false)
+                .unwrap_err()
+                .contains("configuration disables the sandbox which is a development only feature")
+        );
+    }
+
+    #[test]
+    fn the_bench_configures_what_its_container_lets_it() {
+        let socket = parsed("user = \"fd\"\n[net]\nprovider = \"socket\"\n");
+        let caps = privileges(
+            serde_json::json!({"capabilities": {"add": ["NET_RAW", "SYS_ADMIN", "SYS_RESOURCE"]}}),
+        );
+        let new_kernel = Prepared::default();
+        let old_kernel = Prepared {
+            kernel: "6.8.0-45-generic".into(),
+            ..Default::default()
+        };
+        let pod_net = |p| Node {
+            prepared: p,
+            host_network: false,
+        };
+        // Frankendancer and full Firedancer before v1.1.0 on a prepared node.
+        for v in [NEW, (1, 0, 1)] {
+            assert_eq!(
+                bench_stages(&Cfg(&socket), v, &caps, &pod_net(&new_kernel)),
+                Ok(())
+            );
+            // In the pod's own network of an older kernel the sysctl stage cannot read
+            // the socket buffer limit.
+            assert_eq!(
+                bench_stages(&Cfg(&socket), v, &caps, &pod_net(&old_kernel)).unwrap_err(),
+                "ERR     could not read kernel parameter `/proc/sys/net/core/rmem_max`, system might not support configuring sysctl (2-ENOENT-no such file or directory)"
+            );
+            assert_eq!(
+                bench_stages(
+                    &Cfg(&socket),
+                    v,
+                    &caps,
+                    &Node {
+                        prepared: &old_kernel,
+                        host_network: true
+                    }
+                ),
+                Ok(())
+            );
+        }
+        let low = Prepared {
+            rmem_max: 212_992,
+            ..Default::default()
+        };
+        assert_eq!(
+            bench_stages(&Cfg(&socket), NEW, &caps, &pod_net(&low)).unwrap_err(),
+            "ERR     could not set kernel parameter `/proc/sys/net/core/rmem_max` to 134217728 (30-EROFS-read-only file system)"
+        );
+        // From v1.1.0: /proc/irq, then the cgroup tree, which not even privileged helps.
+        assert_eq!(
+            bench_stages(&Cfg(&socket), (1, 1, 4), &caps, &pod_net(&new_kernel)).unwrap_err(),
+            "ERR     write(/proc/irq/0/smp_affinity) failed (30-EROFS-read-only file system)"
+        );
+        assert_eq!(
+            bench_stages(
+                &Cfg(&socket),
+                (1, 1, 0),
+                &privileges(serde_json::json!({"privileged": true})),
+                &pod_net(&new_kernel)
+            )
+            .unwrap_err(),
+            "ERR     could not enable the cpuset controller in `/sys/fs/cgroup/cgroup.subtree_control` (16-EBUSY-device or resource busy)"
         );
     }
 

@@ -154,9 +154,13 @@ fn boot(view: &PodView, c: &Container, env: &Env, clock: &Clock) -> Result<Frank
     let local = program == "fddev" || program == "firedancer-dev";
     let config = fdctl::load(&text, &path, v, local)?;
     let privileges = Privileges::of(&view.pod, c);
+    let node = fdctl::Node {
+        prepared: &view.machine.prepared,
+        host_network: view.host_network(),
+    };
     let mut topology = None;
     for argv in &ran.calls {
-        topology = fdctl::invoke(argv, &config, v, &privileges, &ran.cpuset, pages(c))?;
+        topology = fdctl::invoke(argv, &config, v, &privileges, &node, &ran.cpuset, pages(c))?;
     }
     let topology = topology.ok_or("the start script's last command does not run Firedancer")?;
     let cfg = Cfg(&config);

@@ -36,6 +36,12 @@ const NR_OPEN_FILES: u64 = 1_024_000;
 pub struct Privileges {
     pub uid: i64,
     pub caps: BTreeSet<String>,
+    /// `securityContext.privileged`: /proc/sys, /proc/irq, /sys and the cgroup tree are
+    /// the container's to write.
+    pub privileged: bool,
+    /// `securityContext.procMount: Unmasked`: the kubelet asks for no read-only /proc
+    /// paths (kubernetes pkg/securitycontext/util.go `ConvertToRuntimeReadonlyPaths`).
+    pub unmasked_proc: bool,
 }
 
 impl Privileges {
@@ -70,7 +76,28 @@ impl Privileges {
         if privileged {
             caps.insert("ALL".into());
         }
-        Privileges { uid, caps }
+        let unmasked_proc = sc.and_then(|s| s.proc_mount.as_deref()) == Some("Unmasked");
+        Privileges {
+            uid,
+            caps,
+            privileged,
+            unmasked_proc,
+        }
+    }
+
+    /// Whether a path under /proc/sys or /proc/irq may be opened for writing. The
+    /// kubelet asks the runtime to mount them read-only in a container that is not
+    /// privileged (`defaultReadonlyPaths`: /proc/bus, /proc/fs, /proc/irq, /proc/sys,
+    /// /proc/sysrq-trigger, kubernetes pkg/securitycontext/util.go @v1.34).
+    pub fn proc_writable(&self) -> bool {
+        self.privileged || self.unmasked_proc
+    }
+
+    /// Whether /sys (and the cgroup tree under it) may be written: containerd mounts
+    /// sysfs and cgroupfs `ro` unless the container is privileged (oci/spec.go
+    /// `populateDefaultUnixSpec`, CRI `WithPrivileged`).
+    pub fn sys_writable(&self) -> bool {
+        self.privileged
     }
 
     fn has(&self, cap: &str) -> bool {
