@@ -29,7 +29,7 @@ use super::template::ValidatorTemplate;
     // Counts are `integer` (the API server truncates the figure: apiextensions-apiserver
     // v0.34.2 pkg/registry/customresource/tableconvertor/tableconvertor.go,
     // cellForJSONValue) so kubectl prints them whole; kubectl prints a `number` with Go's
-    // %v, which turns a million into 1e+06 (cli-runtime pkg/printers/tableprinter.go).
+    // %v, which turns a million into 1e+06 (cli-runtime v0.34.2 pkg/printers/tableprinter.go).
     // TPS counts transactions: whole here, to two decimals in `valtune report`.
     printcolumn(name = "Point", type_ = "string", json_path = ".status.point"),
     printcolumn(name = "Rep", type_ = "integer", json_path = ".spec.repetition"),
@@ -81,8 +81,10 @@ use super::template::ValidatorTemplate;
         json_path = ".status.results.figures.programCacheEvictionsPerBatch",
         priority = 1
     ),
+    // kubectl upper-cases names (cli-runtime v0.34.2 pkg/printers/tableprinter.go), and
+    // µ would become the Greek capital Μ, read as "MS": usec.
     printcolumn(
-        name = "PC µs/Batch",
+        name = "PC usec/Batch",
         type_ = "integer",
         json_path = ".status.results.figures.programCacheTimeUsPerBatch",
         priority = 1

@@ -294,6 +294,8 @@ async fn cli_recommend_prints_a_patch_the_api_server_accepts() {
     let coverage: f64 = cells(&wide, "COVERAGE")[0].parse().unwrap();
     assert!((0.0..=1.0).contains(&coverage), "{wide}");
     assert!(!table.contains("COVERAGE"), "{table}");
+    // kubectl upper-cases names: no µ to turn into a Greek Μ that reads "MS".
+    assert!(wide.contains("PC USEC/BATCH"), "{wide}");
 
     // The report's wide table says it too.
     let report = stdout(&run(valtune, &["report", "none", "-o", "wide"], &env));
