@@ -25,8 +25,9 @@ help: ## list targets
 tools: ## build the lab's control-plane tools into ~/.cache/valtune (once per version)
 	@hack/tools/build.sh >/dev/null
 
-install: ## install the valtune CLI into ~/.cargo/bin (cargo install --locked --path operator)
+install: ## install the valtune CLI into ~/.cargo/bin, and kubectl-valtune beside it (`kubectl valtune ...`)
 	$(CARGO) install --locked --path operator
+	ln -sf valtune "$${CARGO_HOME:-$$HOME/.cargo}/bin/kubectl-valtune"
 
 build: ## build the valtune and valtune-lab binaries
 	$(CARGO) build --workspace --bins

@@ -52,6 +52,8 @@ echo
 "$kubectl" get validatortrials -l valtune.dev/experiment=$experiment
 echo
 ./target/debug/valtune report "$experiment"
+echo
+./target/debug/valtune recommend "$experiment" || true
 cat <<MSG
 
 The lab is still running:   export KUBECONFIG=$lab_dir/kubeconfig

@@ -29,6 +29,7 @@ pub struct OperatorArgs {
     /// Namespace of the leader Lease (default: --namespace, else POD_NAMESPACE, else default).
     #[arg(long, env = "POD_NAMESPACE")]
     pub lease_namespace: Option<String>,
+    /// Name of the leader Lease (replicas sharing it elect one leader).
     #[arg(long, default_value = "valtune-operator")]
     pub lease_name: String,
     /// How long a lease lasts without renewal.

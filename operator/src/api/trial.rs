@@ -26,29 +26,47 @@ use super::template::ValidatorTemplate;
     category = "valtune",
     status = "ValidatorTrialStatus",
     doc = "One run of a validator at one point of an experiment's sweep",
+    // Counts are `integer` (the API server truncates the figure: apiextensions-apiserver
+    // v0.34.2 pkg/registry/customresource/tableconvertor/tableconvertor.go,
+    // cellForJSONValue) so kubectl prints them whole; kubectl prints a `number` with Go's
+    // %v, which turns a million into 1e+06 (cli-runtime v0.34.2 pkg/printers/tableprinter.go).
+    // TPS counts transactions: whole here, to two decimals in `valtune report`.
     printcolumn(name = "Point", type_ = "string", json_path = ".status.point"),
     printcolumn(name = "Rep", type_ = "integer", json_path = ".spec.repetition"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Outcome", type_ = "string", json_path = ".status.outcome"),
     printcolumn(
         name = "Avg TPS",
-        type_ = "number",
+        type_ = "integer",
         json_path = ".status.results.avgTps"
     ),
     printcolumn(
         name = "0 TPS s",
-        type_ = "number",
+        type_ = "integer",
         json_path = ".status.results.zeroTpsSeconds"
     ),
     printcolumn(
         name = "Max TPS",
-        type_ = "number",
+        type_ = "integer",
         json_path = ".status.results.maxTps"
     ),
     printcolumn(
         name = "Max RSS GiB",
         type_ = "number",
         json_path = ".status.results.maxRssGiB"
+    ),
+    // Slots or blocks behind (the client's unit): what decides KeptUp or FellBehind.
+    printcolumn(
+        name = "Max Lag",
+        type_ = "integer",
+        json_path = ".status.results.maxLag"
+    ),
+    // `-o wide`: the share of the window Prometheus scraped (0 to 1).
+    printcolumn(
+        name = "Coverage",
+        type_ = "number",
+        json_path = ".status.results.coverage",
+        priority = 1
     ),
     // `-o wide`: the paper's Figure 12 for an Agave trial (docs/clients/agave.md).
     printcolumn(
@@ -63,9 +81,11 @@ use super::template::ValidatorTemplate;
         json_path = ".status.results.figures.programCacheEvictionsPerBatch",
         priority = 1
     ),
+    // kubectl upper-cases names (cli-runtime v0.34.2 pkg/printers/tableprinter.go), and
+    // µ would become the Greek capital Μ, read as "MS": usec.
     printcolumn(
-        name = "PC µs/Batch",
-        type_ = "number",
+        name = "PC usec/Batch",
+        type_ = "integer",
         json_path = ".status.results.figures.programCacheTimeUsPerBatch",
         priority = 1
     ),
@@ -97,6 +117,13 @@ use super::template::ValidatorTemplate;
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    // Why the trial is where it is; for a finished one, why it ended. Last, as
+    // `kubectl get events` puts its message: it is the long one.
+    printcolumn(
+        name = "Message",
+        type_ = "string",
+        json_path = ".status.message"
     )
 )]
 #[serde(rename_all = "camelCase")]

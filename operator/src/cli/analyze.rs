@@ -5,6 +5,7 @@ use anyhow::Context;
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// The Prometheus that scraped the pod (its base URL, e.g. http://prometheus:9090).
     #[arg(long, env = "PROMETHEUS_URL")]
     prometheus_url: String,
     /// The client whose metric profile to read (agave, firedancer, besu, nodeos).
@@ -13,13 +14,16 @@ pub struct Args {
     /// The client version, where metric names depend on it.
     #[arg(long)]
     client_version: Option<String>,
+    /// The pod's namespace (its `namespace` label in Prometheus).
     #[arg(long)]
     namespace: String,
+    /// The pod's name (its `pod` label in Prometheus).
     #[arg(long)]
     pod: String,
-    /// Window start and end, RFC 3339.
+    /// The window's start, RFC 3339 (2026-01-31T12:00:00Z).
     #[arg(long)]
     start: jiff::Timestamp,
+    /// The window's end, RFC 3339.
     #[arg(long)]
     end: jiff::Timestamp,
     /// The scrape interval (one sample per step).

@@ -15,9 +15,9 @@ pub struct Args {
     /// Prometheus and Pod Security needs (default: what the examples need).
     #[arg(short = 'f', long = "filename")]
     files: Vec<PathBuf>,
-    /// The namespace experiments run in.
-    #[arg(short, long, default_value = "default")]
-    namespace: String,
+    /// Where: the namespace experiments run in (-n), the kubeconfig and its context.
+    #[command(flatten)]
+    kube: super::KubeArgs,
     /// The Prometheus valtune reads (default: the experiments' spec.metrics.prometheusUrl,
     /// else the installed operator's --prometheus-url).
     #[arg(long, env = "PROMETHEUS_URL")]
@@ -43,7 +43,7 @@ fn parse_labels(s: &str) -> Result<BTreeMap<String, String>, String> {
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let client = super::kube_client().await?;
+    let (client, namespace) = args.kube.connect().await?;
     let experiments: Vec<ValidatorExperiment> = super::read_experiments(&args.files)?
         .into_iter()
         .map(|(_, vx)| vx)
@@ -60,7 +60,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         prometheus_url = Some(url);
     }
     let opts = Options {
-        namespace: args.namespace,
+        namespace,
         prometheus_url,
         remote_write_url: args.remote_write_url,
         pod_monitor_labels: args.pod_monitor_labels,

@@ -7,23 +7,20 @@ use valtune::api::{ValidatorTrial, labels};
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// The ValidatorTrial's name.
     trial: String,
-    #[arg(short, long, default_value = "default")]
-    namespace: String,
+    #[command(flatten)]
+    kube: super::KubeArgs,
     /// How long to wait for the new result (0: do not wait).
     #[arg(long, default_value = "10m")]
     wait: String,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let Args {
-        trial,
-        namespace,
-        wait,
-    } = args;
-    let (trial, namespace) = (trial.as_str(), namespace.as_str());
+    let Args { trial, kube, wait } = args;
     let wait = valtune::api::settings::parse_duration(&wait).context("--wait")?;
-    let client = super::kube_client().await?;
+    let (client, namespace) = kube.connect().await?;
+    let (trial, namespace) = (trial.as_str(), namespace.as_str());
     let api: Api<ValidatorTrial> = Api::namespaced(client, namespace);
     let t = api
         .get_opt(trial)

@@ -4,8 +4,12 @@
 pub mod analyze;
 pub mod check;
 pub mod collect;
+pub mod completion;
 pub mod crd;
+pub mod list;
+pub mod output;
 pub mod plan;
+pub mod recommend;
 pub mod report;
 
 use std::path::{Path, PathBuf};
@@ -34,9 +38,109 @@ pub fn read_experiments(files: &[PathBuf]) -> anyhow::Result<Vec<(&Path, Validat
     Ok(out)
 }
 
-/// A client of the cluster the kubeconfig (or the pod's ServiceAccount) names.
-pub async fn kube_client() -> anyhow::Result<kube::Client> {
-    kube::Client::try_default()
-        .await
-        .context("connecting to Kubernetes")
+/// Which cluster and namespace, chosen as kubectl chooses them: the kubeconfig's current
+/// context (or `--context`) and its namespace unless `-n` says otherwise.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct KubeArgs {
+    /// The namespace (default: the namespace of the kubeconfig context, else `default`;
+    /// in a pod, its own).
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+    /// The kubeconfig context to use (default: its current-context).
+    #[arg(long)]
+    pub context: Option<String>,
+    /// The kubeconfig file (default: $KUBECONFIG, else ~/.kube/config; in a pod without
+    /// one, its ServiceAccount).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+impl KubeArgs {
+    /// A client of the chosen cluster, and the namespace to work in.
+    pub async fn connect(&self) -> anyhow::Result<(kube::Client, String)> {
+        let config = self.config().await?;
+        let namespace = self
+            .namespace
+            .clone()
+            .unwrap_or_else(|| config.default_namespace.clone());
+        let client = kube::Client::try_from(config).context("connecting to Kubernetes")?;
+        Ok((client, namespace))
+    }
+
+    async fn config(&self) -> anyhow::Result<kube::Config> {
+        use kube::config::{KubeConfigOptions, Kubeconfig};
+        let options = KubeConfigOptions {
+            context: self.context.clone(),
+            ..Default::default()
+        };
+        let mut config = match (&self.kubeconfig, &self.context) {
+            // kubectl's order: the kubeconfig, else (in a pod) the ServiceAccount.
+            (None, None) => return kube::Config::infer().await.context(
+                "no Kubernetes configuration: set KUBECONFIG, pass --kubeconfig, or run in a pod",
+            ),
+            (Some(path), _) => {
+                let file = Kubeconfig::read_from(path)
+                    .with_context(|| format!("--kubeconfig {}", path.display()))?;
+                kube::Config::from_custom_kubeconfig(file, &options).await
+            }
+            (None, Some(_)) => kube::Config::from_kubeconfig(&options).await,
+        }
+        .with_context(|| match &self.context {
+            Some(c) => {
+                format!("--context {c}: no such context in the kubeconfig, or it is incomplete")
+            }
+            None => "reading the kubeconfig".into(),
+        })?;
+        config.apply_debug_overrides();
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KUBECONFIG: &str = "apiVersion: v1
+kind: Config
+current-context: lab
+clusters:
+- name: lab
+  cluster: {server: 'https://127.0.0.1:6443'}
+users:
+- name: admin
+  user: {token: t}
+contexts:
+- name: lab
+  context: {cluster: lab, user: admin, namespace: validators}
+- name: bare
+  context: {cluster: lab, user: admin}
+";
+
+    /// The namespace is the context's, as kubectl's; `-n` wins; a context without one
+    /// means `default`.
+    #[tokio::test]
+    async fn the_namespace_comes_from_the_kubeconfig_context_unless_given() {
+        let dir = std::env::temp_dir().join(format!("valtune-kubeconfig-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("config");
+        std::fs::write(&file, KUBECONFIG).unwrap();
+        let args = |namespace: Option<&str>, context: Option<&str>| KubeArgs {
+            namespace: namespace.map(Into::into),
+            context: context.map(Into::into),
+            kubeconfig: Some(file.clone()),
+        };
+        let ns = |a: KubeArgs| async move { a.connect().await.unwrap().1 };
+        assert_eq!(ns(args(None, None)).await, "validators");
+        assert_eq!(ns(args(Some("other"), None)).await, "other");
+        assert_eq!(ns(args(None, Some("bare"))).await, "default");
+        let err = args(None, Some("nope")).connect().await.err().unwrap();
+        assert!(format!("{err:#}").contains("--context nope"), "{err:#}");
+        let missing = KubeArgs {
+            kubeconfig: Some(dir.join("absent")),
+            ..Default::default()
+        };
+        let err = missing.connect().await.err().unwrap();
+        assert!(format!("{err:#}").contains("--kubeconfig"), "{err:#}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

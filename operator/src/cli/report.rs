@@ -1,34 +1,37 @@
-//! `valtune report`: an experiment's trials and results, as a table, CSV or JSON.
+//! `valtune report`: an experiment's trials and results, as a table, CSV, JSON or YAML.
 
 use anyhow::Context;
-use clap::ValueEnum;
 use kube::api::{Api, ListParams};
 use valtune::api::{ValidatorExperiment, ValidatorTrial, labels};
 use valtune::results::dataset::Dataset;
 
-#[derive(Clone, Copy, ValueEnum)]
-pub enum Format {
-    Table,
-    Csv,
-    Json,
-}
+use super::output::{Output, print_data};
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// The ValidatorExperiment's name.
     experiment: String,
-    #[arg(short, long, default_value = "default")]
-    namespace: String,
-    #[arg(long, value_enum, default_value = "table")]
-    format: Format,
+    #[command(flatten)]
+    kube: super::KubeArgs,
+    /// table, wide (adds each trial's max lag, node and message: why it ended), csv
+    /// (every column of wide), json or yaml (the experiment's status and each trial's).
+    #[arg(
+        short,
+        long = "output",
+        visible_alias = "format",
+        value_enum,
+        default_value = "table"
+    )]
+    output: Output,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let Args {
         experiment,
-        namespace,
-        format,
+        kube,
+        output,
     } = args;
-    let client = super::kube_client().await?;
+    let (client, namespace) = kube.connect().await?;
     let vxs: Api<ValidatorExperiment> = Api::namespaced(client.clone(), &namespace);
     let vx = vxs
         .get_opt(&experiment)
@@ -40,9 +43,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let data = Dataset::from_trials(&vx.spec.sweep, &list);
     let client = valtune::clients::client_for(&vx.spec.template)?;
     let layout = client.report(&vx.spec.template, &vx.spec.sweep);
-    match format {
-        Format::Table => {
-            print!("{}", valtune::report::table(&data, &layout));
+    match output {
+        Output::Table | Output::Wide => {
+            if output == Output::Wide {
+                print!("{}", valtune::report::wide_table(&data, &layout));
+            } else {
+                print!("{}", valtune::report::table(&data, &layout));
+            }
             print!("{}", valtune::report::coverage_notes(&list));
             let objective = client.objective(&vx.spec.sweep);
             if let Some(points) = valtune::report::points_table(&data, &objective) {
@@ -55,18 +62,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 println!("{note}");
             }
         }
-        Format::Csv => print!("{}", valtune::report::csv(&data, &layout)),
-        Format::Json => {
+        Output::Csv => print!("{}", valtune::report::csv(&data, &layout)),
+        Output::Json | Output::Yaml => {
             let rows: Vec<_> = list
                 .iter()
                 .map(|t| serde_json::json!({"trial": t.metadata.name, "point": t.spec.point, "repetition": t.spec.repetition, "status": t.status}))
                 .collect();
-            println!(
-                "{}",
-                serde_json::to_string_pretty(
-                    &serde_json::json!({"experiment": vx.status, "trials": rows, "notes": client.report_notes(&list)})
-                )?
-            );
+            print_data(
+                output,
+                &serde_json::json!({"experiment": vx.status, "trials": rows, "notes": client.report_notes(&list)}),
+            )?;
         }
     }
     Ok(())

@@ -1,4 +1,7 @@
-//! Experiment results as a table (the paper's Figure 3), CSV or JSON.
+//! Experiment results as a table (the paper's Figure 3), CSV or JSON; the recommendation
+//! as a patch (patch.rs).
+
+pub mod patch;
 
 use std::collections::BTreeMap;
 
@@ -6,12 +9,29 @@ use kube::ResourceExt;
 
 use crate::api::ValidatorExperiment;
 use crate::api::sweep::SweepSpec;
-use crate::api::trial::ValidatorTrial;
+use crate::api::trial::{TrialResults, ValidatorTrial};
 use crate::clients::profile::{Layout, Objective};
 use crate::results::dataset::{Dataset, Point};
 
 fn num(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into())
+}
+
+/// A column's figures as printed: whole numbers (counts: seconds at zero TPS, slots
+/// behind, ...) without decimals when every figure of the column is whole, two decimals
+/// otherwise, so a column reads alike from row to row.
+fn column(values: &[Option<f64>]) -> Vec<String> {
+    let whole = values
+        .iter()
+        .flatten()
+        .all(|v| v.fract() == 0.0 && v.abs() < 1e15);
+    values
+        .iter()
+        .map(|v| match v {
+            Some(v) if whole => format!("{v:.0}"),
+            v => num(*v),
+        })
+        .collect()
 }
 
 /// Trials in the dataset's order: by point, the points by the swept values (numeric
@@ -30,17 +50,33 @@ pub fn sorted(mut trials: Vec<ValidatorTrial>, sweep: &SweepSpec) -> Vec<Validat
 /// The columns every table starts with.
 const FIXED: [&str; 6] = ["TRIAL", "POINT", "REP", "PHASE", "OUTCOME", "COVER %"];
 
-fn header(layout: &Layout) -> Vec<&'static str> {
+/// The columns `-o wide` and CSV add: why each trial ended, and where it ran.
+const WIDE: [&str; 3] = ["MAX LAG", "NODE", "MESSAGE"];
+
+/// Whether the client's columns already show the lag (nodeos: `MAX LAG blk`).
+fn has_lag(layout: &Layout) -> bool {
+    layout
+        .numbers
+        .iter()
+        .any(|c| c.header.starts_with("MAX LAG"))
+}
+
+fn header(layout: &Layout, wide: bool) -> Vec<&'static str> {
+    let extra = WIDE
+        .iter()
+        .copied()
+        .filter(|h| wide && !(*h == "MAX LAG" && has_lag(layout)));
     FIXED
         .iter()
         .copied()
         .chain(layout.numbers.iter().map(|c| c.header))
         .chain(layout.saved.iter().map(|c| c.header))
         .chain(layout.text.iter().map(|c| c.header))
+        .chain(extra)
         .collect()
 }
 
-fn rows(data: &Dataset, layout: &Layout) -> Vec<Vec<String>> {
+fn rows(data: &Dataset, layout: &Layout, wide: bool) -> Vec<Vec<String>> {
     // Saved columns compare with the first point (in the dataset's order: the smallest
     // value of an ordered sweep) whose finished trials have the figure.
     let bases: Vec<Option<f64>> = layout
@@ -48,9 +84,35 @@ fn rows(data: &Dataset, layout: &Layout) -> Vec<Vec<String>> {
         .iter()
         .map(|c| data.points().iter().find_map(|p| p.mean(c.value)))
         .collect();
+    // Figures column by column, so each column decides once whether it is whole.
+    let results: Vec<TrialResults> = data
+        .trials()
+        .map(|t| t.results.clone().unwrap_or_default())
+        .collect();
+    let mut figures: Vec<Vec<String>> = layout
+        .numbers
+        .iter()
+        .map(|c| column(&results.iter().map(|r| (c.value)(r)).collect::<Vec<_>>()))
+        .collect();
+    figures.extend(layout.saved.iter().zip(&bases).map(|(c, base)| {
+        let saved: Vec<Option<f64>> = results
+            .iter()
+            .map(|r| match ((c.value)(r), base) {
+                (Some(v), Some(b)) if *b > 0.0 => Some(100.0 * (1.0 - v / b)),
+                _ => None,
+            })
+            .collect();
+        column(&saved)
+    }));
+    if wide && !has_lag(layout) {
+        figures.push(column(
+            &results.iter().map(|r| r.max_lag).collect::<Vec<_>>(),
+        ));
+    }
     data.trials()
-        .map(|t| {
-            let r = t.results.clone().unwrap_or_default();
+        .zip(&results)
+        .enumerate()
+        .map(|(i, (t, r))| {
             let mut row = vec![
                 t.name.clone(),
                 t.point.describe(),
@@ -63,20 +125,19 @@ fn rows(data: &Dataset, layout: &Layout) -> Vec<Vec<String>> {
                     .map(|c| format!("{:.0}", c * 100.0))
                     .unwrap_or_else(|| "-".into()),
             ];
-            row.extend(layout.numbers.iter().map(|c| num((c.value)(&r))));
-            row.extend(layout.saved.iter().zip(&bases).map(|(c, base)| {
-                let saved = match ((c.value)(&r), base) {
-                    (Some(v), Some(b)) if *b > 0.0 => Some(100.0 * (1.0 - v / b)),
-                    _ => None,
-                };
-                num(saved)
-            }));
+            let n = layout.numbers.len() + layout.saved.len();
+            row.extend(figures[..n].iter().map(|col| col[i].clone()));
             row.extend(
                 layout
                     .text
                     .iter()
-                    .map(|c| (c.value)(&r).unwrap_or_else(|| "-".into())),
+                    .map(|c| (c.value)(r).unwrap_or_else(|| "-".into())),
             );
+            if wide {
+                row.extend(figures[n..].iter().map(|col| col[i].clone()));
+                row.push(t.node.clone().unwrap_or_else(|| "-".into()));
+                row.push(t.message.clone().unwrap_or_else(|| "-".into()));
+            }
             row
         })
         .collect()
@@ -148,20 +209,31 @@ fn aligned(header: Vec<String>, rows: Vec<Vec<String>>) -> String {
 
 /// The trials as a table with the client's columns, in the dataset's order.
 pub fn table(data: &Dataset, layout: &Layout) -> String {
-    let header = header(layout).into_iter().map(String::from).collect();
-    aligned(header, rows(data, layout))
+    let header = header(layout, false)
+        .into_iter()
+        .map(String::from)
+        .collect();
+    aligned(header, rows(data, layout, false))
 }
 
+/// The table with the lag, the node and the message of each trial (`-o wide`): why it
+/// ended.
+pub fn wide_table(data: &Dataset, layout: &Layout) -> String {
+    let header = header(layout, true).into_iter().map(String::from).collect();
+    aligned(header, rows(data, layout, true))
+}
+
+/// Every column of the wide table, one trial a line.
 pub fn csv(data: &Dataset, layout: &Layout) -> String {
     let quote = |s: &str| {
-        if s.contains([',', '"']) {
+        if s.contains([',', '"', '\n']) {
             format!("\"{}\"", s.replace('"', "\"\""))
         } else {
             s.to_string()
         }
     };
     let mut out = vec![
-        header(layout)
+        header(layout, true)
             .iter()
             .map(|h| {
                 h.to_lowercase()
@@ -173,7 +245,7 @@ pub fn csv(data: &Dataset, layout: &Layout) -> String {
             .join(","),
     ];
     out.extend(
-        rows(data, layout)
+        rows(data, layout, true)
             .iter()
             .map(|r| r.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",")),
     );
@@ -233,7 +305,10 @@ pub fn summary(vx: &ValidatorExperiment) -> String {
                 out.push_str(&format!("support: {support}\n"));
             }
         }
-        None => out.push_str("recommendation: none yet (no point kept up)\n"),
+        None => out.push_str(&format!(
+            "recommendation: {}\n",
+            patch::no_recommendation(vx)
+        )),
     }
     out
 }
@@ -241,6 +316,7 @@ pub fn summary(vx: &ValidatorExperiment) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::experiment::ExperimentPhase;
     use crate::clients::profile::{Column, RAM_COLUMNS, TextColumn};
 
     fn mk(point: &str, rep: i32, outcome: &str, tps: f64) -> ValidatorTrial {
@@ -267,10 +343,14 @@ mod tests {
         let t = table(&trials, &Layout::ram());
         let lines: Vec<&str> = t.lines().collect();
         assert!(lines[0].starts_with("TRIAL"));
+        // Every average is whole here: the column prints without decimals; MAX TPS has
+        // a fraction and keeps two.
         assert!(
             lines[1].contains("memory=128Gi")
                 && lines[1].contains("OOMKilled")
-                && lines[1].contains("1200.00")
+                && lines[1].contains(" 1200 ")
+                && lines[1].contains(" 9000.50 "),
+            "{t}"
         );
         assert!(lines[2].contains("memory=1Ti"));
         assert_eq!(lines[1].find("OOMKilled"), lines[2].find("KeptUp"));
@@ -290,10 +370,10 @@ mod tests {
         let t = table(&trials, &layout);
         assert!(t.lines().next().unwrap().ends_with("AVG TPS  NOTE"), "{t}");
         assert!(
-            t.lines().nth(1).unwrap().ends_with("1200.00  1200 tps"),
+            t.lines().nth(1).unwrap().ends_with("1200     1200 tps"),
             "{t}"
         );
-        assert!(csv(&trials, &layout).contains(",1200.00,1200 tps\n"));
+        assert!(csv(&trials, &layout).contains(",1200,1200 tps,-,-,-\n"));
     }
 
     #[test]
@@ -361,6 +441,72 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_wide_table_says_why_each_trial_ended() {
+        let s = sweep("memory: [128Gi, 1Ti]");
+        let mut oom = mk("memory: 128Gi", 1, "OOMKilled", 1200.0);
+        let st = oom.status.as_mut().unwrap();
+        st.message = Some("the validator exited (OOMKilled, exit code 137)".into());
+        st.node_name = Some("r6a-1".into());
+        st.results.as_mut().unwrap().max_lag = Some(2150.0);
+        let mut kept = mk("memory: 1Ti", 1, "KeptUp", 4600.0);
+        kept.status
+            .as_mut()
+            .unwrap()
+            .results
+            .as_mut()
+            .unwrap()
+            .max_lag = Some(12.0);
+        let data = Dataset::from_trials(&s, &[oom, kept]);
+        let t = wide_table(&data, &Layout::ram());
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].ends_with("MAX LAG  NODE   MESSAGE"), "{t}");
+        assert!(
+            lines[1].ends_with("2150     r6a-1  the validator exited (OOMKilled, exit code 137)"),
+            "{t}"
+        );
+        assert!(lines[2].ends_with("12       -      -"), "{t}");
+        // The plain table stays narrow; CSV has every column, the message quoted.
+        assert!(!table(&data, &Layout::ram()).contains("MESSAGE"));
+        assert!(
+            csv(&data, &Layout::ram())
+                .contains(",2150,r6a-1,\"the validator exited (OOMKilled, exit code 137)\"\n"),
+            "{}",
+            csv(&data, &Layout::ram())
+        );
+        // A client that shows its own lag (nodeos) does not get it twice.
+        let layout = Layout {
+            numbers: vec![Column {
+                header: "MAX LAG blk",
+                value: |r| r.max_lag,
+            }],
+            ..Default::default()
+        };
+        assert_eq!(wide_table(&data, &layout).matches("MAX LAG").count(), 1);
+    }
+
+    #[test]
+    fn no_recommendation_says_whether_the_experiment_runs_or_found_none() {
+        let mut vx: ValidatorExperiment = serde_saphyr::from_str(
+            "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {name: e}\nspec:\n  template: {agave: {image: a}, resources: {memory: 1Ti}}\nstatus: {phase: Running, trials: {expected: 3, pending: 0, active: 2, finished: 1, succeeded: 1, failed: 0}}\n",
+        )
+        .unwrap();
+        assert!(
+            summary(&vx).ends_with(
+                "recommendation: none yet: the experiment is running (1 of 3 trials finished) and no finished point kept up so far\n"
+            ),
+            "{}",
+            summary(&vx)
+        );
+        vx.status.as_mut().unwrap().phase = ExperimentPhase::Succeeded;
+        assert!(
+            summary(&vx)
+                .contains("recommendation: none: the experiment finished and no point kept up"),
+            "{}",
+            summary(&vx)
+        );
+    }
+
     /// Numeric sweep values sort by number (not 1024, 2048, 512 as text), whatever order
     /// they are written in.
     #[test]
@@ -401,9 +547,8 @@ mod tests {
             ],
             "{t}"
         );
-        assert!(
-            csv(&trials, &layout)
-                .starts_with("trial,point,rep,phase,outcome,cover_pct,saved_pct\n")
-        );
+        assert!(csv(&trials, &layout).starts_with(
+            "trial,point,rep,phase,outcome,cover_pct,saved_pct,max_lag,node,message\n"
+        ));
     }
 }

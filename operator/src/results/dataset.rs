@@ -26,6 +26,8 @@ pub struct TrialRecord {
     pub results: Option<TrialResults>,
     /// The node of its current (or last) attempt.
     pub node: Option<String>,
+    /// Why it is where it is (its status message: for a finished trial, why it ended).
+    pub message: Option<String>,
     pub started: Option<Timestamp>,
     pub window_start: Option<Timestamp>,
     pub window_end: Option<Timestamp>,
@@ -47,6 +49,7 @@ impl From<&ValidatorTrial> for TrialRecord {
             outcome: st.outcome,
             results: st.results,
             node: st.node_name,
+            message: st.message,
             started: st.started_at.map(|t| t.0),
             window_start: st.window_start.map(|t| t.0),
             window_end: st.window_end.map(|t| t.0),

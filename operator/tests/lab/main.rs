@@ -9,6 +9,7 @@ mod besu;
 mod chart;
 mod chart_schemas;
 mod check;
+mod cli;
 mod common;
 mod e2e;
 mod firedancer;
