@@ -110,42 +110,15 @@ pub fn render(items: &[ValidatorExperiment], format: Output, namespaces: bool) -
         })
         .collect();
     if format == Output::Csv {
-        let quote = |s: &str| {
-            if s.contains([',', '"', '\n']) {
-                format!("\"{}\"", s.replace('"', "\"\""))
-            } else {
-                s.to_string()
-            }
-        };
         let mut out = header.join(",").to_lowercase() + "\n";
         for r in rows {
-            out.push_str(&r.iter().map(|c| quote(c)).collect::<Vec<_>>().join(","));
+            let cells: Vec<String> = r.iter().map(|c| valtune::report::csv_cell(c)).collect();
+            out.push_str(&cells.join(","));
             out.push('\n');
         }
         return out;
     }
-    let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in &rows {
-        for (w, c) in width.iter_mut().zip(r) {
-            *w = (*w).max(c.len());
-        }
-    }
-    let line = |cells: Vec<String>| {
-        cells
-            .iter()
-            .zip(&width)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-            + "\n"
-    };
-    let mut out = line(header.iter().map(|h| h.to_string()).collect());
-    for r in rows {
-        out.push_str(&line(r));
-    }
-    out
+    valtune::report::aligned(header.iter().map(|h| h.to_string()).collect(), rows)
 }
 
 #[cfg(test)]

@@ -67,6 +67,22 @@ impl KubeArgs {
         Ok((client, namespace))
     }
 
+    /// A client, the namespace, and the experiment `name` in it (an error naming both
+    /// when there is none).
+    pub async fn experiment(
+        &self,
+        name: &str,
+    ) -> anyhow::Result<(kube::Client, String, valtune::api::ValidatorExperiment)> {
+        let (client, namespace) = self.connect().await?;
+        let api: kube::Api<valtune::api::ValidatorExperiment> =
+            kube::Api::namespaced(client.clone(), &namespace);
+        let vx = api
+            .get_opt(name)
+            .await?
+            .with_context(|| format!("no ValidatorExperiment {name} in namespace {namespace}"))?;
+        Ok((client, namespace, vx))
+    }
+
     async fn config(&self) -> anyhow::Result<kube::Config> {
         use kube::config::{KubeConfigOptions, Kubeconfig};
         let options = KubeConfigOptions {

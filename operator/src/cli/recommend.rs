@@ -4,8 +4,8 @@
 use anyhow::Context;
 use clap::ValueEnum;
 use kube::api::Api;
+use valtune::api::ValidatorTrial;
 use valtune::api::resolve::resolve_template;
-use valtune::api::{ValidatorExperiment, ValidatorTrial};
 use valtune::report::patch::{
     Evidence, no_recommendation, render_json, render_yaml, template_patch,
 };
@@ -42,12 +42,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         kube,
         output,
     } = args;
-    let (client, namespace) = kube.connect().await?;
-    let vxs: Api<ValidatorExperiment> = Api::namespaced(client.clone(), &namespace);
-    let vx = vxs
-        .get_opt(&experiment)
-        .await?
-        .with_context(|| format!("no ValidatorExperiment {experiment} in namespace {namespace}"))?;
+    let (client, namespace, vx) = kube.experiment(&experiment).await?;
     let st = vx.status.clone().unwrap_or_default();
     let Some(rec) = st.recommendation else {
         anyhow::bail!(

@@ -1,8 +1,7 @@
 //! `valtune report`: an experiment's trials and results, as a table, CSV, JSON or YAML.
 
-use anyhow::Context;
 use kube::api::{Api, ListParams};
-use valtune::api::{ValidatorExperiment, ValidatorTrial, labels};
+use valtune::api::{ValidatorTrial, labels};
 use valtune::results::dataset::Dataset;
 
 use super::output::{Output, print_data};
@@ -31,12 +30,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         kube,
         output,
     } = args;
-    let (client, namespace) = kube.connect().await?;
-    let vxs: Api<ValidatorExperiment> = Api::namespaced(client.clone(), &namespace);
-    let vx = vxs
-        .get_opt(&experiment)
-        .await?
-        .with_context(|| format!("no ValidatorExperiment {experiment} in namespace {namespace}"))?;
+    let (client, namespace, vx) = kube.experiment(&experiment).await?;
     let trials: Api<ValidatorTrial> = Api::namespaced(client, &namespace);
     let lp = ListParams::default().labels(&format!("{}={experiment}", labels::EXPERIMENT));
     let list = valtune::report::sorted(trials.list(&lp).await?.items, &vx.spec.sweep);

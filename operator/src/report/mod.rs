@@ -185,7 +185,7 @@ pub fn points_table(data: &Dataset, objective: &Objective) -> Option<String> {
 }
 
 /// Columns padded to their widest cell, two spaces apart.
-fn aligned(header: Vec<String>, rows: Vec<Vec<String>>) -> String {
+pub fn aligned(header: Vec<String>, rows: Vec<Vec<String>>) -> String {
     let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (w, cell) in width.iter_mut().zip(row) {
@@ -224,14 +224,17 @@ pub fn wide_table(data: &Dataset, layout: &Layout) -> String {
 }
 
 /// Every column of the wide table, one trial a line.
+/// A CSV cell (RFC 4180): quoted when it holds a comma, a quote or a line break.
+pub fn csv_cell(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
 pub fn csv(data: &Dataset, layout: &Layout) -> String {
-    let quote = |s: &str| {
-        if s.contains([',', '"', '\n']) {
-            format!("\"{}\"", s.replace('"', "\"\""))
-        } else {
-            s.to_string()
-        }
-    };
+    let quote = csv_cell;
     let mut out = vec![
         header(layout, true)
             .iter()

@@ -102,14 +102,8 @@ pub fn boundary(evidence: &[Evidence], retries: i32) -> Boundary {
     let above = lo.map_or(0, |l| l + 1);
     let hi = (above..evidence.len()).find(|i| evidence[*i].passes());
     let end = hi.unwrap_or(evidence.len());
-    let (mut open, mut inconclusive) = (Vec::new(), Vec::new());
-    for i in above..end {
-        if evidence[i].inconclusive(retries) {
-            inconclusive.push(i);
-        } else {
-            open.push(i);
-        }
-    }
+    let (inconclusive, open): (Vec<usize>, Vec<usize>) =
+        (above..end).partition(|i| evidence[*i].inconclusive(retries));
     Boundary {
         lo,
         hi,
@@ -142,7 +136,7 @@ pub fn spread(open: &[usize], lo: Option<usize>, hi: usize, k: usize) -> Vec<usi
 }
 
 /// The in-sweep points of the one swept parameter in pass-above-fail order.
-pub fn ordered<'a>(data: &'a Dataset, seek: Seek) -> Vec<&'a Point> {
+pub fn ordered(data: &Dataset, seek: Seek) -> Vec<&Point> {
     let mut points: Vec<&Point> = data.points().iter().filter(|p| p.in_sweep).collect();
     if seek == Seek::Most {
         points.reverse();
@@ -416,14 +410,16 @@ mod tests {
     fn the_boundary_is_the_least_pass_above_the_highest_failure() {
         let p = ev(1, 0, 0);
         let f = ev(0, 1, 0);
-        let cases: [(
-            &str,
+        // (case, evidence, lo, hi, open, non-monotone)
+        type Case = (
+            &'static str,
             Vec<Evidence>,
             Option<usize>,
             Option<usize>,
             Vec<usize>,
             Vec<usize>,
-        ); 6] = [
+        );
+        let cases: [Case; 6] = [
             (
                 "nothing known",
                 vec![U, U, U],
@@ -636,7 +632,15 @@ mod tests {
     #[test]
     fn the_bisection_decides() {
         type Trials = fn(&ValidatorExperimentSpec) -> Vec<TrialRecord>;
-        let cases: [(&str, &str, Trials, &[&[&str]], Option<&str>); 9] = [
+        // (case, spec additions, trials, groups started, done's reason)
+        type Case = (
+            &'static str,
+            &'static str,
+            Trials,
+            &'static [&'static [&'static str]],
+            Option<&'static str>,
+        );
+        let cases: [Case; 9] = [
             (
                 "a round waits for its last trial",
                 "parallelism: 3",
