@@ -278,6 +278,29 @@ fn follower(ns: &str) -> ValidatorExperiment {
     .unwrap()
 }
 
+/// The most the trial's TPS query read at any scrape from its pod's start to the end of
+/// its window.
+async fn fastest_tps_since_start(lab: &Lab, ns: &str, t: &ValidatorTrial) -> f64 {
+    let s = t.status.clone().unwrap();
+    let sel = format!(
+        "namespace=\"{ns}\",pod=\"{}-1\"",
+        t.metadata.name.clone().unwrap()
+    );
+    let profile = valtune::clients::profile(t).unwrap();
+    let step = Duration::from_secs(1);
+    let tps = valtune::results::analysis::expand(
+        profile
+            .query(valtune::api::settings::QueryKey::Tps)
+            .unwrap(),
+        &sel,
+        step,
+    );
+    let end = s.window_end.unwrap().0.as_second();
+    let life = end - s.started_at.unwrap().0.as_second();
+    let q = format!("max_over_time(({tps})[{life}s:1s])");
+    query(&lab.state.prometheus_url, &q, end).await.unwrap()
+}
+
 #[tokio::test]
 #[ignore = "needs the lab: run `make test`"]
 async fn a_follower_is_measured_from_its_own_replay_and_its_execrp_tiles_decide() {
@@ -310,7 +333,15 @@ async fn a_follower_is_measured_from_its_own_replay_and_its_execrp_tiles_decide(
         (25.0..45.0).contains(&r.figure("execrpBusyPct").unwrap()),
         "{r:?}"
     );
+    // Read from the scheduler's counter, never faster than replay goes (8 slots a second
+    // of ~1,920 transactions at most), from the pod's start: not from the fork's running
+    // total, which jumps to the chain's total when the snapshot loads and drops at every
+    // block of a minority fork (a reset to rate()).
+    assert!(r.max_tps.unwrap() < 16_000.0, "{r:?}");
+    let fastest = fastest_tps_since_start(&lab, &ns, t).await;
+    assert!((3_000.0..16_000.0).contains(&fastest), "{fastest}");
     for metric in [
+        "replay_sched_txn_done_total",
         "replay_txn_processed_total",
         "repair_slot_current",
         "replay_reset_slot",
