@@ -308,8 +308,29 @@ async fn a_follower_is_measured_from_its_own_replay_and_its_execrp_tiles_decide(
     let ns = lab.namespace("fdf-follow").await;
     let _op = lab.start_operator(&ns);
     create(&lab, &follower(&ns)).await;
+    // v1.0.1, whose replay tile sets `replay_transactions_total` to each replayed block's
+    // own count (fd_replay_tile.c L358 @v1.0.1): read from the scheduler's counter too.
+    let mut old = follower(&ns);
+    old.metadata.name = Some("fdf-follow-old".into());
+    let f = old.spec.template.client.firedancer.as_mut().unwrap();
+    f.image = "registry.example.com/firedancer:v1.0.1".into();
+    old.spec.sweep.threads.as_mut().unwrap()[0].values = vec![10];
+    create(&lab, &old).await;
     wait_finished(&lab, &ns, "fdf-follow", Duration::from_secs(300)).await;
-    let all = trials(&lab, &ns).await;
+    wait_finished(&lab, &ns, "fdf-follow-old", Duration::from_secs(300)).await;
+    let mut all = trials(&lab, &ns).await;
+    let old: Vec<ValidatorTrial> = all
+        .extract_if(.., |t| t.spec.experiment == "fdf-follow-old")
+        .collect();
+    let s = old[0].status.clone().unwrap();
+    assert_eq!(s.outcome, Some(TrialOutcome::KeptUp), "v1.0.1: {s:?}");
+    let r = results(&old[0]);
+    assert!(
+        (4_000.0..5_600.0).contains(&r.avg_tps.unwrap()),
+        "v1.0.1: {r:?}"
+    );
+    let fastest = fastest_tps_since_start(&lab, &ns, &old[0]).await;
+    assert!((3_000.0..16_000.0).contains(&fastest), "v1.0.1: {fastest}");
     let by = |n: i32| {
         all.iter()
             .find(|t| t.spec.point.threads["execTiles"] == n)
