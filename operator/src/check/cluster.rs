@@ -1009,6 +1009,46 @@ mod tests {
     }
 
     #[test]
+    fn swap_nodes_are_listed_with_what_they_grant_each_point() {
+        let template: ValidatorTemplate = serde_saphyr::from_str(
+            "nodeos:\n  image: waxteam/waxnode:v5.0.3wax02\n  chainStateDbSizeMb: 49152\n  state: {medium: hostTmpfs, hostPath: /srv/nodeos-state}\n  swap: true\nresources: {cpu: 8, memory: 12Gi, memoryLimit: 16Gi}\ntuning: {memoryPressure: 8Gi}\n",
+        )
+        .unwrap();
+        let pod: Pod = serde_saphyr::from_str(
+            "metadata: {name: p}\nspec:\n  containers:\n  - name: nodeos\n    resources: {requests: {memory: 12Gi}, limits: {memory: 16Gi}}\n",
+        )
+        .unwrap();
+        let node = |name: &str, memory: &str, swap: u64| -> Node {
+            serde_saphyr::from_str(&format!(
+                "metadata: {{name: {name}, labels: {{valtune.dev/swap: LimitedSwap}}}}\nstatus:\n  capacity: {{memory: {memory}}}\n  nodeInfo: {{swap: {{capacity: {swap}}}}}\n"
+            ))
+            .unwrap()
+        };
+        let small = node("wax-01", "63Gi", 256 << 30);
+        let big = node("big-01", "512Gi", 64 << 30);
+        let mut n = needs();
+        n.pods = vec![("memoryPressure=8Gi".into(), pod)];
+        n.templates = vec![template];
+        let f = swap_finding(&n, &[&small]);
+        assert_eq!(f.status, Status::Pass, "{f:?}");
+        assert!(
+            f.detail
+                .ends_with("swap nodes: wax-01 (63Gi memory, 256Gi swap)"),
+            "{f:?}"
+        );
+        let f = swap_finding(&n, &[&small, &big]);
+        assert_eq!(f.status, Status::Warn, "{f:?}");
+        assert!(
+            f.detail
+                .ends_with("too little swap granted for memoryPressure=8Gi on big-01"),
+            "{f:?}"
+        );
+        let f = swap_finding(&n, &[&big]);
+        assert_eq!(f.status, Status::Fail, "{f:?}");
+        assert!(f.detail.contains("would end NodeNotPrepared on every swap node: node big-01: the kubelet grants nodeos 1.5 GiB of swap"), "{f:?}");
+    }
+
+    #[test]
     fn a_missing_storage_class_names_the_manifest_to_apply() {
         let f = storage_finding(&needs(), "local-nvme", 1, None, &[], &[]);
         assert_eq!(f.status, Status::Fail);
