@@ -2,7 +2,8 @@
 //! (`SOLANA_METRICS_MAX_POINTS_PER_SECOND`). The agent writes every 10 s and drops what
 //! a write holds past `10 x budget - 1` points, the last of the window, from every source
 //! alike: anza-xyz/agave metrics/src/metrics.rs `MetricsAgent::default` (default 4,000)
-//! and `combine_points`, the same in v2.0.5, v2.1.14, v3.x and v4.0.3. Each busy banking
+//! and `combine_points` (the same budget and truncation in the 1.x-2.0 `write`, the later
+//! `combine_points` and the current influxdb_v1/v2 agent). Each busy banking
 //! worker submits three points every 20 ms (`banking_stage_worker_counts`, `_timing`,
 //! `_error_metrics`: core/src/banking_stage/consume_worker.rs `maybe_report_and_reset`,
 //! v2.1.14), 150 a second: 32 workers alone submit 4,800, so with the default the leader's

@@ -1,5 +1,5 @@
 //! Agave's metrics agent, as it drops datapoints (anza-xyz/agave metrics/src/metrics.rs,
-//! the same from v2.0 to v4.0): every `write_frequency` (10 s) it writes the points
+//! the same budget and truncation from the 1.x-2.0 `write` to today's agent): every `write_frequency` (10 s) it writes the points
 //! submitted since the last write, in submission order, truncated to
 //! `10 x SOLANA_METRICS_MAX_POINTS_PER_SECOND - 1` (default 4,000 a second), then its own
 //! `metrics` point (`points_written`, `num_points`, `points_lost`): `combine_points`,
