@@ -18,11 +18,14 @@ pub fn namespace(root: &Path, boot: u64) -> std::io::Result<()> {
     std::fs::write(root.join("stat"), format!("btime {boot}\n"))
 }
 
-/// The files of one process. `boot` is the boot time (epoch seconds); `started` the
-/// process's start (epoch seconds); `cmdline` its argv.
+/// The files of one process. `ppid` is its parent (1: the namespace's first process);
+/// `boot` the boot time (epoch seconds); `started` the process's start (epoch seconds);
+/// `cmdline` its argv.
+#[allow(clippy::too_many_arguments)]
 pub fn write(
     root: &Path,
     pid: u32,
+    ppid: u32,
     boot: u64,
     started: u64,
     cmdline: &[String],
@@ -34,7 +37,7 @@ pub fn write(
     let starttime = started.saturating_sub(boot) * HZ;
     // Fields 3..52 of proc(5); unset ones as a sleeping process has them.
     let stat = format!(
-        "{pid} ({comm}) S 1 {pid} {pid} 0 -1 4194560 {minflt} 0 {majflt} 0 {utime} {stime} 0 0 20 0 {threads} 0 {starttime} {vsize} {rss} 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
+        "{pid} ({comm}) S {ppid} {pid} {pid} 0 -1 4194560 {minflt} 0 {majflt} 0 {utime} {stime} 0 0 20 0 {threads} 0 {starttime} {vsize} {rss} 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
         minflt = p.minor_faults,
         majflt = p.major_faults,
         utime = 0,
@@ -45,7 +48,7 @@ pub fn write(
     );
     let kb = |b: u64| b / 1024;
     let status = format!(
-        "Name:\t{comm}\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t1\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nVmSize:\t{} kB\nVmRSS:\t{} kB\nVmSwap:\t{} kB\nThreads:\t{}\nvoluntary_ctxt_switches:\t0\nnonvoluntary_ctxt_switches:\t0\n",
+        "Name:\t{comm}\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t{pid}\nPid:\t{pid}\nPPid:\t{ppid}\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\t1000\t1000\t1000\nVmSize:\t{} kB\nVmRSS:\t{} kB\nVmSwap:\t{} kB\nThreads:\t{}\nvoluntary_ctxt_switches:\t0\nnonvoluntary_ctxt_switches:\t0\n",
         kb(p.vsz_bytes),
         kb(p.rss_bytes),
         kb(p.swap_bytes),
@@ -105,6 +108,7 @@ mod tests {
         write(
             &root,
             4242,
+            4241,
             1_700_000_000,
             1_700_000_100,
             &["agave-validator".into()],
@@ -115,6 +119,7 @@ mod tests {
         let after = &stat[stat.rfind(')').unwrap() + 2..];
         assert_eq!(after.split_whitespace().count(), 50, "fields 3..52");
         let fields: Vec<&str> = after.split_whitespace().collect();
+        assert_eq!(fields[1], "4241", "ppid");
         assert_eq!(fields[7], "7", "minflt");
         assert_eq!(fields[9], "3", "majflt");
         assert_eq!(fields[19], "10000", "starttime in ticks");
@@ -125,6 +130,7 @@ mod tests {
         );
         let status = std::fs::read_to_string(root.join("4242/status")).unwrap();
         assert!(status.contains("Uid:\t1000\t1000\t1000\t1000\n"));
+        assert!(status.contains("PPid:\t4241\n"));
         assert_eq!(
             std::fs::read_to_string(root.join("stat")).unwrap(),
             "btime 1700000000\n"

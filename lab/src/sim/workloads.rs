@@ -379,18 +379,34 @@ async fn exited(api: &Api<Pod>, pod: &str, container: &str, exit: &Exit) {
 async fn keep_proc(live: Arc<Live>, root: PathBuf, pid: u32, cmdline: Vec<String>) {
     let started = live.start.as_second().max(0) as u64;
     let boot = started - 3600;
+    // The processes it forked, numbered after it (forked, not exec'd: its argv).
+    let mut forked = 0;
+    let remove = |from: u32, to: u32| {
+        for p in from..to {
+            let _ = std::fs::remove_dir_all(root.join(p.to_string()));
+        }
+    };
     loop {
         if !live.alive() {
-            let _ = std::fs::remove_dir_all(root.join(pid.to_string()));
+            remove(pid, pid + 1 + forked);
             return;
         }
         let now = live.now();
         let figures = live.process.proc(now);
-        if let Err(e) = procfs::write(&root, pid, boot, started, &cmdline, &figures)
+        let children = live.process.children(now);
+        let written = procfs::write(&root, pid, 1, boot, started, &cmdline, &figures)
             .and_then(|()| procfs::write_files(&root, pid, &live.process.proc_files(now)))
-        {
+            .and_then(|()| {
+                children.iter().zip(pid + 1..).try_for_each(|(c, child)| {
+                    procfs::write(&root, child, pid, boot, started, &cmdline, c)
+                })
+            });
+        if let Err(e) = written {
             warn!(error = %e, "writing /proc entries");
         }
+        let n = children.len() as u32;
+        remove(pid + 1 + n, pid + 1 + forked.max(n));
+        forked = n;
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }

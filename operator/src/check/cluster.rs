@@ -16,6 +16,7 @@ use super::prometheus::Reach;
 use super::selection::PrometheusSelectors;
 use super::{Finding, Status};
 use crate::api::ValidatorExperiment;
+use crate::api::template::ValidatorTemplate;
 use crate::clients::RenderInput;
 use crate::controller::experiment::build_trial;
 use crate::strategies::plan::plan;
@@ -52,6 +53,8 @@ struct Needs {
     tolerations: Vec<Toleration>,
     /// The pods of its points (empty: not rendered).
     pods: Vec<(String, Pod)>,
+    /// The resolved template of each of those points, in the same order.
+    templates: Vec<ValidatorTemplate>,
     storage_classes: BTreeMap<String, usize>,
     remote_write: bool,
     swap: bool,
@@ -71,6 +74,7 @@ fn conventions(opts: &Options) -> Needs {
             ..Default::default()
         }],
         pods: Vec::new(),
+        templates: Vec::new(),
         storage_classes: BTreeMap::from([(STORAGE_CLASS.into(), 1)]),
         remote_write: true,
         swap: false,
@@ -93,6 +97,7 @@ fn needs_of(vx: &ValidatorExperiment, opts: &Options) -> Result<Needs, String> {
     vx.metadata.namespace = Some(opts.namespace.clone());
     vx.metadata.uid.get_or_insert_with(|| "check".into());
     let mut pods = Vec::new();
+    let mut templates = Vec::new();
     let mut seen = BTreeSet::new();
     for p in plan(&vx.spec.sweep, 1) {
         if pods.len() >= MAX_POINTS || !seen.insert(p.point.canonical()) {
@@ -104,6 +109,7 @@ fn needs_of(vx: &ValidatorExperiment, opts: &Options) -> Result<Needs, String> {
             .and_then(|input| crate::clients::render(&input))
             .map_err(|e| format!("{point}: {e}"))?;
         pods.push((point, rendered.pod));
+        templates.push(trial.spec.template.clone());
     }
     let mut storage_classes = BTreeMap::new();
     for v in &t.storage {
@@ -124,6 +130,7 @@ fn needs_of(vx: &ValidatorExperiment, opts: &Options) -> Result<Needs, String> {
             .and_then(|s| s.tolerations)
             .unwrap_or(t.placement.tolerations.clone()),
         pods,
+        templates,
         storage_classes,
         remote_write: profile.needs_remote_write(),
         swap: t.client.nodeos.as_ref().is_some_and(|n| n.swap),
@@ -659,18 +666,70 @@ fn swap_finding(n: &Needs, eligible: &[&Node]) -> Finding {
         .map(|node| node.name_any())
         .collect();
     if prepared.is_empty() {
-        Finding::fail(
+        return Finding::fail(
             "swap",
             format!(
                 "{}: swap: true, and no node it may use is labelled {label}={value} with swap (status.nodeInfo.swap.capacity)",
                 n.what
             ),
             "prepare swap nodes as docs/clients/nodeos.md says (swap, failSwapOn: false, memorySwap.swapBehavior: LimitedSwap), then kubectl label node NODE valtune.dev/swap=LimitedSwap",
-        )
+        );
+    }
+    let prepared: Vec<&&Node> = eligible
+        .iter()
+        .filter(|node| prepared.contains(&node.name_any()))
+        .collect();
+    // What the kubelet grants each point there, as the trial checks it once bound.
+    let listed: Vec<String> = prepared
+        .iter()
+        .map(|node| {
+            let (memory, swap) = crate::clients::nodeos::swap::node_capacity(node);
+            format!(
+                "{} ({} memory, {} swap)",
+                node.name_any(),
+                crate::api::quantity::Bytes(memory),
+                crate::api::quantity::Bytes(swap.unwrap_or(0))
+            )
+        })
+        .collect();
+    let mut short = Vec::new();
+    for ((point, pod), t) in n.pods.iter().zip(&n.templates) {
+        let Ok(client) = crate::clients::client_for(t) else {
+            continue;
+        };
+        let on: Vec<(String, String)> = prepared
+            .iter()
+            .filter_map(|node| {
+                client
+                    .node_shortfall(t, pod, node)
+                    .map(|why| (node.name_any(), why))
+            })
+            .collect();
+        if on.len() == prepared.len()
+            && let Some((node, why)) = on.first()
+        {
+            return Finding::fail(
+                "swap",
+                format!(
+                    "{}: point {point} would end NodeNotPrepared on every swap node: node {node}: {why}",
+                    n.what
+                ),
+                "prepare nodes whose swap per GiB of memory grants it, or size the request and chainStateDbSizeMb as docs/clients/nodeos.md (Sizing swap) says",
+            );
+        }
+        if !on.is_empty() {
+            let nodes: Vec<&str> = on.iter().map(|(node, _)| node.as_str()).collect();
+            short.push(format!("{point} on {}", nodes.join(", ")));
+        }
+    }
+    let detail = format!("{}: swap nodes: {}", n.what, listed.join(", "));
+    if short.is_empty() {
+        Finding::pass("swap", detail)
     } else {
-        Finding::pass(
+        Finding::warn(
             "swap",
-            format!("{}: swap nodes: {}", n.what, prepared.join(", ")),
+            format!("{detail}; too little swap granted for {}", short.join("; ")),
+            "taint or relabel the nodes that grant too little, or size the request as docs/clients/nodeos.md (Sizing swap) says: a trial bound there ends NodeNotPrepared",
         )
     }
 }
@@ -1016,6 +1075,46 @@ mod tests {
         let labelled = BTreeMap::from([("release".to_string(), "kps".to_string())]);
         let f = pod_monitor_finding(&[kps], "validators", &BTreeMap::new(), &labelled);
         assert_eq!(f.status, Status::Pass, "{f:?}");
+    }
+
+    #[test]
+    fn swap_nodes_are_listed_with_what_they_grant_each_point() {
+        let template: ValidatorTemplate = serde_saphyr::from_str(
+            "nodeos:\n  image: waxteam/waxnode:v5.0.3wax02\n  chainStateDbSizeMb: 49152\n  state: {medium: hostTmpfs, hostPath: /srv/nodeos-state}\n  swap: true\nresources: {cpu: 8, memory: 12Gi, memoryLimit: 16Gi}\ntuning: {memoryPressure: 8Gi}\n",
+        )
+        .unwrap();
+        let pod: Pod = serde_saphyr::from_str(
+            "metadata: {name: p}\nspec:\n  containers:\n  - name: nodeos\n    resources: {requests: {memory: 12Gi}, limits: {memory: 16Gi}}\n",
+        )
+        .unwrap();
+        let node = |name: &str, memory: &str, swap: u64| -> Node {
+            serde_saphyr::from_str(&format!(
+                "metadata: {{name: {name}, labels: {{valtune.dev/swap: LimitedSwap}}}}\nstatus:\n  capacity: {{memory: {memory}}}\n  nodeInfo: {{swap: {{capacity: {swap}}}}}\n"
+            ))
+            .unwrap()
+        };
+        let small = node("wax-01", "63Gi", 256 << 30);
+        let big = node("big-01", "512Gi", 64 << 30);
+        let mut n = needs();
+        n.pods = vec![("memoryPressure=8Gi".into(), pod)];
+        n.templates = vec![template];
+        let f = swap_finding(&n, &[&small]);
+        assert_eq!(f.status, Status::Pass, "{f:?}");
+        assert!(
+            f.detail
+                .ends_with("swap nodes: wax-01 (63Gi memory, 256Gi swap)"),
+            "{f:?}"
+        );
+        let f = swap_finding(&n, &[&small, &big]);
+        assert_eq!(f.status, Status::Warn, "{f:?}");
+        assert!(
+            f.detail
+                .ends_with("too little swap granted for memoryPressure=8Gi on big-01"),
+            "{f:?}"
+        );
+        let f = swap_finding(&n, &[&big]);
+        assert_eq!(f.status, Status::Fail, "{f:?}");
+        assert!(f.detail.contains("would end NodeNotPrepared on every swap node: node big-01: the kubelet grants nodeos 1.5 GiB of swap"), "{f:?}");
     }
 
     #[test]

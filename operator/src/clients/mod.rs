@@ -20,7 +20,7 @@ pub mod parts;
 pub mod pod;
 pub mod profile;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Volume};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Node, Pod, Volume};
 use kube::core::Rule;
 
 use crate::api::ValidatorTrial;
@@ -182,6 +182,12 @@ pub trait ValidatorClient: Send + Sync {
     /// experiment's conclusion in the seed's terms (e.g. nodeos' working-set estimate).
     fn report_notes(&self, _trials: &[ValidatorTrial]) -> Vec<String> {
         Vec::new()
+    }
+    /// Why the trial cannot run as measured on the node its pod was bound to, if it
+    /// cannot (what the node gives it that admission could not know: e.g. the swap the
+    /// kubelet grants nodeos there). Pure.
+    fn node_shortfall(&self, _t: &ValidatorTemplate, _pod: &Pod, _node: &Node) -> Option<String> {
+        None
     }
 }
 

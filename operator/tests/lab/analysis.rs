@@ -131,6 +131,16 @@ async fn prometheus_with_known_series() -> (Server, String, i64) {
             .unwrap();
         }
     }
+    // Besu's head, scraped every interval one slot (12 s) old (another pod).
+    om.push_str("# TYPE besu_blockchain_chain_head_timestamp gauge\n");
+    for t in &times {
+        writeln!(
+            om,
+            "besu_blockchain_chain_head_timestamp{{namespace=\"ns\",pod=\"b-1\"}} {} {t}",
+            t - 12
+        )
+        .unwrap();
+    }
     om.push_str("# EOF\n");
     let file = dir.join("series.om");
     std::fs::write(&file, om).unwrap();
@@ -218,4 +228,33 @@ async fn the_papers_definitions_give_the_expected_figures() {
     assert_eq!(r.final_lag, Some(0.0));
     assert_eq!(r.kept_up, Some(true));
     assert_eq!(r.measured_seconds, Some(600.0));
+}
+
+/// Besu's blocks behind are the head's age when it was scraped: asked 14 s after a scrape,
+/// the head scraped one slot old is still one slot behind, not two (`time()` would add
+/// the sample's own age).
+#[tokio::test]
+#[ignore = "needs the lab's tools: run `make test`"]
+async fn a_block_lag_is_the_heads_age_when_scraped_not_when_asked() {
+    let (_server, url, end) = prometheus_with_known_series().await;
+    let prom = Prometheus::new(&url);
+    let profile = valtune::clients::besu::profile::profile();
+    let lag = valtune::results::analysis::expand(
+        profile.query(profile.lag).unwrap(),
+        &selector("ns", "b-1"),
+        Duration::from_secs(STEP as u64),
+    );
+    let at = Timestamp::from_second(end - STEP + 14).unwrap();
+    let v = wait_for(
+        "the backfilled blocks to be queryable",
+        Duration::from_secs(30),
+        || async {
+            match prom.value(&lag, Some(at)).await {
+                Ok(Some(v)) => Ok(v),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+    assert_eq!(v, 1.0, "{lag}");
 }

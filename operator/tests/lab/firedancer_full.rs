@@ -274,6 +274,29 @@ fn follower(ns: &str) -> ValidatorExperiment {
     .unwrap()
 }
 
+/// The most the trial's TPS query read at any scrape from its pod's start to the end of
+/// its window.
+async fn fastest_tps_since_start(lab: &Lab, ns: &str, t: &ValidatorTrial) -> f64 {
+    let s = t.status.clone().unwrap();
+    let sel = format!(
+        "namespace=\"{ns}\",pod=\"{}-1\"",
+        t.metadata.name.clone().unwrap()
+    );
+    let profile = valtune::clients::profile(t).unwrap();
+    let step = Duration::from_secs(1);
+    let tps = valtune::results::analysis::expand(
+        profile
+            .query(valtune::api::settings::QueryKey::Tps)
+            .unwrap(),
+        &sel,
+        step,
+    );
+    let end = s.window_end.unwrap().0.as_second();
+    let life = end - s.started_at.unwrap().0.as_second();
+    let q = format!("max_over_time(({tps})[{life}s:1s])");
+    query(&lab.state.prometheus_url, &q, end).await.unwrap()
+}
+
 #[tokio::test]
 #[ignore = "needs the lab: run `make test`"]
 async fn a_follower_is_measured_from_its_own_replay_and_its_execrp_tiles_decide() {
@@ -281,8 +304,29 @@ async fn a_follower_is_measured_from_its_own_replay_and_its_execrp_tiles_decide(
     let ns = lab.namespace("fdf-follow").await;
     let _op = lab.start_operator(&ns);
     create(&lab, &follower(&ns)).await;
+    // v1.0.1, whose replay tile sets `replay_transactions_total` to each replayed block's
+    // own count (fd_replay_tile.c L358 @v1.0.1): read from the scheduler's counter too.
+    let mut old = follower(&ns);
+    old.metadata.name = Some("fdf-follow-old".into());
+    let f = old.spec.template.client.firedancer.as_mut().unwrap();
+    f.image = "registry.example.com/firedancer:v1.0.1".into();
+    old.spec.sweep.threads.as_mut().unwrap()[0].values = vec![10];
+    create(&lab, &old).await;
     wait_finished(&lab, &ns, "fdf-follow", Duration::from_secs(300)).await;
-    let all = trials(&lab, &ns).await;
+    wait_finished(&lab, &ns, "fdf-follow-old", Duration::from_secs(300)).await;
+    let mut all = trials(&lab, &ns).await;
+    let old: Vec<ValidatorTrial> = all
+        .extract_if(.., |t| t.spec.experiment == "fdf-follow-old")
+        .collect();
+    let s = old[0].status.clone().unwrap();
+    assert_eq!(s.outcome, Some(TrialOutcome::KeptUp), "v1.0.1: {s:?}");
+    let r = results(&old[0]);
+    assert!(
+        (4_000.0..5_600.0).contains(&r.avg_tps.unwrap()),
+        "v1.0.1: {r:?}"
+    );
+    let fastest = fastest_tps_since_start(&lab, &ns, &old[0]).await;
+    assert!((3_000.0..16_000.0).contains(&fastest), "v1.0.1: {fastest}");
     let by = |n: i32| {
         all.iter()
             .find(|t| t.spec.point.threads["execTiles"] == n)
@@ -306,7 +350,15 @@ async fn a_follower_is_measured_from_its_own_replay_and_its_execrp_tiles_decide(
         (25.0..45.0).contains(&r.figure("execrpBusyPct").unwrap()),
         "{r:?}"
     );
+    // Read from the scheduler's counter, never faster than replay goes (8 slots a second
+    // of ~1,920 transactions at most), from the pod's start: not from the fork's running
+    // total, which jumps to the chain's total when the snapshot loads and drops at every
+    // block of a minority fork (a reset to rate()).
+    assert!(r.max_tps.unwrap() < 16_000.0, "{r:?}");
+    let fastest = fastest_tps_since_start(&lab, &ns, t).await;
+    assert!((3_000.0..16_000.0).contains(&fastest), "{fastest}");
     for metric in [
+        "replay_sched_txn_done_total",
         "replay_txn_processed_total",
         "repair_slot_current",
         "replay_reset_slot",

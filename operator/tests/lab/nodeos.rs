@@ -105,6 +105,18 @@ async fn the_example_reproduces_the_seed_and_the_report_states_the_working_set()
     );
     for h in ["0", "6Gi", "8Gi"] {
         assert_eq!(status(by[h]).phase, TrialPhase::Succeeded);
+        // nodeos' process group is nodeos alone: its EOS VM OC monitor and trampoline
+        // (its children, named oc-*) stay out of its RSS, faults and writes.
+        let t = by[h];
+        let st = status(t);
+        let end = st.window_end.clone().unwrap().0.as_second();
+        let w = end - st.window_start.clone().unwrap().0.as_second();
+        let q = format!(
+            "max(max_over_time(namedprocess_namegroup_num_procs{{namespace=\"{ns}\",pod=\"{}-1\",groupname=\"nodeos\"}}[{w}s]))",
+            t.metadata.name.clone().unwrap()
+        );
+        let procs = crate::firedancer::query(&lab.state.prometheus_url, &q, end).await;
+        assert_eq!(procs, Some(1.0), "{h}: {q}");
     }
     // The seed's figures: ~35 blocks/s of resync, 2 blocks/s in sync, heavy swapping
     // with the 6 GiB hog, about one block a second with the 8 GiB one.
@@ -177,6 +189,39 @@ async fn a_swap_trial_no_prepared_node_can_take_ends_unschedulable() {
         "valtune.dev/swap=LimitedSwap",
     ] {
         assert!(message.contains(text), "{message}");
+    }
+}
+
+/// The kubelet grants swap by the node: a 2Gi request on a 63Gi machine with 256Gi of
+/// swap gets 8.1 GiB, less than the 35 GiB the state may take beyond its 16Gi. The trial
+/// ends NodeNotPrepared as soon as its pod is bound, before it measures (without the
+/// check the kernel OOM-kills nodeos while it loads the state).
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn a_node_that_grants_too_little_swap_ends_the_trial_before_it_measures() {
+    let lab = lab().await;
+    let ts = run(
+        &lab,
+        "wax-smallswap",
+        json!({"spec": {
+            "template": {"resources": {"memory": "2Gi"}},
+            "sweep": {"memoryPressure": ["0"]},
+            "trial": {"retries": 0},
+        }}),
+        Duration::from_secs(120),
+    )
+    .await;
+    let s = status(&ts[0]);
+    assert_eq!(s.phase, TrialPhase::Failed, "{s:?}");
+    assert_eq!(s.outcome, Some(TrialOutcome::NodeNotPrepared), "{s:?}");
+    assert!(s.window_start.is_none(), "nothing measured: {s:?}");
+    let message = s.message.unwrap_or_default();
+    for text in [
+        "the kubelet grants nodeos 8.1 GiB of swap (LimitedSwap: request 2Gi / node memory 63Gi x node swap 256Gi)",
+        "the state may need 35.0 GiB beyond the memory limit",
+        "raise template.resources.memory (the request) to at least 9Gi on this node",
+    ] {
+        assert!(message.contains(text), "{text}: {message}");
     }
 }
 

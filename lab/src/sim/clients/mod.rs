@@ -123,6 +123,10 @@ pub trait Process: Send + Sync {
     }
     /// Its /proc entries at `t`.
     fn proc(&self, t: f64) -> ProcFigures;
+    /// The processes it has forked at `t` (their /proc entries name it as parent).
+    fn children(&self, _t: f64) -> Vec<ProcFigures> {
+        Vec::new()
+    }
     /// More files under /proc/<pid>/ at `t` than [`ProcFigures`] makes (name, content in
     /// the kernel's format), e.g. `smaps_rollup`.
     fn proc_files(&self, _t: f64) -> Vec<(String, String)> {

@@ -10,6 +10,9 @@
 //!   without a distance (starting up: `numSlotsBehind` null, utils.go L245-292).
 //! - RSS, VSZ and page faults from process-exporter 0.8.7's named group (comm
 //!   `agave-validator`, collector/process_collector.go).
+//! - Datapoints the metrics agent dropped above its budget (its own `metrics` point,
+//!   `points_lost`): the pod sets the budget for its banking workers (points.rs), and a
+//!   trial says when points were lost anyway.
 //! - The program cache (the paper's Figures 11 and 12) from the per-bank
 //!   `loaded-programs-cache-stats` datapoints (runtime/src/bank/metrics.rs
 //!   `report_loaded_programs_stats`, every counter reset per point) and the
@@ -161,6 +164,12 @@ pub fn profile(workload: AgaveWorkload) -> MetricProfile {
             Vec::new(),
         ),
     };
+    let mut figures = figures;
+    figures.push(Figure {
+        name: POINTS_LOST,
+        query: sum("metrics_points_lost"),
+        scale: 1.0,
+    });
     MetricProfile {
         queries: BTreeMap::from([
             (QueryKey::Tps, tps),
@@ -209,11 +218,17 @@ pub fn profile(workload: AgaveWorkload) -> MetricProfile {
 }
 
 /// The datapoints valtune reads, as vmagent names them (measurement_field): remote-written.
-pub const DATAPOINT_SERIES: [&str; 3] = [
+pub const DATAPOINT_SERIES: [&str; 4] = [
     "replay_slot_stats_",
     "loaded_programs_cache_stats_",
     "banking_stage_worker_counts_",
+    "metrics_points_",
 ];
+
+/// The points Agave's metrics agent dropped in the window: its own `metrics` point of
+/// each write (`points_lost`, metrics/src/metrics.rs `combine_points`). Anything but 0
+/// means the TPS and the figures read from datapoints are short (points.rs).
+pub const POINTS_LOST: &str = "metricsPointsLost";
 
 /// The paper's figures in one line, and the program cache's where Agave reported it.
 pub fn summary(r: &crate::api::trial::TrialResults) -> String {
@@ -225,6 +240,11 @@ pub fn summary(r: &crate::api::trial::TrialResults) -> String {
     ) {
         line.push_str(&format!(
             "; program cache per batch: {m} misses, {e} evictions, {t} µs"
+        ));
+    }
+    if let Some(lost) = r.figure(POINTS_LOST).filter(|n| *n > 0.0) {
+        line.push_str(&format!(
+            "; Agave's metrics agent dropped {lost} datapoints (above SOLANA_METRICS_MAX_POINTS_PER_SECOND): TPS and figures are short"
         ));
     }
     line

@@ -4,7 +4,7 @@
 
 use k8s_openapi::api::core::v1::Container;
 
-use super::{Agave, LEDGER_DIR, PROCESS_NAME, VALIDATOR_CONTAINER, args, bench, gpu};
+use super::{Agave, LEDGER_DIR, PROCESS_NAME, VALIDATOR_CONTAINER, args, bench, gpu, points};
 use crate::api::agave::AgaveWorkload;
 use crate::api::sweep::Sigverify;
 use crate::api::template::{AgaveSpec, Tuning};
@@ -14,6 +14,9 @@ use crate::clients::pod::{
     PREFLIGHT_CONTAINER, Skeleton, Tweaks, preflight_head, sidecar_resources,
 };
 use crate::clients::{ClientPod, RenderError, RenderInput, ValidatorClient};
+
+/// The metrics agent's budget of points a second (metrics/src/metrics.rs).
+const POINTS_BUDGET_ENV: &str = "SOLANA_METRICS_MAX_POINTS_PER_SECOND";
 
 /// Port names of the endpoints Prometheus scrapes.
 pub const RPC_EXPORTER_PORT_NAME: &str = "metrics-rpc";
@@ -93,6 +96,14 @@ pub fn pod(
         ),
         env("RUST_LOG", &agave.log_filter),
     ];
+    // Room for every point the banking workers submit, or the agent drops the last of
+    // each 10 s write, TPS included (points.rs). A value in template.env wins.
+    if !template.env.iter().any(|e| e.name == POINTS_BUDGET_ENV) {
+        validator_env.push(env(
+            POINTS_BUDGET_ENV,
+            &points::budget(&template.tuning).to_string(),
+        ));
+    }
     validator_env.extend(knob_env.iter().map(|(k, v)| env(k, v)));
     validator_env.extend(template.env.iter().cloned());
 

@@ -10,7 +10,9 @@
 //! - blocks behind the head: the head block's age in 12-second slots,
 //!   `besu_blockchain_chain_head_timestamp` (DefaultBlockchain.java L225-229): it needs no
 //!   peer's height estimate, which devp2p no longer refreshes after the Merge; a missed
-//!   slot adds one.
+//!   slot adds one. The age is taken when the sample was scraped (`timestamp()`), not
+//!   when the query runs (`time()`): a query between scrapes would add the sample's own
+//!   staleness, up to a scrape interval (a 15 s scrape alone is more than one slot).
 //! - RSS and VSZ from Besu's own `process_*` gauges (prometheus client_java 1.3.5
 //!   ProcessMetrics: /proc/self/status), peers from `ethereum_peer_count`
 //!   (EthPeers.java L154-158).
@@ -46,7 +48,7 @@ pub fn profile() -> MetricProfile {
             (
                 QueryKey::BlockLag,
                 format!(
-                    "floor((time() - max(besu_blockchain_chain_head_timestamp{{$selector}})) / {SECONDS_PER_SLOT})"
+                    "floor((max(timestamp(besu_blockchain_chain_head_timestamp{{$selector}})) - max(besu_blockchain_chain_head_timestamp{{$selector}})) / {SECONDS_PER_SLOT})"
                 ),
             ),
             (

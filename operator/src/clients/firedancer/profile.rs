@@ -15,8 +15,9 @@
 //!   datapoints (`[reporting] solana_metrics_config`, every point kept by vmagent) and slot
 //!   lag from solana-exporter v3.0.2 (getHealth) on the Agave RPC.
 //! - Full Firedancer from its own metric tile: bench TPS from its execle tiles, a
-//!   follower's from its replay tile and its slot lag from repair and replay
-//!   ([`full_follower`]).
+//!   follower's from its replay scheduler's finished transactions (a counter; the
+//!   replay tile's `txn_processed` is the fork's running total, not one) and its slot
+//!   lag from repair and replay ([`full_follower`]).
 //! - The bench leads its own cluster and cannot fall behind: its "lag" is the number of
 //!   tiles not yet running (`tile_status`, 1 = running), 0 once it is up.
 
@@ -153,21 +154,29 @@ fn bench_tps(v: Version, full: bool) -> String {
     }
 }
 
-/// A full Firedancer follower, from its own metrics: transactions its replay tile
-/// processed (`replay_transactions_total` before the rename, `replay_txn_processed_total`
-/// after; metrics.xml @v1.0.1 L851, @v1.1.4 L1286), and slots behind as its `watch`
-/// command computes them: the turbine slot (repair's `current_slot`, renamed
-/// `slot_current`) minus replay's `reset_slot` (src/app/shared/commands/watch/watch.c
-/// L1039-1078 @v1.1.4). Before replay starts (snapshot loading) the reset slot is 0 and
-/// there is no lag to read.
+/// A full Firedancer follower, from its own metrics: transactions its replay tile fully
+/// replayed, `SchedTxnDone` (`replay_sched_txn_done`, `_total` after the rename;
+/// metrics.xml @v1.0.1 L840, @v1.1.4 L1275), a counter from the tile's start
+/// (src/discof/replay/fd_sched.c `txn_done_cnt`, one per transaction, L1441-1463 and
+/// L2626 @v1.1.4). Not `TransactionsTotal`/`TxnProcessed`, declared a counter but set,
+/// not added to (fd_replay_tile.c `publish_slot_completed`): at v1.0.x the last replayed
+/// slot's own count (`bank->f.txn_count`, L358 @v1.0.1), from v1.1.0 (a0d71d66a7) the
+/// fork's count since genesis (`parent_txn_count + txn_count`, L337 @v1.1.4), the
+/// snapshot manifest's total once it loads (src/discof/restore/utils/fd_ssload.c L399):
+/// 0, then hundreds of billions, lower whenever replay completes a block of a lighter
+/// fork. `rate()` reads the jump as that many transactions and each drop as a reset.
+/// Slots behind as its `watch` command computes them: the turbine slot (repair's
+/// `current_slot`, renamed `slot_current`) minus replay's `reset_slot`
+/// (src/app/shared/commands/watch/watch.c L1039-1078 @v1.1.4). Before replay starts
+/// (snapshot loading) the reset slot is 0 and there is no lag to read.
 fn full_follower(v: Version) -> (String, String) {
-    let (processed, current) = if renamed_metrics(v) {
-        ("replay_txn_processed_total", "repair_slot_current")
+    let (done, current) = if renamed_metrics(v) {
+        ("replay_sched_txn_done_total", "repair_slot_current")
     } else {
-        ("replay_transactions_total", "repair_current_slot")
+        ("replay_sched_txn_done", "repair_current_slot")
     };
     (
-        format!("sum(rate({processed}{{$selector}}[$rate]))"),
+        format!("sum(rate({done}{{$selector}}[$rate]))"),
         format!(
             "clamp_min(max({current}{{$selector}}) - max(replay_reset_slot{{$selector}}), 0) and on() (max(replay_reset_slot{{$selector}}) > 0)"
         ),
@@ -390,10 +399,15 @@ mod tests {
         let new = profile(&full("follow"), Version::new(26, 8, 1));
         assert_eq!(
             old.queries[&QueryKey::Tps],
-            "sum(rate(replay_transactions_total{$selector}[$rate]))"
+            "sum(rate(replay_sched_txn_done{$selector}[$rate]))"
         );
         assert!(old.queries[&QueryKey::SlotLag].contains("max(repair_current_slot{"));
-        assert!(new.queries[&QueryKey::Tps].contains("replay_txn_processed_total{"));
+        assert_eq!(
+            new.queries[&QueryKey::Tps],
+            "sum(rate(replay_sched_txn_done_total{$selector}[$rate]))"
+        );
+        // Never the fork's running total: set, not counted (see full_follower).
+        assert!(!new.queries.values().any(|q| q.contains("txn_processed")));
         assert!(new.queries[&QueryKey::SlotLag].contains("max(repair_slot_current{"));
         // Its own metric tile only: no Agave datapoints, no RPC exporter.
         assert_eq!(new.endpoints.len(), 1);

@@ -10,6 +10,7 @@ mod profile;
 mod render;
 mod report;
 mod rules;
+pub mod swap;
 
 use kube::core::Rule;
 
@@ -148,6 +149,15 @@ impl ValidatorClient for Nodeos {
 
     fn report_notes(&self, trials: &[ValidatorTrial]) -> Vec<String> {
         report::working_set(trials)
+    }
+
+    fn node_shortfall(
+        &self,
+        t: &ValidatorTemplate,
+        pod: &k8s_openapi::api::core::v1::Pod,
+        node: &k8s_openapi::api::core::v1::Node,
+    ) -> Option<String> {
+        swap::shortfall(t, spec(t).ok()?, pod, node)
     }
 }
 

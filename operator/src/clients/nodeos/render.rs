@@ -374,6 +374,12 @@ pub fn pod(
         args: Some(vec![
             format!("-procnames={PROCESS_NAME}"),
             format!("-web.listen-address=:{}", x.process_port),
+            // nodeos alone: its EOS VM OC compile monitor, trampoline and compile processes
+            // are its children (forked before main, named oc-monitor, oc-trampoline and
+            // oc-compile: eos-vm-oc/compile_monitor.cpp, compile_trampoline.cpp, spring
+            // v1.2.2), which the default -children=true adds to its RSS, faults and writes
+            // (process-exporter v0.8.7 cmd/process-exporter/main.go).
+            "-children=false".into(),
             "-threads=false".into(),
             "-gather-smaps=false".into(),
         ]),

@@ -44,8 +44,8 @@ fn the_hog_shares_the_pods_memory_and_waits_for_catch_up() {
     let spec = p.spec.as_ref().unwrap();
     let res = spec.resources.as_ref().unwrap();
     assert_eq!(res.limits.as_ref().unwrap()["memory"].0, "16Gi");
-    // Burstable: the request (8Gi and the sidecars) is below the limit.
-    assert_eq!(res.requests.as_ref().unwrap()["memory"].0, "8768Mi");
+    // Burstable: the request (12Gi and the sidecars, 12864Mi) is below the limit.
+    assert_eq!(res.requests.as_ref().unwrap()["memory"].0, "13488881664");
     let selector = spec.node_selector.as_ref().unwrap();
     assert_eq!(selector["valtune.dev/swap"], "LimitedSwap");
     assert_eq!(selector["valtune.dev/nodeos-state-tmpfs"], "true");
@@ -170,7 +170,7 @@ fn the_seed_plan_reads_the_tuning() {
             mode: NodeosMapMode::Mapped,
             hog: 6 << 30,
             budget: 16 << 30,
-            request: 8 << 30,
+            request: 12 << 30,
             swap: true,
         }
     );

@@ -7,7 +7,7 @@ use kube::ResourceExt;
 use kube::api::Api;
 
 use super::transition::{Needs, Observed, Settings};
-use crate::api::trial::{ValidatorTrial, ValidatorTrialStatus};
+use crate::api::trial::{TrialPhase, ValidatorTrial, ValidatorTrialStatus};
 use crate::clients::pod::{PREFLIGHT_CONTAINER, pod_name};
 use crate::clients::{self, RenderInput, profile::MetricProfile};
 use crate::controller::{Context, Error, now};
@@ -241,7 +241,9 @@ pub async fn observe(
             aborts,
             end,
         } => {
-            obs.pod = Some(pod_state(trial, ctx, st, profile).await?);
+            let (pod, shortfall) = pod_state(trial, ctx, st, profile).await?;
+            obs.pod = Some(pod);
+            obs.node_shortfall = shortfall;
             let sel = selector(trial, st);
             let running = matches!(obs.pod, Some(PodState::Running { .. }));
             // Since the pod started: a moment Prometheus recorded counts even if this
@@ -345,13 +347,14 @@ pub async fn observe(
 }
 
 /// The attempt's pod, read from the API server (not a cache: deciding that a pod is gone
-/// on a stale read would start a needless retry), and whether its node still exists.
+/// on a stale read would start a needless retry), and whether its node still exists;
+/// before measuring, what that node cannot give the trial (its node and why).
 async fn pod_state(
     trial: &ValidatorTrial,
     ctx: &Context,
     st: &ValidatorTrialStatus,
     profile: &MetricProfile,
-) -> Result<PodState, Error> {
+) -> Result<(PodState, Option<(String, String)>), Error> {
     let ns = trial.namespace().unwrap_or_default();
     let name = pod_name(&trial.name_any(), st.attempts.max(1));
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
@@ -359,24 +362,34 @@ async fn pod_state(
         .get_opt(&name)
         .await
         .map_err(|e| Error::kube(format!("reading pod {ns}/{name}"), e))?;
-    let node_exists = match pod
+    let node_name = pod
         .as_ref()
-        .and_then(|p| p.spec.as_ref()?.node_name.clone())
-    {
-        Some(node) => Some(
+        .and_then(|p| p.spec.as_ref()?.node_name.clone());
+    let node = match &node_name {
+        Some(name) => Some(
             Api::<Node>::all(ctx.client.clone())
-                .get_opt(&node)
+                .get_opt(name)
                 .await
-                .map_err(|e| Error::kube(format!("reading node {node}"), e))?
-                .is_some(),
+                .map_err(|e| Error::kube(format!("reading node {name}"), e))?,
         ),
         None => None,
     };
-    Ok(classify(
+    let before_measuring = matches!(st.phase, TrialPhase::Scheduling | TrialPhase::WarmingUp);
+    let shortfall = match (&pod, node.as_ref().and_then(|n| n.as_ref()), node_name) {
+        (Some(p), Some(n), Some(name)) if before_measuring => {
+            clients::client_for(&trial.spec.template)
+                .ok()
+                .and_then(|c| c.node_shortfall(&trial.spec.template, p, n))
+                .map(|why| (name, why))
+        }
+        _ => None,
+    };
+    let state = classify(
         pod.as_ref(),
         profile.validator_container,
-        node_exists,
-    ))
+        node.map(|n| n.is_some()),
+    );
+    Ok((state, shortfall))
 }
 
 #[cfg(test)]

@@ -191,6 +191,9 @@ pub struct Observed {
     /// Prometheus could not be read this pass (unreachable, restarting, failing): why.
     /// Nothing is judged on such a pass.
     pub blind: Option<String>,
+    /// Before measuring: the node the pod is bound to, and why it cannot run the trial as
+    /// measured (the client's [`crate::clients::ValidatorClient::node_shortfall`]).
+    pub node_shortfall: Option<(String, String)>,
 }
 
 /// Something the reconciler does after the transition.
@@ -372,6 +375,22 @@ fn follow(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) {
         return;
     };
     let st = &mut step.status;
+    // What the node cannot give the trial ends it before anything is measured (a node
+    // the admin must prepare, as a failed preflight; docs/clients/nodeos.md).
+    if let (TrialPhase::Scheduling | TrialPhase::WarmingUp, Some((node, why))) =
+        (st.phase, &obs.node_shortfall)
+    {
+        st.node_name = Some(node.clone());
+        finish(
+            st,
+            Some(TrialOutcome::NodeNotPrepared),
+            format!("node {node}: {why}"),
+            now,
+        );
+        step.acts.push(Act::DeletePods);
+        step.requeue = Some(Duration::from_secs(1));
+        return;
+    }
     match (st.phase, pod) {
         (
             _,

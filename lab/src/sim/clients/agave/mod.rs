@@ -5,6 +5,7 @@
 //! memory behaviour. Facts are from anza-xyz/agave at the versions cited (the notes of
 //! docs/lab.md list them).
 
+pub mod agent;
 pub mod leader;
 pub mod model;
 pub mod program_cache;
@@ -297,6 +298,14 @@ impl SimClient for AgaveSim {
             Ok(s) => s,
             Err(e) => return exit_now(e),
         };
+        // The agent reads its budget when the first point is submitted, at start.
+        let agent_budget = match agent::budget(
+            env.get("SOLANA_METRICS_MAX_POINTS_PER_SECOND")
+                .map(String::as_str),
+        ) {
+            Ok(b) => b,
+            Err(e) => return exit_now(e),
+        };
         let gpu = args.iter().any(|a| a == "--cuda");
         if gpu && let Err(exit) = cuda(pod, container, env) {
             return exit;
@@ -338,6 +347,7 @@ impl SimClient for AgaveSim {
             full_rpc: args.iter().any(|a| a == "--full-rpc-api"),
             sink,
             crash_after,
+            agent_budget,
             clock: clock.clone(),
             version,
             cache: ProgramCache::new(seed(&pod.name), capacity as usize),
@@ -353,6 +363,8 @@ pub struct Agave {
     full_rpc: bool,
     sink: Option<MetricsSink>,
     crash_after: Option<f64>,
+    /// `SOLANA_METRICS_MAX_POINTS_PER_SECOND` ([`agent`]).
+    agent_budget: f64,
     clock: Clock,
     version: V,
     cache: ProgramCache,
@@ -403,8 +415,14 @@ impl Agave {
     /// The leader's points: what each banking worker processed (tag `id`), and the
     /// replay stats of its own slots, which count no transactions (replay skips them).
     fn leader_points(&self, l: &LeaderModel, at: f64, step: f64, slot: i64) -> Vec<Datapoint> {
+        // Workers report only while they have work (consume_worker.rs `has_data`).
+        let busy = l.tps(at - LEADER_LOAD_START_S) > 0.0;
+        let rate = agent::submitted(if busy { l.workers() } else { 0 });
+        let kept = agent::kept(rate, self.agent_budget);
         let txs =
             self.lab_count(self.transactions(at)) - self.lab_count(self.transactions(at - step));
+        // The points of the window's end past the agent's budget never leave the node.
+        let txs = (txs as f64 * kept).round() as u64;
         let workers = l.workers().max(1) as u64;
         let mut out: Vec<Datapoint> = (0..workers)
             .map(|w| {
@@ -431,7 +449,28 @@ impl Agave {
             ],
             at,
         });
+        out.push(self.agent_point(rate, at, step));
         out
+    }
+
+    /// The agent's own point for the writes of (at - step, at] (`combine_points`), its
+    /// counts in lab units like the transactions'.
+    fn agent_point(&self, rate: f64, at: f64, step: f64) -> Datapoint {
+        let (written, lost) = agent::write(rate, self.agent_budget);
+        let writes = step / agent::WRITE_S;
+        let n = |v: f64| self.lab_count(v * writes) as i64;
+        Datapoint {
+            measurement: "metrics",
+            tags: Vec::new(),
+            fields: vec![
+                ("points_written", n(written)),
+                ("num_points", n(written + lost)),
+                ("points_lost", n(lost)),
+                ("points_buffered", 0),
+                ("secs_since_last_write", agent::WRITE_S as i64),
+            ],
+            at,
+        }
     }
 }
 
@@ -550,8 +589,11 @@ impl Process for Agave {
             }
             // Transactions replayed in (at - step, at], in lab units (see lab_count);
             // rounded by differences of the running total so sums stay exact.
+            let rate = agent::submitted(0);
+            let kept = agent::kept(rate, self.agent_budget);
             let txs = self.lab_count(self.model.transactions(at))
                 - self.lab_count(self.model.transactions(at - step));
+            let txs = (txs as f64 * kept).round() as u64;
             let slot = self.model.slot_height(at) as i64;
             // One point stands for `step` of replay; the program cache's figures are those
             // of its last slot, so means per slot are the mechanism's (docs/lab.md).
@@ -584,6 +626,7 @@ impl Process for Agave {
                 ],
                 at,
             });
+            out.push(self.agent_point(rate, at, step));
         }
         out
     }

@@ -5,6 +5,15 @@
 //! `watch` reads (src/app/shared/commands/watch/watch.c @v1.1.4): repair's current slot
 //! (the turbine slot), replay's reset slot, and the transactions and slots replayed.
 //!
+//! Two transaction counts, as upstream keeps them (src/discof/replay/): the scheduler's
+//! transactions fully replayed, a counter from the tile's start (fd_sched.c
+//! `txn_done_cnt`), and `txn_processed`, which replay *sets* on every completed block
+//! (fd_replay_tile.c `publish_slot_completed`): from v1.1.0 the block's fork's count since
+//! genesis (`parent_txn_count + txn_count`, L337 @v1.1.4; the snapshot manifest's total
+//! when the snapshot loads, fd_ssload.c L399), before it the block's own count
+//! (`txn_count`, L358 @v1.0.1). So it is 0, then the chain's total, and lower whenever
+//! replay completes a block of a lighter fork, until the next block of the heavier one.
+//!
 //! Calibration. The cluster is the Agave model's mainnet (2.5 slots a second, 4,800 TPS,
 //! `super::super::agave::model`). Upstream states only that "10 execrp tiles achieve near
 //! optimal replay speed under current mainnet conditions"
@@ -13,7 +22,12 @@
 //! - replay speed saturates in the execrp count: `MAX_REPLAY * (1 - e^(-n / 3.5))` slots
 //!   a second, 94% of the most at 10 tiles, 7.5 slots a second (3x the cluster); one tile
 //!   (2.0) cannot keep up with the cluster's 2.5;
-//! - the snapshot takes 20 minutes to download and load, and is 500 slots old.
+//! - the snapshot takes 20 minutes to download and load, and is 500 slots old;
+//! - the chain's transactions since genesis are the mean slot's times the slot (mainnet
+//!   counts hundreds of billions);
+//! - one slot in 200 also has a block of a minority fork, built on the slot before its
+//!   parent with half a slot's transactions, which replay completes halfway through the
+//!   slot's replay.
 
 use super::super::agave::model::{CHAIN_TPS, SLOTS_PER_SECOND};
 use super::super::uniform;
@@ -30,6 +44,9 @@ const SNAPSHOT_AGE: f64 = 500.0;
 const SLOT0: f64 = 360_000_000.0;
 /// Transactions in a mainnet slot, on average.
 const TXN_PER_SLOT: f64 = CHAIN_TPS / SLOTS_PER_SECOND;
+/// Slots that also have a minority fork's block (assumption).
+const FORK_SHARE: f64 = 1.0 / 200.0;
+const FORK: u64 = 37;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct FullFollower {
@@ -110,11 +127,45 @@ impl FullFollower {
             .unwrap_or(0.0)
     }
 
-    /// Transactions replayed by `t`: a slot's transactions vary around the mean with
-    /// the slot (a smooth wave, so the counter only grows).
+    /// Transactions replayed by `t` on the cluster's fork: a slot's transactions vary
+    /// around the mean with the slot (a smooth wave, so the count only grows).
     pub fn transactions(&self, t: f64) -> f64 {
+        by_slot(self.slots(t))
+    }
+
+    /// The scheduler's transactions fully replayed by `t`: the cluster's fork's and the
+    /// minority forks' blocks (`SchedTxnDone`, a counter).
+    pub fn sched_done(&self, t: f64) -> f64 {
         let s = self.slots(t);
-        TXN_PER_SLOT * (s + 0.1 * 400.0 * (1.0 - (s / 400.0).cos()))
+        by_slot(s) + s * FORK_SHARE * 0.5 * TXN_PER_SLOT
+    }
+
+    /// Whether the slot `k` after the snapshot has a minority fork's block too.
+    fn forked(&self, k: u64) -> bool {
+        uniform(self.seed, FORK, k) < FORK_SHARE
+    }
+
+    /// What the replay tile's `txn_processed` holds at `t` (simulated transactions): 0
+    /// until the snapshot loads; then, from v1.1.0 (`cumulative`), the fork's count since
+    /// genesis of the last block replay completed, before it that block's own count.
+    pub fn txn_processed(&self, t: f64, cumulative: bool) -> f64 {
+        let Some(to) = self.replayed_to(t) else {
+            return 0.0;
+        };
+        let genesis = TXN_PER_SLOT * self.snapshot_slot();
+        let done = (to - self.snapshot_slot()).max(0.0);
+        let k = done.floor();
+        if k < 1.0 {
+            // The snapshot's bank: the manifest's total, at either version.
+            return genesis;
+        }
+        let minority = self.forked(k as u64) && done - k >= 0.5;
+        match (cumulative, minority) {
+            (true, false) => genesis + by_slot(k),
+            (true, true) => genesis + by_slot((k - 2.0).max(0.0)) + 0.5 * TXN_PER_SLOT,
+            (false, false) => by_slot(k) - by_slot(k - 1.0),
+            (false, true) => 0.5 * TXN_PER_SLOT,
+        }
     }
 
     /// Share of time the execrp tiles work at `t`: all of it while chasing the cluster,
@@ -126,6 +177,11 @@ impl FullFollower {
             _ => 0.998,
         }
     }
+}
+
+/// Transactions of the cluster's fork in its first `s` slots after the snapshot.
+fn by_slot(s: f64) -> f64 {
+    TXN_PER_SLOT * (s + 0.1 * 400.0 * (1.0 - (s / 400.0).cos()))
 }
 
 /// Slots a second replay does with `n` execrp tiles (module docs).
@@ -165,5 +221,33 @@ mod tests {
         let tps = (f.transactions(at + 7_000.0) - f.transactions(at + 3_000.0)) / 4_000.0;
         assert!((4_300.0..5_300.0).contains(&tps), "{tps}");
         assert!((0.3..0.4).contains(&f.execrp_busy(at + 10.0)));
+        let done = (f.sched_done(at + 7_000.0) - f.sched_done(at + 3_000.0)) / 4_000.0;
+        assert!((tps..tps * 1.01).contains(&done), "{done} {tps}");
+    }
+
+    #[test]
+    fn txn_processed_is_set_per_block_not_counted() {
+        let f = FullFollower::new(7, 10, 240.0);
+        let start = f.replay_start();
+        assert_eq!(f.txn_processed(start - 1.0, true), 0.0);
+        // The snapshot's total at once: hundreds of billions.
+        assert!(f.txn_processed(start + 0.1, true) > 5e11);
+        // Every block of a minority fork drops the fork total below the last value, and
+        // a slot's own count (v1.0.x) goes up and down with the slots.
+        let (mut drops, mut last, mut own) = (0, 0.0, Vec::new());
+        for i in 0..200_000 {
+            let t = start + f64::from(i) * 0.05;
+            let v = f.txn_processed(t, true);
+            drops += u32::from(v < last);
+            last = v;
+            own.push(f.txn_processed(t, false));
+        }
+        assert!(drops > 5, "{drops}");
+        assert!(own.windows(2).filter(|w| w[1] < w[0]).count() > 1_000);
+        // The scheduler's count only grows.
+        let done: Vec<f64> = (0..10_000)
+            .map(|i| f.sched_done(start + f64::from(i)))
+            .collect();
+        assert!(done.windows(2).all(|w| w[1] >= w[0]));
     }
 }

@@ -46,7 +46,11 @@ pub struct TileFigures {
 
 /// What full Firedancer's replay tile reports (counters in lab units).
 pub struct Replay {
+    /// `TxnProcessed` (`TransactionsTotal` before the rename): set per completed block,
+    /// not counted (super::full_follow).
     pub processed: u64,
+    /// `SchedTxnDone`: transactions fully replayed, a counter.
+    pub done: u64,
     pub slots: u64,
     pub reset_slot: u64,
 }
@@ -191,10 +195,18 @@ fn full(p: &mut Page, new: bool, execle: &[(&Tile, (u64, u64))], tiles: &[(Tile,
     }
     for (t, f) in tiles {
         if let Some(r) = &f.replay {
-            let (slots, txns) = if new {
-                ("replay_slot_replayed_total", "replay_txn_processed_total")
+            let (slots, txns, done) = if new {
+                (
+                    "replay_slot_replayed_total",
+                    "replay_txn_processed_total",
+                    "replay_sched_txn_done_total",
+                )
             } else {
-                ("replay_slots_total", "replay_transactions_total")
+                (
+                    "replay_slots_total",
+                    "replay_transactions_total",
+                    "replay_sched_txn_done",
+                )
             };
             p.header(
                 "replay_reset_slot",
@@ -214,6 +226,8 @@ fn full(p: &mut Page, new: bool, execle: &[(&Tile, (u64, u64))], tiles: &[(Tile,
                 "Transactions processed overall on the current fork",
             );
             p.line(txns, t, "", r.processed);
+            p.header(done, "counter", "Transactions that were fully replayed");
+            p.line(done, t, "", r.done);
         }
         if let Some(slot) = f.turbine_slot {
             let name = if new {
@@ -265,6 +279,7 @@ mod tests {
             TileFigures {
                 replay: Some(Replay {
                     processed: 5,
+                    done: 4,
                     slots: 2,
                     reset_slot: 9,
                 }),
@@ -280,11 +295,13 @@ mod tests {
         let old = render((1, 0, 1), &full_tiles());
         assert!(old.contains("execle_transaction_landed{kind=\"execle\",kind_id=\"0\",transaction_landed=\"landed_success\"} 100\n"));
         assert!(old.contains("replay_transactions_total{kind=\"replay\",kind_id=\"0\"} 5\n"));
+        assert!(old.contains("replay_sched_txn_done{kind=\"replay\",kind_id=\"0\"} 4\n"));
         assert!(old.contains("tile_regime_duration_nanos{"));
         assert!(!old.contains("bank_"));
         let new = render((1, 1, 4), &full_tiles());
         assert!(new.contains("execle_txn_landed_total{kind=\"execle\",kind_id=\"0\",transaction_landed=\"landed_failed\"} 1\n"));
         assert!(new.contains("replay_txn_processed_total{kind=\"replay\",kind_id=\"0\"} 5\n"));
+        assert!(new.contains("# TYPE replay_sched_txn_done_total counter\nreplay_sched_txn_done_total{kind=\"replay\",kind_id=\"0\"} 4\n"));
         assert!(new.contains("replay_reset_slot{kind=\"replay\",kind_id=\"0\"} 9\n"));
         assert_eq!(render((26, 8, 1), &full_tiles()), new);
     }

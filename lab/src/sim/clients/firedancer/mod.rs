@@ -296,20 +296,39 @@ impl Frankendancer {
         }
     }
 
-    /// Full Firedancer's replay tile at `t`: (transactions, slots, reset slot). In the
-    /// bench it replays nothing of others' and counts its own leader slots (metrics.xml:
-    /// "Slots replayed successfully or leader slots packed and shredded successfully").
+    /// Full Firedancer's replay tile at `t` (see [`full_follow`] for its two transaction
+    /// counts). In the bench it replays nothing of others' and counts its own leader
+    /// slots (metrics.xml: "Slots replayed successfully or leader slots packed and
+    /// shredded successfully"); its fork is its own chain from genesis, without forks.
+    /// Counts that accumulate are in lab units; a slot's own count is not one.
     fn replay(&self, t: f64) -> Replay {
+        let cumulative = metrics::renamed(self.version);
         match &self.kind {
-            Kind::FullFollow(m) => Replay {
-                processed: self.lab(m.transactions(t)),
-                slots: self.lab(m.slots(t)),
-                reset_slot: m.reset_slot(t),
-            },
+            Kind::FullFollow(m) => {
+                let processed = m.txn_processed(t, cumulative);
+                Replay {
+                    processed: if cumulative {
+                        self.lab(processed)
+                    } else {
+                        processed as u64
+                    },
+                    done: self.lab(m.sched_done(t)),
+                    slots: self.lab(m.slots(t)),
+                    reset_slot: m.reset_slot(t),
+                }
+            }
             _ => {
                 let up = (t - BOOT_S).max(0.0);
+                let processed = if cumulative {
+                    self.lab(self.executed(t))
+                } else {
+                    // The last leader slot's own count (400 ms of the stretch's rate).
+                    let tps = self.stretches(t).last().map(|(_, _, tps)| tps);
+                    (0.4 * tps.unwrap_or(0.0)) as u64
+                };
                 Replay {
-                    processed: self.lab(self.executed(t)),
+                    processed,
+                    done: 0,
                     slots: self.lab(up * 2.5),
                     reset_slot: if t >= BOOT_S {
                         1 + (up * 2.5) as u64

@@ -287,6 +287,29 @@ impl Process for Nodeos {
         }
     }
 
+    /// The EOS VM OC compile monitor and its trampoline, forked before `main` and named
+    /// by `prctl(PR_SET_NAME)` (libraries/chain/webassembly/runtimes/eos-vm-oc/
+    /// compile_monitor.cpp `__wrap_main`, "oc-monitor"; compile_trampoline.cpp
+    /// "oc-trampoline": AntelopeIO/spring v1.2.2, the same in leap 5). Their sizes are the
+    /// lab's assumption; the `oc-compile` processes the trampoline forks per contract
+    /// come and go and are left out.
+    fn children(&self, _t: f64) -> Vec<ProcFigures> {
+        [("oc-monitor", 48u64 << 20), ("oc-trampoline", 24 << 20)]
+            .into_iter()
+            .map(|(comm, rss)| ProcFigures {
+                comm: comm.into(),
+                rss_bytes: rss,
+                vsz_bytes: 256 << 20,
+                swap_bytes: 0,
+                minor_faults: 0,
+                major_faults: 0,
+                read_bytes: 0,
+                write_bytes: 0,
+                threads: 1,
+            })
+            .collect()
+    }
+
     /// `smaps_rollup`: its `Swap` counts the tmpfs pages of the state's mapping in swap
     /// too (fs/proc/task_mmu.c, shmem_swap_usage), `SwapPss` only anonymous ones.
     fn proc_files(&self, t: f64) -> Vec<(String, String)> {

@@ -297,6 +297,35 @@ fn a_node_that_is_not_prepared_ends_the_trial_with_what_it_lacks() {
 }
 
 #[test]
+fn a_node_short_of_what_the_trial_needs_ends_it_before_measuring() {
+    let running = PodState::Running {
+        node: "big-01".into(),
+        started_at: at(3),
+    };
+    let obs = Observed {
+        node_shortfall: Some((
+            "big-01".into(),
+            "the kubelet grants nodeos 1.5 GiB of swap".into(),
+        )),
+        ..with_pod(running)
+    };
+    for st in [scheduling(0), warming(3)] {
+        let step = transition(&st, &obs, &settings(), at(5));
+        assert_eq!(step.status.phase, TrialPhase::Failed);
+        assert_eq!(step.status.outcome, Some(TrialOutcome::NodeNotPrepared));
+        assert_eq!(
+            step.status.message.as_deref(),
+            Some("node big-01: the kubelet grants nodeos 1.5 GiB of swap")
+        );
+        assert_eq!(step.status.node_name.as_deref(), Some("big-01"));
+        assert_eq!(step.acts, vec![Act::DeletePods]);
+    }
+    // Once measuring, what was measured stands.
+    let step = transition(&measuring(10, 100), &obs, &settings(), at(50));
+    assert_ne!(step.status.outcome, Some(TrialOutcome::NodeNotPrepared));
+}
+
+#[test]
 fn a_pod_that_disappears_is_lost_too() {
     let step = transition(
         &measuring(10, 100),
