@@ -22,7 +22,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::api::{ValidatorExperiment, ValidatorTrial, labels};
 use crate::operator_metrics::OperatorMetrics;
@@ -56,6 +56,11 @@ impl Error {
                 source: kube::Error::Api(e),
                 ..
             } if e.code == 403 => "forbidden",
+            // A status decided from a stale copy: run again on the fresh object.
+            Error::Kube {
+                source: kube::Error::Api(e),
+                ..
+            } if e.code == 409 => "conflict",
             Error::Kube {
                 source: kube::Error::Api(_),
                 ..
@@ -195,6 +200,10 @@ fn on_error<K: Resource<DynamicType = ()>>(
     ctx: &Context,
 ) -> Action {
     ctx.metrics.reconcile_error(controller, err.kind());
+    if err.kind() == "conflict" {
+        debug!(%controller, name = %obj.meta().name.clone().unwrap_or_default(), "decided from a stale copy; again on the fresh object");
+        return Action::requeue(std::time::Duration::from_millis(200));
+    }
     let key = obj.meta().uid.clone().unwrap_or_default();
     let wait = ctx.backoff(&key);
     warn!(%controller, name = %obj.meta().name.clone().unwrap_or_default(), error = %err, retry_in = ?wait, "reconcile failed");

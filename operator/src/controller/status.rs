@@ -37,18 +37,24 @@ pub fn condition(
     }
 }
 
-/// Writes the whole status with server-side apply.
+/// Writes the whole status with server-side apply, on the condition that the object is
+/// still the one the status was decided from: a pass that read a stale copy (the watch
+/// had not delivered its own last write yet) gets a conflict and runs again on the
+/// fresh object, instead of undoing that write (a finished trial taken for running).
 pub async fn apply_status<K, S>(api: &Api<K>, obj: &K, status: &S) -> kube::Result<()>
 where
     K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + std::fmt::Debug,
     K::DynamicType: Default,
     S: Serialize,
 {
-    let patch = serde_json::json!({
+    let mut patch = serde_json::json!({
         "apiVersion": K::api_version(&Default::default()),
         "kind": K::kind(&Default::default()),
         "status": status,
     });
+    if let Some(rv) = obj.resource_version() {
+        patch["metadata"] = serde_json::json!({ "resourceVersion": rv });
+    }
     api.patch_status(
         &obj.name_any(),
         &PatchParams::apply(FIELD_MANAGER).force(),
