@@ -48,7 +48,10 @@ fn tps_pattern() -> Vec<f64> {
 /// Returns the server and the window's end.
 async fn prometheus_with_known_series() -> (Server, String, i64) {
     valtune_lab::init_crypto();
-    let dir = std::env::temp_dir().join(format!("valtune-analysis-{}", std::process::id()));
+    // One directory per Prometheus: the tests of this file run at the same time.
+    static SERVERS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = SERVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("valtune-analysis-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     // Recent enough to be inside retention, aligned to the step.
