@@ -314,8 +314,6 @@ pub async fn scrapes_around(
     ))
 }
 
-/// Whether Prometheus has scraped the pod at or after `t` (its `up` series, which every
-/// scrape writes, whatever the client).
 /// PromQL for the first moment in `[since, now]` at which `condition` (an expression that
 /// keeps only the samples meeting it, e.g. `(lag) <= 120`) held, one evaluation per `step`:
 /// the earliest timestamp among the steps where it held.

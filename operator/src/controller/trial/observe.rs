@@ -254,6 +254,10 @@ pub async fn observe(
             if let (true, Some(prom)) = (*lag, prom) {
                 let q = analysis::expand(profile.query(profile.lag).unwrap_or(""), &sel, s.step);
                 obs.lag = Some(prom.value(&q, None).await.map_err(|e| e.to_string()));
+                if st.answering_at.is_none() {
+                    let r = analysis::first_time(prom, &q, since, now(), s.step).await;
+                    obs.first_answer = r.ok().flatten();
+                }
                 let within = format!("({q}) <= {}", s.max_lag);
                 let r = analysis::first_time(prom, &within, since, now(), s.step).await;
                 obs.caught_up = Some(reading(&mut obs, r));

@@ -175,6 +175,9 @@ pub struct Observed {
     pub up: Option<Result<bool, String>>,
     /// When Prometheus first scraped the pod (its first `up` sample since the pod started).
     pub first_scrape: Option<Timestamp>,
+    /// When the lag series first had a sample since the pod started: the validator's
+    /// first answer, dated by the data like the catch-up it is compared with.
+    pub first_answer: Option<Timestamp>,
     pub lag: Option<Reading<f64>>,
     /// The first moment since the pod started that Prometheus' samples show the lag within
     /// `max_lag`: the catch-up is dated by the data, not by when the operator looked.

@@ -456,6 +456,22 @@ fn the_warm_up_limit_counts_from_prometheus_first_scrape() {
     assert_eq!(step.status.outcome, Some(TrialOutcome::MetricsUnavailable));
 }
 
+/// The first answer is dated by the data too, so the catch-up between them does not
+/// shrink when the operator looks late.
+#[test]
+fn the_first_answer_is_dated_by_the_data() {
+    let late = Observed {
+        first_answer: Some(at(600)),
+        caught_up: Some(Ok(Some(at(3600)))),
+        ..lag(Ok(Some(0.0)))
+    };
+    let step = transition(&warming(0), &late, &settings(), at(4000));
+    assert_eq!(step.status.answering_at, Some(Time(at(600))));
+    assert_eq!(step.status.caught_up_at, Some(Time(at(3600))));
+    let undated = transition(&warming(0), &lag(Ok(Some(900.0))), &settings(), at(700));
+    assert_eq!(undated.status.answering_at, Some(Time(at(700))));
+}
+
 /// The catch-up is dated by Prometheus' samples, not by when the operator looked: a pass
 /// that comes late (a busy or restarted operator) opens the same window.
 #[test]

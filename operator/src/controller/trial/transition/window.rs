@@ -100,10 +100,13 @@ pub(super) fn unscraped(step: &mut Step, obs: &Observed, s: &Settings, now: Time
     true
 }
 
-/// The validator's first answer (its RPC, after the snapshot), from the first lag reading.
+/// The validator's first answer (its RPC, after the snapshot), from the first lag reading,
+/// dated by Prometheus' first sample of it where there is one: the catch-up it is
+/// compared with is dated so too, so a pass that came late measures the same catch-up.
 fn note_answering(st: &mut ValidatorTrialStatus, obs: &Observed, now: Timestamp) {
     if st.answering_at.is_none() && matches!(obs.lag, Some(Ok(Some(_)))) {
-        st.answering_at = Some(Time(now));
+        let at = obs.first_answer.filter(|t| *t <= now).unwrap_or(now);
+        st.answering_at = Some(Time(at));
     }
 }
 
