@@ -17,7 +17,7 @@ TEST_LAB_DIR ?= target/test-lab
 # Simulated seconds per real second in the lab (manifests/examples are written for 720).
 TIME_SCALE ?= 720
 
-.PHONY: help tools install build crds check-crds manifests chart-test image golden lint unit test bench lab-up lab-down demo demo-down
+.PHONY: help tools install build crds check-crds manifests chart-test image golden lint unit test test-under-load bench lab-up lab-down demo demo-down
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -71,6 +71,9 @@ test: tools build check-crds chart-test lint ## all tests: unit, and the lab tes
 	if [ $$status -ne 0 ]; then $(LAB) down --dir $(TEST_LAB_DIR) --keep; \
 	  echo "tests failed; the lab's logs are kept in $(TEST_LAB_DIR)/logs" >&2; \
 	else $(LAB) down --dir $(TEST_LAB_DIR); fi; exit $$status
+
+test-under-load: tools build ## make test with a second lab running the demo beside it, RUNS times in a row (not in CI)
+	KUBECTL=$(KUBECTL) HELM=$(TOOLS_BIN)/helm MAKE="$(MAKE)" hack/test-under-load.sh
 
 bench: tools ## the operator's footprint on a lab of its own (BENCH_EXPERIMENTS x BENCH_TRIALS, default 10 x 20)
 	$(CARGO) build --release -p valtune-lab --bin valtune-lab
