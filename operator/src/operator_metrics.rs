@@ -12,7 +12,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::api::experiment::ExperimentPhase;
@@ -141,13 +141,19 @@ impl Default for OperatorMetrics {
     }
 }
 
+/// Reconcile duration buckets, in seconds.
+const RECONCILE_BUCKETS: [f64; 14] = [
+    0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 60.0,
+];
+
 impl OperatorMetrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("valtune");
         let reconciles = Family::<ControllerLabel, Counter>::default();
         let errors = Family::<ErrorLabels, Counter>::default();
         let durations = Family::<ControllerLabel, Histogram>::new_with_constructor(|| {
-            Histogram::new(exponential_buckets(0.005, 2.0, 12))
+            // 1-2-5 steps, so a p99 can be told to be under 10, 20 or 50 ms (issue 23).
+            Histogram::new(RECONCILE_BUCKETS.iter().copied())
         });
         let transitions = Family::<PhaseLabel, Counter>::default();
         let trials = Family::<PhaseLabel, Gauge>::default();
