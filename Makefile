@@ -17,7 +17,7 @@ TEST_LAB_DIR ?= target/test-lab
 # Simulated seconds per real second in the lab (manifests/examples are written for 720).
 TIME_SCALE ?= 720
 
-.PHONY: help tools install build crds check-crds manifests chart-test image golden lint unit test test-under-load bench lab-up lab-down demo demo-down
+.PHONY: help tools install build crds check-crds manifests chart-test image golden lint unit test test-under-load bench bench-search lab-up lab-down demo demo-down
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -78,6 +78,10 @@ test-under-load: tools build ## make test with a second lab running the demo bes
 bench: tools ## the operator's footprint on a lab of its own (BENCH_EXPERIMENTS x BENCH_TRIALS, default 10 x 20)
 	$(CARGO) build --release -p valtune-lab --bin valtune-lab
 	VALTUNE_LAB_EXE=$$(pwd)/target/release/valtune-lab $(CARGO) test --release -p valtune --test bench -- --ignored --nocapture
+
+bench-search: tools ## the quickstart's question at 64Gi resolution by bisection and by grid, on 3 lab nodes: answers, node-hours, wall-clock
+	$(CARGO) build --release -p valtune-lab --bin valtune-lab
+	VALTUNE_LAB_EXE=$$(pwd)/target/release/valtune-lab $(CARGO) test --release -p valtune --test bench_search -- --ignored --nocapture
 
 lab-up: tools build ## start the lab in .lab (kubeconfig: .lab/kubeconfig)
 	$(LAB) up --dir $(LAB_DIR) --time-scale $(TIME_SCALE)

@@ -10,7 +10,7 @@
 //! It is a test only to share the lab harness; `make bench` runs it (release build).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -18,32 +18,10 @@ use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use serde_json::json;
 use valtune::api::ValidatorExperiment;
 use valtune::api::experiment::ExperimentPhase;
-use valtune_lab::control_plane::{self, UpOptions};
+use valtune_lab::control_plane;
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// Bare-metal nodes like lab/topology.yaml's, as many as the bench runs at once.
-fn topology(nodes: usize) -> String {
-    let mut t = String::from(
-        "defaults:\n  cpu: 192\n  memory: 1512Gi\n  hugepages1Gi: 64\n  pods: 110\n  nvme: [7Ti, 7Ti, 7Ti]\n  labels: {valtune.dev/bare-metal: \"true\"}\n  taints:\n    - {key: valtune.dev/validator, value: \"true\", effect: NoSchedule}\nnodes:\n",
-    );
-    for i in 1..=nodes {
-        t.push_str(&format!("  - name: bench-{i:02}\n"));
-    }
-    t
-}
+mod bench_lab;
+use bench_lab::env_usize;
 
 /// Writes per second a plain client loop gets from this API server (create + delete of
 /// ConfigMaps, one at a time, for `for`).
@@ -130,31 +108,16 @@ fn quantile(page: &str, name: &str, controller: &str, q: f64) -> Option<f64> {
 #[tokio::test]
 #[ignore = "a benchmark: run `make bench`"]
 async fn bench() {
-    valtune_lab::init_crypto();
     let experiments = env_usize("BENCH_EXPERIMENTS", 10);
     let per = env_usize("BENCH_TRIALS", 20);
     let parallelism = env_usize("BENCH_PARALLELISM", 1);
-    let work = repo().join("target/bench");
-    let _ = std::fs::create_dir_all(&work);
-    let lab_dir = work.join("lab");
-    let _ = control_plane::down(&lab_dir, false);
-    let topology_file = work.join("topology.yaml");
-    std::fs::write(&topology_file, topology(experiments * parallelism)).unwrap();
-    let state = control_plane::up(&UpOptions {
-        dir: lab_dir.clone(),
-        tools: PathBuf::from(std::env::var("VALTUNE_TOOLS_BIN").expect("VALTUNE_TOOLS_BIN")),
-        topology: topology_file,
-        time_scale: 720.0,
-        scrape_interval: "1s".into(),
-        lab_exe: PathBuf::from(std::env::var("VALTUNE_LAB_EXE").expect("VALTUNE_LAB_EXE")),
-        valtune: None,
-    })
-    .await
-    .expect("starting the bench lab");
-    let client = state.client().await.unwrap();
-    control_plane::install_crds(&client, &repo().join("crds"))
-        .await
-        .unwrap();
+    let lab = bench_lab::up(
+        "lab",
+        &bench_lab::topology(experiments * parallelism, "1512Gi"),
+    )
+    .await;
+    let (state, client) = (&lab.state, lab.client.clone());
+    let work = bench_lab::repo().join("target/bench");
 
     // The API server's own write rate, before the operator starts.
     let ns_api: Api<Namespace> = Api::all(client.clone());
@@ -163,37 +126,8 @@ async fn bench() {
     ns_api.create(&PostParams::default(), &ns).await.unwrap();
     let raw = raw_write_rate(&client, "bench-raw", Duration::from_secs(10)).await;
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let listen = format!("127.0.0.1:{port}");
-    // The operator as its own user (env sets its kubeconfig), so the audit log tells its
-    // writes from everyone else's.
-    control_plane::spawn_into(
-        &state.dir,
-        "operator",
-        &[
-            "/usr/bin/env".to_string(),
-            format!("KUBECONFIG={}", state.operator_kubeconfig().display()),
-            env!("CARGO_BIN_EXE_valtune").to_string(),
-            "operator".into(),
-            "--prometheus-url".into(),
-            state.prometheus_url.clone(),
-            "--listen".into(),
-            listen.clone(),
-            "--lease-namespace".into(),
-            "default".into(),
-        ],
-    )
-    .unwrap();
+    let listen = lab.spawn_operator();
 
-    let base: serde_json::Value = serde_saphyr::from_str(
-        &std::fs::read_to_string(repo().join("manifests/examples/quickstart-agave-ram-sweep.yaml"))
-            .unwrap(),
-    )
-    .unwrap();
     let memories: Vec<String> = (0..per).map(|i| format!("{}Gi", 512 + 32 * i)).collect();
     let started = Instant::now();
     for e in 0..experiments {
@@ -201,12 +135,8 @@ async fn bench() {
         let mut ns = Namespace::default();
         ns.metadata.name = Some(name.clone());
         ns_api.create(&PostParams::default(), &ns).await.unwrap();
-        let mut v = base.clone();
-        // As the lab runs the example (lab/src/compress.rs), then the bench's own timings.
-        valtune_lab::compress::Compression::of(&state)
-            .and_then(|c| c.apply(&mut v))
-            .unwrap();
-        v["metadata"] = json!({"name": name, "namespace": name});
+        // As the lab runs the example, then the bench's own timings.
+        let mut v = lab.example("manifests/examples/quickstart-agave-ram-sweep.yaml", &name);
         v["spec"]["sweep"] = json!({"memory": memories});
         v["spec"]["parallelism"] = json!(parallelism);
         v["spec"]["trial"] =
@@ -333,5 +263,5 @@ async fn bench() {
     ));
     println!("\n{report}");
     std::fs::write(work.join("report.txt"), &report).unwrap();
-    control_plane::down(&lab_dir, false).unwrap();
+    lab.down();
 }
