@@ -4,20 +4,13 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
-use valtune::api::ValidatorExperiment;
+use serde_json::json;
 use valtune::api::trial::{TrialOutcome, ValidatorTrial};
 use valtune::results::dataset::Dataset;
 
-use crate::common::{create, lab, merge, start_experiment, trials, wait_finished};
-
-/// An example as the lab runs it (compressed), renamed, with a merge patch.
-fn example(path: &str, ns: &str, name: &str, patch: Value) -> ValidatorExperiment {
-    let mut v = merge(&crate::common::example(path), &patch);
-    v["metadata"]["namespace"] = json!(ns);
-    v["metadata"]["name"] = json!(name);
-    serde_json::from_value(v).unwrap()
-}
+use crate::common::{
+    create, example_as as example, lab, merge, start_experiment, trials, wait_finished,
+};
 
 fn figure(t: &ValidatorTrial, name: &str) -> f64 {
     t.status
@@ -142,33 +135,6 @@ async fn banking_threads_raise_tps_and_a_gpu_lifts_the_verification_ceiling() {
     );
     let rec = done.status.unwrap().recommendation.unwrap();
     assert!(rec.summary.contains("bankingThreads=32") && rec.summary.contains("gpu"));
-    lab.delete_namespace(&ns).await;
-}
-
-/// A GPU trial that asks for more GPUs than any node has waits, then ends Unschedulable
-/// quoting the scheduler.
-#[tokio::test]
-#[ignore = "needs the lab: run `make test`"]
-async fn a_gpu_trial_no_node_can_take_ends_unschedulable() {
-    let lab = lab().await;
-    let ns = lab.namespace("gpu-none").await;
-    let _op = lab.start_operator(&ns);
-    let vx = example(
-        "manifests/examples/agave-banking-threads-gpu.yaml",
-        &ns,
-        "gpu-none",
-        json!({"spec": {
-            "template": {"agave": {"gpu": {"count": 3}}},
-            "sweep": {"threads": [{"name": "bankingThreads", "values": [8]}], "sigverify": ["gpu"]},
-            "trial": {"schedulingTimeout": "5s", "retries": 0},
-        }}),
-    );
-    create(&lab, &vx).await;
-    wait_finished(&lab, &ns, "gpu-none", Duration::from_secs(120)).await;
-    let st = trials(&lab, &ns).await.remove(0).status.unwrap();
-    assert_eq!(st.outcome, Some(TrialOutcome::Unschedulable), "{st:?}");
-    let message = st.message.unwrap_or_default();
-    assert!(message.contains("Insufficient nvidia.com/gpu"), "{message}");
     lab.delete_namespace(&ns).await;
 }
 

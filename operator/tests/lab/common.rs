@@ -216,14 +216,29 @@ where
     }
 }
 
-/// The quickstart experiment as the lab runs it, renamed, in a namespace, with a merge
-/// patch (in lab time) applied.
-pub fn quickstart_with(ns: &str, name: &str, patch: Value) -> valtune::api::ValidatorExperiment {
-    let base = example("manifests/examples/quickstart-agave-ram-sweep.yaml");
-    let mut v = merge(&base, &patch);
+/// An example as the lab runs it, renamed, in a namespace, with a merge patch (in lab
+/// time) applied.
+pub fn example_as(
+    path: &str,
+    ns: &str,
+    name: &str,
+    patch: Value,
+) -> valtune::api::ValidatorExperiment {
+    let mut v = merge(&example(path), &patch);
     v["metadata"]["namespace"] = serde_json::json!(ns);
     v["metadata"]["name"] = serde_json::json!(name);
     serde_json::from_value(v).unwrap()
+}
+
+/// The quickstart experiment as the lab runs it, renamed, in a namespace, with a merge
+/// patch (in lab time) applied.
+pub fn quickstart_with(ns: &str, name: &str, patch: Value) -> valtune::api::ValidatorExperiment {
+    example_as(
+        "manifests/examples/quickstart-agave-ram-sweep.yaml",
+        ns,
+        name,
+        patch,
+    )
 }
 
 pub async fn experiment(lab: &Lab, ns: &str, name: &str) -> valtune::api::ValidatorExperiment {

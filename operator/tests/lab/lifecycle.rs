@@ -15,8 +15,8 @@ use valtune::api::{ValidatorExperiment, ValidatorTrial};
 use valtune::strategies::plan::plan;
 
 use crate::common::{
-    Lab, create, experiment, lab, quickstart_with, start_experiment, trials, wait_finished,
-    wait_for, wait_released,
+    Lab, create, example_as, experiment, lab, quickstart_with, start_experiment, trials,
+    wait_finished, wait_for, wait_released,
 };
 
 async fn set_suspend(lab: &Lab, ns: &str, name: &str, suspend: bool) {
@@ -255,34 +255,84 @@ async fn a_lost_node_ends_the_attempt_as_node_lost_and_retries_elsewhere() {
     lab.delete_namespace(&ns).await;
 }
 
+/// Pods no node can take end Unschedulable quoting the scheduler, for the three reasons
+/// the examples meet: more 1 GiB hugepages than any node has (Agave), more GPUs than any
+/// node has (Agave with sigverify on GPUs), no node prepared for swap (nodeos). One
+/// operator runs the three experiments side by side.
 #[tokio::test]
 #[ignore = "needs the lab: run `make test`"]
-async fn more_hugepages_than_any_node_has_ends_unschedulable_with_the_schedulers_reason() {
+async fn trials_no_node_can_take_end_unschedulable_with_the_schedulers_reason() {
     let lab = lab().await;
-    let (ns, _op) = start_experiment(
-        &lab,
-        "hugepages",
-        json!({"spec": {
-            "sweep": {"memory": ["512Gi"]},
-            "template": {"resources": {"hugepages1Gi": 128}},
-            "trial": {"schedulingTimeout": "5s", "retries": 0},
-        }}),
-    )
-    .await;
-    let done = wait_finished(&lab, &ns, "hugepages", Duration::from_secs(120)).await;
-    let t = trials(&lab, &ns).await.remove(0);
-    let s = t.status.clone().unwrap();
-    assert_eq!(s.phase, TrialPhase::Failed);
-    assert_eq!(s.outcome, Some(TrialOutcome::Unschedulable));
-    let degraded = s.conditions.iter().find(|c| c.type_ == "Degraded").unwrap();
-    assert_eq!(degraded.status, "True");
-    assert_eq!(degraded.reason, "Unschedulable");
-    assert!(
-        degraded.message.contains("Insufficient hugepages-1Gi"),
-        "{}",
-        degraded.message
-    );
-    assert_eq!(done.status.unwrap().trials.failed, 1);
+    let ns = lab.namespace("unschedulable").await;
+    let _op = lab.start_operator(&ns);
+    let fast = json!({"schedulingTimeout": "5s", "retries": 0});
+    let cases = [
+        (
+            "hugepages",
+            "manifests/examples/quickstart-agave-ram-sweep.yaml",
+            json!({"spec": {
+                "sweep": {"memory": ["512Gi"]},
+                "template": {"resources": {"hugepages1Gi": 128}},
+                "trial": fast,
+            }}),
+            vec!["Insufficient hugepages-1Gi"],
+        ),
+        (
+            "gpu",
+            "manifests/examples/agave-banking-threads-gpu.yaml",
+            json!({"spec": {
+                "template": {"agave": {"gpu": {"count": 3}}},
+                "sweep": {"threads": [{"name": "bankingThreads", "values": [8]}], "sigverify": ["gpu"]},
+                "trial": fast,
+            }}),
+            vec!["Insufficient nvidia.com/gpu"],
+        ),
+        (
+            // Only the r6a machines, none of them prepared for swap.
+            "noswap",
+            "manifests/examples/nodeos-wax-memory-pressure.yaml",
+            json!({"spec": {
+                "template": {"placement": {"nodeSelector": {"node.kubernetes.io/instance-type": "r6a.metal"}}},
+                "sweep": {"memoryPressure": ["0"]},
+                "trial": fast,
+            }}),
+            vec![
+                "didn't match Pod's node affinity/selector",
+                "valtune.dev/swap=LimitedSwap",
+            ],
+        ),
+    ];
+    for (name, path, patch, _) in &cases {
+        create(&lab, &example_as(path, &ns, name, patch.clone())).await;
+    }
+    for (name, _, _, texts) in &cases {
+        let done = wait_finished(&lab, &ns, name, Duration::from_secs(120)).await;
+        assert_eq!(done.status.unwrap().trials.failed, 1, "{name}");
+        let t = trials(&lab, &ns)
+            .await
+            .into_iter()
+            .find(|t| t.spec.experiment == *name)
+            .unwrap();
+        let s = t.status.clone().unwrap();
+        assert_eq!(s.phase, TrialPhase::Failed, "{name}: {s:?}");
+        assert_eq!(
+            s.outcome,
+            Some(TrialOutcome::Unschedulable),
+            "{name}: {s:?}"
+        );
+        let degraded = s.conditions.iter().find(|c| c.type_ == "Degraded").unwrap();
+        assert_eq!(degraded.status, "True");
+        assert_eq!(degraded.reason, "Unschedulable");
+        let message = s.message.unwrap_or_default();
+        for text in texts {
+            assert!(message.contains(text), "{name}: {message}");
+            assert!(
+                degraded.message.contains(text),
+                "{name}: {}",
+                degraded.message
+            );
+        }
+    }
     lab.delete_namespace(&ns).await;
 }
 

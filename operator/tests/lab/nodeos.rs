@@ -1,6 +1,6 @@
 //! nodeos trials (seed 002) against the lab: the example reproduces the seed's shape and
 //! the report states the working set; what cannot run is refused at admission or ends as
-//! Kubernetes would end it (Unschedulable).
+//! Kubernetes would end it (Unschedulable: lifecycle.rs, with the other reasons).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -162,34 +162,6 @@ async fn the_example_reproduces_the_seed_and_the_report_states_the_working_set()
         "{table}"
     );
     lab.delete_namespace(&ns).await;
-}
-
-#[tokio::test]
-#[ignore = "needs the lab: run `make test`"]
-async fn a_swap_trial_no_prepared_node_can_take_ends_unschedulable() {
-    let lab = lab().await;
-    // Only the r6a machines, none of them prepared for swap.
-    let ts = run(
-        &lab,
-        "wax-noswap",
-        json!({"spec": {
-            "template": {"placement": {"nodeSelector": {"node.kubernetes.io/instance-type": "r6a.metal"}}},
-            "sweep": {"memoryPressure": ["0"]},
-            "trial": {"schedulingTimeout": "5s", "retries": 0},
-        }}),
-        Duration::from_secs(120),
-    )
-    .await;
-    let s = status(&ts[0]);
-    assert_eq!(s.phase, TrialPhase::Failed);
-    assert_eq!(s.outcome, Some(TrialOutcome::Unschedulable));
-    let message = s.message.unwrap_or_default();
-    for text in [
-        "didn't match Pod's node affinity/selector",
-        "valtune.dev/swap=LimitedSwap",
-    ] {
-        assert!(message.contains(text), "{message}");
-    }
 }
 
 /// The kubelet grants swap by the node: a 2Gi request on a 63Gi machine with 256Gi of
