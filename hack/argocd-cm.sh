@@ -11,7 +11,7 @@ cat <<'HEADER'
 # Generated from charts/valtune/argocd/*/health.lua by `make manifests`; do not edit.
 HEADER
 echo "data:"
-for kind in ValidatorExperiment ValidatorTrial; do
+for kind in ValidatorExperiment ValidatorTrial Validator; do
   echo "  resource.customizations.health.valtune.dev_$kind: |"
   sed -e 's/^/    /' -e 's/^ *$//' "charts/valtune/argocd/$kind/health.lua"
 done

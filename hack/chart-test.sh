@@ -57,7 +57,7 @@ cp $chart/tests/rules.test.yaml "$out/"
 "$bin/promtool" test rules "$out/rules.test.yaml"
 
 step "Argo CD health checks (gopher-lua v1.1.2, argocd-cm's libraries)"
-"$bin/luahealth" test $chart/argocd/ValidatorExperiment $chart/argocd/ValidatorTrial
+"$bin/luahealth" test $chart/argocd/ValidatorExperiment $chart/argocd/ValidatorTrial $chart/argocd/Validator
 # The test can fail: a wrong expectation, and a library argocd-cm scripts do not get.
 wrong="$out/selftest-wrong-expectation"
 mkdir -p "$wrong"
