@@ -73,6 +73,17 @@ pub struct CheckLabel {
     pub check: String,
 }
 
+/// One trial, for dashboards to join its pods' series with (`trial` is the pod name
+/// without its attempt suffix). `trial_namespace`, not `namespace`: Prometheus gives the
+/// operator's own namespace to that label when it scrapes the operator.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TrialInfoLabels {
+    pub trial_namespace: String,
+    pub experiment: String,
+    pub trial: String,
+    pub point: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabel {
     pub outcome: String,
@@ -108,6 +119,7 @@ pub struct OperatorMetrics {
     transitions: Family<PhaseLabel, Counter>,
     trials: Family<PhaseLabel, Gauge>,
     outcomes: Family<OutcomeLabel, Gauge>,
+    trial_info: Family<TrialInfoLabels, Gauge>,
     oldest: Family<PhaseLabel, Gauge>,
     blind: Gauge,
     experiments: Family<PhaseLabel, Gauge>,
@@ -180,6 +192,12 @@ impl OperatorMetrics {
             "Finished trials by outcome",
             outcomes.clone(),
         );
+        let trial_info = Family::<TrialInfoLabels, Gauge>::default();
+        registry.register(
+            "trial_info",
+            "1 per trial the operator knows, with its experiment and point (join on trial: a pod's name less its -<attempt>)",
+            trial_info.clone(),
+        );
         let oldest = Family::<PhaseLabel, Gauge>::default();
         registry.register(
             "trials_oldest_phase_start_seconds",
@@ -219,6 +237,7 @@ impl OperatorMetrics {
             transitions,
             trials,
             outcomes,
+            trial_info,
             oldest,
             blind,
             experiments,
@@ -315,6 +334,17 @@ impl OperatorMetrics {
                 })
                 .set(n as i64);
         }
+        // Rebuilt at each scrape, so a deleted trial's series goes.
+        self.trial_info.clear();
+        for t in all {
+            let labels = TrialInfoLabels {
+                trial_namespace: t.metadata.namespace.clone().unwrap_or_default(),
+                experiment: t.spec.experiment.clone(),
+                trial: t.metadata.name.clone().unwrap_or_default(),
+                point: t.spec.point.describe(),
+            };
+            self.trial_info.get_or_create(&labels).set(1);
+        }
         let blind = all
             .iter()
             .filter(|t| !phase(t).is_finished())
@@ -374,6 +404,28 @@ mod tests {
 
     fn trial(yaml: &str) -> std::sync::Arc<ValidatorTrial> {
         std::sync::Arc::new(serde_saphyr::from_str(yaml).unwrap())
+    }
+
+    #[test]
+    fn each_trial_has_an_info_series_until_it_is_gone() {
+        let t = |name: &str, memory: &str| {
+            trial(&format!(
+                "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorTrial\nmetadata: {{name: {name}, namespace: v}}\nspec: {{experiment: ram, point: {{memory: {memory}}}, repetition: 1, template: {{agave: {{image: a}}}}, settings: {{}}, metrics: {{}}}}\n"
+            ))
+        };
+        let m = OperatorMetrics::new();
+        m.count_trials(&[t("ram-a", "256Gi"), t("ram-b", "512Gi")]);
+        let text = m.encode();
+        assert!(
+            text.contains(
+                "valtune_trial_info{trial_namespace=\"v\",experiment=\"ram\",trial=\"ram-a\",point=\"memory=256Gi\"} 1"
+            ),
+            "{text}"
+        );
+        m.count_trials(&[t("ram-b", "512Gi")]);
+        let text = m.encode();
+        assert!(!text.contains("trial=\"ram-a\""), "{text}");
+        assert!(text.contains("trial=\"ram-b\""), "{text}");
     }
 
     #[test]

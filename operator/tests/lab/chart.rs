@@ -259,11 +259,12 @@ async fn the_chart_runs_the_operator_as_its_service_account_through_an_experimen
                 .replace("$operator", &name)
                 .replace("$namespace", &ns)
                 .replace("$trial", &pod)
+                .replace("$experiment", &trial.spec.experiment)
                 .replace("$__rate_interval", "5s")
                 .replace("$__interval_ms", "5000")
                 .replace("$__interval", "5s");
             // Trial series at the window's end; the operator's, now.
-            let when = expr.contains("$trial").then_some(at);
+            let when = (expr.contains("$trial") || expr.contains("$experiment")).then_some(at);
             let result = prom_query(&lab, &q, when).await;
             // Errors may be zero (no errors), but a series must exist.
             assert!(
@@ -271,6 +272,15 @@ async fn the_chart_runs_the_operator_as_its_service_account_through_an_experimen
                 "panel {:?}: {q} has no data",
                 panel["title"]
             );
+            // The experiment view names each line by its trial's point.
+            if expr.contains("$experiment") {
+                let points: Vec<_> = result.iter().map(|r| &r["metric"]["point"]).collect();
+                assert!(
+                    points.contains(&&serde_json::json!(trial.spec.point.describe())),
+                    "panel {:?}: {points:?}",
+                    panel["title"]
+                );
+            }
             queried += 1;
         }
     }
