@@ -19,6 +19,8 @@ pub mod nodeos;
 pub mod parts;
 pub mod pod;
 pub mod profile;
+#[cfg(test)]
+mod startup_tests;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Node, Pod, Volume};
 use kube::core::Rule;

@@ -203,48 +203,6 @@ async fn teku_drives_besu_over_the_engine_api_with_the_generated_jwt() {
 
 #[tokio::test]
 #[ignore = "needs the lab: run `make test`"]
-async fn an_allocator_the_image_lacks_fails_the_trial_saying_so() {
-    let lab = lab().await;
-    let (ns, _op) = start(
-        &lab,
-        "besu-tcmalloc",
-        one_point(json!({"allocator": ["tcmalloc"]})),
-    )
-    .await;
-    wait_finished(&lab, &ns, "besu-tcmalloc", Duration::from_secs(300)).await;
-    let t = trials(&lab, &ns).await.remove(0);
-    let (outcome, message) = outcome_and_message(&t);
-    assert_eq!(outcome, Some(TrialOutcome::Crashed), "{message}");
-    assert!(
-        message.contains("allocator tcmalloc is not in this image"),
-        "{message}"
-    );
-    assert!(
-        message.contains("'libtcmalloc_minimal.so.4' from LD_PRELOAD cannot be preloaded"),
-        "{message}"
-    );
-    lab.delete_namespace(&ns).await;
-}
-
-#[tokio::test]
-#[ignore = "needs the lab: run `make test`"]
-async fn a_heap_too_small_ends_the_trial_with_the_jvms_out_of_memory_error() {
-    let lab = lab().await;
-    let (ns, _op) = start(&lab, "besu-small-heap", one_point(json!({"heap": ["2Gi"]}))).await;
-    wait_finished(&lab, &ns, "besu-small-heap", Duration::from_secs(300)).await;
-    let t = trials(&lab, &ns).await.remove(0);
-    let (outcome, message) = outcome_and_message(&t);
-    assert_eq!(outcome, Some(TrialOutcome::Crashed), "{message}");
-    assert!(message.contains("exit code 3"), "{message}");
-    assert!(
-        message.contains("Terminating due to java.lang.OutOfMemoryError: Java heap space"),
-        "{message}"
-    );
-    lab.delete_namespace(&ns).await;
-}
-
-#[tokio::test]
-#[ignore = "needs the lab: run `make test`"]
 async fn a_heap_the_live_set_nearly_fills_falls_behind_by_blocks() {
     let lab = lab().await;
     let (ns, _op) = start(
