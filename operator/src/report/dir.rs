@@ -21,7 +21,7 @@ use kube::ResourceExt;
 use super::figures::{self, FigureError};
 use super::html::{self, Page};
 use super::series::{
-    self, CsvError, SeriesFigure, SeriesSpec, SummaryFigure, Trace, point_label, specs, steps,
+    self, CsvError, SeriesFigure, SeriesSpec, SummaryFigure, Trace, legend_label, specs, steps,
 };
 use crate::api::trial::ValidatorTrial;
 use crate::clients::profile::MetricProfile;
@@ -284,7 +284,7 @@ pub async fn read_series(
             let samples = read_trace(prom, &spec, w).await?;
             traces.push(Trace {
                 trial: w.trial.clone(),
-                point: point_label(data, &t.spec.point),
+                point: legend_label(data, &t.spec.point),
                 repetition: t.spec.repetition,
                 outcome: t
                     .status

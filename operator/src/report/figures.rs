@@ -126,7 +126,11 @@ fn draw_series<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, f: &SeriesFigu
         .margin(12)
         .x_label_area_size(44)
         .y_label_area_size(80)
-        .build_cartesian_2d(0.0..upper(end / per), 0.0..upper(top))?;
+        // Headroom for the legend in the upper right, a line per trial.
+        .build_cartesian_2d(
+            0.0..(end / per).max(1.0 / per),
+            0.0..upper(top) * (1.0 + 0.055 * f.traces.len() as f64),
+        )?;
     chart
         .configure_mesh()
         .x_desc(format!("time since the window's start ({unit})"))
@@ -135,6 +139,7 @@ fn draw_series<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, f: &SeriesFigu
         .y_label_formatter(&|v| tick(*v))
         .label_style((FAMILY, 14))
         .axis_desc_style((FAMILY, 16))
+        .light_line_style(RGBColor(242, 242, 242))
         .draw()?;
     let repetitions = f.traces.iter().any(|t| t.repetition > 1);
     for (i, t) in f.traces.iter().enumerate() {
@@ -194,7 +199,7 @@ fn draw_summary<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, f: &SummaryFi
         .margin(12)
         .x_label_area_size(44)
         .y_label_area_size(80)
-        .build_cartesian_2d((0..n - 1).into_segmented(), 0.0..upper(top) * 1.08)?;
+        .build_cartesian_2d((0..n - 1).into_segmented(), 0.0..upper(top) * 1.25)?;
     chart
         .configure_mesh()
         .disable_x_mesh()
@@ -208,6 +213,7 @@ fn draw_summary<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, f: &SummaryFi
         .y_label_formatter(&|v| tick(*v))
         .label_style((FAMILY, 14))
         .axis_desc_style((FAMILY, 16))
+        .light_line_style(RGBColor(242, 242, 242))
         .draw()?;
     for (i, b) in f.bars.iter().enumerate() {
         let mut bar = Rectangle::new(

@@ -86,8 +86,8 @@ fn figure(f: &Drawn, kind: &str) -> String {
     )
 }
 
-/// The page: the answer first (summary, recommendation), then the figures (summaries per
-/// point, then the series over the windows), the table, the spec, the nodes.
+/// The page: the answer first (summary, recommendation), the trials' table, then the
+/// figures (summaries per point, then the series over the windows), the spec, the nodes.
 pub fn render(page: &Page, summaries: &[Drawn], series: &[Drawn]) -> String {
     let mut out = format!(
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>valtune report: {exp}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>valtune report: {exp}</h1>\n<p>Namespace {ns}; {client}; written {generated}.</p>\n<p>{describes}</p>\n<h2>Result</h2>\n<pre id=\"summary\">{summary}</pre>\n",
@@ -104,6 +104,10 @@ pub fn render(page: &Page, summaries: &[Drawn], series: &[Drawn]) -> String {
             escape(patch)
         ));
     }
+    out.push_str(&format!(
+        "<h2>Trials</h2>\n<pre id=\"table\">{}</pre>\n<p>As CSV: <a href=\"table.csv\">table.csv</a>.</p>\n",
+        escape(&page.table)
+    ));
     out.push_str("<h2>Per point</h2>\n<p>Bars are the mean over a point's finished repetitions, coloured by how they ended; error bars are 95% intervals (bootstrap over the repetitions, from two on).</p>\n");
     for f in summaries {
         out.push_str(&figure(f, "summary"));
@@ -113,8 +117,7 @@ pub fn render(page: &Page, summaries: &[Drawn], series: &[Drawn]) -> String {
         out.push_str(&figure(f, "series"));
     }
     out.push_str(&format!(
-        "<h2>Trials</h2>\n<pre id=\"table\">{}</pre>\n<p>As CSV: <a href=\"table.csv\">table.csv</a>.</p>\n<h2>Experiment</h2>\n<pre id=\"spec\">{}</pre>\n",
-        escape(&page.table),
+        "<h2>Experiment</h2>\n<pre id=\"spec\">{}</pre>\n",
         escape(&page.spec)
     ));
     if !page.nodes.is_empty() {

@@ -286,16 +286,28 @@ pub struct SummaryFigure {
     pub bars: Vec<Bar>,
 }
 
-/// A point's label: its swept values alone when one parameter is swept ("128Gi"), as
-/// `name=value` pairs otherwise.
+/// A point's label under its bar: its swept values alone, in the order of the
+/// dimensions ("128Gi", "2 / 30 / 1"), the x axis naming them ([`x_axis`]).
 pub fn point_label(data: &Dataset, point: &TrialPoint) -> String {
-    let dims = data.dimensions();
-    if dims.len() == 1
-        && let Some(v) = dims[0].value(point)
-    {
-        return v;
+    let values: Vec<String> = data
+        .dimensions()
+        .iter()
+        .map(|d| d.value(point).unwrap_or_else(|| "-".into()))
+        .collect();
+    if values.is_empty() {
+        point.describe()
+    } else {
+        values.join(" / ")
     }
-    point.describe()
+}
+
+/// A trial's point in a legend: its value alone when one parameter is swept ("128Gi"),
+/// as `name=value` pairs otherwise.
+pub fn legend_label(data: &Dataset, point: &TrialPoint) -> String {
+    match data.dimensions() {
+        [d] => d.value(point).unwrap_or_else(|| point.describe()),
+        _ => point.describe(),
+    }
 }
 
 /// The x axis' name: the swept parameters.
@@ -304,7 +316,7 @@ pub fn x_axis(data: &Dataset) -> String {
     if names.is_empty() {
         "point".into()
     } else {
-        names.join(", ")
+        names.join(" / ")
     }
 }
 
