@@ -47,6 +47,18 @@ pub struct Args {
     /// series over its window from it while it still holds them.
     #[arg(long, env = "PROMETHEUS_URL", value_name = "URL")]
     prometheus_url: Option<String>,
+    /// Follow a running experiment: redraw each trial's phase, window elapsed and
+    /// remaining, and the node-hours so far until it ends, then print the report.
+    #[arg(short, long, conflicts_with = "from")]
+    watch: bool,
+    /// How often --watch reads the experiment.
+    #[arg(
+        long,
+        default_value = "2s",
+        value_name = "DURATION",
+        requires = "watch"
+    )]
+    interval: String,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -67,9 +79,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         output,
         out,
         prometheus_url,
+        watch,
+        interval,
         ..
     } = args;
     let experiment = experiment.expect("clap requires it without --from");
+    if watch {
+        let every = valtune::api::settings::parse_duration(&interval).context("--interval")?;
+        follow(&kube, &experiment, every).await?;
+    }
     let (client, namespace, vx) = kube.experiment(&experiment).await?;
     let trials: Api<ValidatorTrial> = Api::namespaced(client.clone(), &namespace);
     let lp = ListParams::default().labels(&format!("{}={experiment}", labels::EXPERIMENT));
@@ -149,6 +167,50 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         out.join("index.html").display()
     );
     Ok(())
+}
+
+/// Redraws the progress view every `every` until the experiment ends: in place on a
+/// terminal, else (a log, `make demo`) each time it changes.
+async fn follow(
+    kube: &super::KubeArgs,
+    name: &str,
+    every: std::time::Duration,
+) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    let tty = std::io::stdout().is_terminal();
+    let mut last = String::new();
+    loop {
+        let (client, namespace, vx) = kube.experiment(name).await?;
+        let trials: Api<ValidatorTrial> = Api::namespaced(client, &namespace);
+        let lp = ListParams::default().labels(&format!("{}={name}", labels::EXPERIMENT));
+        let data = Dataset::from_trials(&vx.spec.sweep, &trials.list(&lp).await?.items);
+        let length = valtune::api::settings::parse_duration(&vx.spec.trial.measurement.duration)
+            .unwrap_or_default();
+        let view = valtune::report::progress::progress(&vx, &data, length, jiff::Timestamp::now());
+        let phase = vx.status.map(|s| s.phase).unwrap_or_default();
+        // The times change every pass; a log gets the view only when a phase does.
+        let key = format!(
+            "{phase:?} {:?}",
+            data.trials()
+                .map(|t| (&t.name, t.phase, t.outcome))
+                .collect::<Vec<_>>()
+        );
+        if tty {
+            print!("\x1b[H\x1b[2J{view}");
+        } else if key != last {
+            println!("{view}");
+        }
+        last = key;
+        if matches!(
+            phase,
+            valtune::api::experiment::ExperimentPhase::Succeeded
+                | valtune::api::experiment::ExperimentPhase::Failed
+        ) {
+            println!();
+            return Ok(());
+        }
+        tokio::time::sleep(every).await;
+    }
 }
 
 /// The table and its notes, and the summary with the client's conclusions, as printed.

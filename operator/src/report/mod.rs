@@ -6,6 +6,7 @@ pub mod dir;
 pub mod figures;
 pub mod html;
 pub mod patch;
+pub mod progress;
 pub mod series;
 
 use std::collections::BTreeMap;
