@@ -18,7 +18,7 @@ use super::output::{Output, print_data};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The ValidatorExperiment's name.
+    /// The ValidatorExperiment's name (required, except with --from).
     #[arg(required_unless_present = "from")]
     experiment: Option<String>,
     #[command(flatten)]

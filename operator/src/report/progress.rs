@@ -49,6 +49,8 @@ pub fn node_hours(data: &Dataset, now: Timestamp) -> f64 {
         .filter_map(|t| Some(seconds(t.started?, t.finished.unwrap_or(now))))
         .sum::<f64>()
         / 3600.0
+        // An empty sum is -0.0, which would print as "-0.00".
+        + 0.0
 }
 
 /// The progress view: a line for the experiment, a row per trial.
@@ -157,5 +159,7 @@ mod tests {
         assert!(lines[2].ends_with("4h00m/12h00m  0s"), "{text}");
         assert!(lines[3].ends_with("4h30m/12h00m  7h30m"), "{text}");
         assert_eq!(human(65.0), "1m05s");
+        let none = Dataset::new(&vx.spec.sweep, []);
+        assert_eq!(format!("{:.2}", node_hours(&none, now)), "0.00");
     }
 }
