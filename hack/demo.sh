@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The demo (`make demo`): on a running lab, what a user does on a cluster: `helm install`
 # the chart (the CRDs, the operator as a Deployment running as its ServiceAccount), then
-# `kubectl apply` the quickstart (the paper's RAM sweep); follow it to the end and print
-# the results. The lab runs the operator's pod as the local valtune binary, and the
+# `kubectl apply` the quickstart (the paper's RAM sweep); follow it to the end with
+# `valtune report --watch`, which prints the results and writes the figures. The lab runs the operator's pod as the local valtune binary, and the
 # quickstart as written for a real cluster, its durations compressed by the lab
 # (`valtune-lab compress`: 12 hours are a minute at the default 720x; docs/lab.md).
 set -euo pipefail
@@ -31,33 +31,22 @@ echo "helm install valtune charts/valtune (namespace valtune-system)"
 ./target/debug/valtune-lab compress --dir "$lab_dir" "$manifest" | "$kubectl" apply -f -
 echo
 echo "Running the RAM sweep (5 trials, 3 at a time; each 12 simulated hours in ~1 real minute)."
-start=$SECONDS
-last=""
-while :; do
-  phase=$("$kubectl" get validatorexperiment "$experiment" -o jsonpath='{.status.phase}' 2>/dev/null || true)
-  line=$("$kubectl" get validatortrials -l valtune.dev/experiment=$experiment \
-    -o jsonpath='{range .items[*]}{.status.point}:{.status.phase}{" "}{end}' 2>/dev/null || true)
-  if [ "$line" != "$last" ]; then
-    printf '[%4ss] %-9s %s\n' "$((SECONDS - start))" "${phase:-Pending}" "$line"
-    last=$line
-  fi
-  case "$phase" in Succeeded|Failed) break ;; esac
-  if [ $((SECONDS - start)) -gt 600 ]; then
-    echo "the experiment did not finish in 10 minutes; see $lab_dir/logs/pods/valtune-system_valtune-*_operator.log" >&2
-    exit 1
-  fi
-  sleep 2
-done
+# `valtune report --watch` follows it (each trial's phase and window, the node-hours so
+# far) and, once it ends, prints the report and writes its figures and page
+# (docs/report.md), the trials' series read from the lab's Prometheus (PROMETHEUS_URL).
+if ! timeout 600 ./target/debug/valtune report "$experiment" --watch --out "$lab_dir/report"; then
+  echo "the experiment did not finish in 10 minutes; see $lab_dir/logs/pods/valtune-system_valtune-*_operator.log" >&2
+  exit 1
+fi
 echo
 "$kubectl" get validatortrials -l valtune.dev/experiment=$experiment
-echo
-./target/debug/valtune report "$experiment"
 echo
 ./target/debug/valtune recommend "$experiment" || true
 cat <<MSG
 
 The lab is still running:   export KUBECONFIG=$lab_dir/kubeconfig
                             $kubectl get validatorexperiments,validatortrials
+The report's page:          $lab_dir/report/index.html (figures, data as CSV)
 Operator log:               $lab_dir/logs/pods/valtune-system_valtune-*_operator.log
 Stop everything with:       make lab-down
 MSG

@@ -163,7 +163,8 @@ mod tests {
         };
         let plugin = usage("/usr/local/bin/kubectl-valtune");
         assert!(
-            plugin.contains("Usage: kubectl valtune report [OPTIONS] <EXPERIMENT>"),
+            // The experiment is optional only with --from.
+            plugin.contains("Usage: kubectl valtune report [OPTIONS] [EXPERIMENT]"),
             "{plugin}"
         );
         assert!(usage("valtune").contains("Usage: valtune report"));
@@ -181,6 +182,22 @@ mod tests {
         assert!(parses("valtune list -A -o wide"));
         assert!(parses("valtune recommend x --format json"));
         assert!(!parses("valtune recommend x -o table"));
+    }
+
+    #[test]
+    fn report_writes_a_directory_redraws_one_or_watches() {
+        let parses = |line: &str| command(None).try_get_matches_from(args(line)).is_ok();
+        assert!(parses(
+            "valtune report x --out dir --prometheus-url http://p:9090"
+        ));
+        assert!(parses("valtune report --from dir"));
+        // --from redraws a directory: no experiment, nothing else to write.
+        assert!(!parses("valtune report x --from dir"));
+        assert!(!parses("valtune report --from dir --out other"));
+        assert!(!parses("valtune report"));
+        assert!(parses("valtune report x -w --interval 5s --out dir"));
+        assert!(!parses("valtune report x --interval 5s"));
+        assert!(!parses("valtune report --from dir --watch"));
     }
 
     #[test]

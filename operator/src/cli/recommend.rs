@@ -36,6 +36,33 @@ pub struct Args {
     output: Format,
 }
 
+/// The recommendation's evidence and its patch of the template, from the trial it names.
+pub fn evidence(
+    vx: &valtune::api::ValidatorExperiment,
+    namespace: &str,
+    trial: &ValidatorTrial,
+) -> anyhow::Result<(Evidence, serde_json::Value)> {
+    let st = vx.status.clone().unwrap_or_default();
+    let rec = st
+        .recommendation
+        .context("the experiment has no recommendation")?;
+    let point = &trial.spec.point;
+    let patch = template_patch(vx, point)
+        .with_context(|| format!("trial {}: its point cannot be applied", rec.trial))?;
+    let now = resolve_template(&vx.spec.template, &vx.spec.sweep, point)?;
+    let evidence = Evidence {
+        experiment: vx.metadata.name.clone().unwrap_or_default(),
+        namespace: namespace.to_string(),
+        phase: st.phase,
+        point: rec.summary,
+        reason: rec.reason,
+        support: rec.support,
+        trial: rec.trial,
+        template_changed: now != trial.spec.template,
+    };
+    Ok((evidence, patch))
+}
+
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let Args {
         experiment,
@@ -57,20 +84,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             rec.trial, rec.summary
         )
     })?;
-    let point = &trial.spec.point;
-    let patch = template_patch(&vx, point)
-        .with_context(|| format!("trial {}: its point cannot be applied", rec.trial))?;
-    let now = resolve_template(&vx.spec.template, &vx.spec.sweep, point)?;
-    let evidence = Evidence {
-        experiment,
-        namespace,
-        phase: st.phase,
-        point: rec.summary,
-        reason: rec.reason,
-        support: rec.support,
-        trial: rec.trial,
-        template_changed: now != trial.spec.template,
-    };
+    let (evidence, patch) = evidence(&vx, &namespace, &trial)?;
     match output {
         Format::Yaml => print!("{}", render_yaml(&evidence, &patch)),
         Format::Json => println!(

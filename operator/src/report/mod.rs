@@ -1,7 +1,13 @@
 //! Experiment results as a table (the paper's Figure 3), CSV or JSON; the recommendation
-//! as a patch (patch.rs).
+//! as a patch (patch.rs); figures and a page in a directory (series.rs the data,
+//! figures.rs the drawing, html.rs the page, dir.rs the files).
 
+pub mod dir;
+pub mod figures;
+pub mod html;
 pub mod patch;
+pub mod progress;
+pub mod series;
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,5 @@
-//! A small client for Prometheus's HTTP API: instant queries, evaluated server-side.
+//! A small client for Prometheus's HTTP API: instant queries, evaluated server-side, and
+//! range queries (`/api/v1/query_range`) for the report's time series.
 
 use std::time::Duration;
 
@@ -77,14 +78,24 @@ struct Response {
 enum Data {
     Vector(Vec<VectorSample>),
     Scalar((f64, String)),
-    Matrix(serde::de::IgnoredAny),
+    Matrix(Vec<MatrixSample>),
     String(serde::de::IgnoredAny),
+}
+
+#[derive(Deserialize)]
+struct MatrixSample {
+    values: Vec<(f64, String)>,
 }
 
 #[derive(Deserialize)]
 struct VectorSample {
     metric: serde_json::Map<String, serde_json::Value>,
     value: (f64, String),
+}
+
+/// A time as Prometheus' API takes it: unix seconds, to the millisecond.
+fn seconds(t: Timestamp) -> String {
+    format!("{:.3}", t.as_millisecond() as f64 / 1000.0)
 }
 
 /// Prometheus writes values as strings, including "NaN" and "+Inf".
@@ -121,16 +132,75 @@ impl Prometheus {
         query: &str,
         time: Option<Timestamp>,
     ) -> Result<Vec<Sample>, PromError> {
-        self.queries.inc();
-        let url = format!("{}/api/v1/query", self.base);
         let mut form = vec![("query", query.to_string())];
         if let Some(t) = time {
-            form.push(("time", format!("{:.3}", t.as_millisecond() as f64 / 1000.0)));
+            form.push(("time", seconds(t)));
         }
+        match self.post("query", query, &form).await? {
+            Some(Data::Vector(v)) => Ok(v
+                .into_iter()
+                .map(|s| Sample {
+                    labels: s.metric,
+                    value: parse_value(&s.value.1),
+                })
+                .collect()),
+            Some(Data::Scalar((_, v))) => Ok(vec![Sample {
+                labels: Default::default(),
+                value: parse_value(&v),
+            }]),
+            _ => Err(PromError::Decode {
+                query: query.into(),
+                detail: "expected an instant vector or a scalar".into(),
+            }),
+        }
+    }
+
+    /// The samples (unix seconds, value) of a query that aggregates to one series,
+    /// evaluated every `step` from `start` to `end` (Prometheus' `query_range`); empty
+    /// when there is no data, NaN values left out.
+    pub async fn range(
+        &self,
+        query: &str,
+        start: Timestamp,
+        end: Timestamp,
+        step: std::time::Duration,
+    ) -> Result<Vec<(f64, f64)>, PromError> {
+        let form = vec![
+            ("query", query.to_string()),
+            ("start", seconds(start)),
+            ("end", seconds(end)),
+            ("step", format!("{:.3}", step.as_secs_f64())),
+        ];
+        match self.post("query_range", query, &form).await? {
+            Some(Data::Matrix(m)) if m.len() <= 1 => Ok(m
+                .into_iter()
+                .flat_map(|s| s.values)
+                .map(|(t, v)| (t, parse_value(&v)))
+                .filter(|(_, v)| !v.is_nan())
+                .collect()),
+            Some(Data::Matrix(m)) => Err(PromError::Decode {
+                query: query.into(),
+                detail: format!("expected one series, got {}", m.len()),
+            }),
+            _ => Err(PromError::Decode {
+                query: query.into(),
+                detail: "expected a range vector".into(),
+            }),
+        }
+    }
+
+    async fn post(
+        &self,
+        endpoint: &str,
+        query: &str,
+        form: &[(&str, String)],
+    ) -> Result<Option<Data>, PromError> {
+        self.queries.inc();
+        let url = format!("{}/api/v1/{endpoint}", self.base);
         let resp = self
             .http
             .post(&url)
-            .form(&form)
+            .form(form)
             .send()
             .await
             .map_err(|source| PromError::Http {
@@ -148,23 +218,7 @@ impl Prometheus {
                 error: body.error.unwrap_or_default(),
             });
         }
-        match body.data {
-            Some(Data::Vector(v)) => Ok(v
-                .into_iter()
-                .map(|s| Sample {
-                    labels: s.metric,
-                    value: parse_value(&s.value.1),
-                })
-                .collect()),
-            Some(Data::Scalar((_, v))) => Ok(vec![Sample {
-                labels: Default::default(),
-                value: parse_value(&v),
-            }]),
-            _ => Err(PromError::Decode {
-                query: query.into(),
-                detail: "expected an instant vector or a scalar".into(),
-            }),
-        }
+        Ok(body.data)
     }
 
     /// The single value of a query that aggregates to one series; None when there is no

@@ -163,9 +163,198 @@ async fn the_ram_sweep_reproduces_the_papers_shape_from_prometheus() {
     }
     let rec = st.recommendation.unwrap();
     assert_eq!(rec.summary, "memory=512Gi", "{rec:?}");
+    report_draws_the_papers_figures(&lab, &ns);
     // Finished trials released their nodes: no pod or volume is left.
     wait_released(&lab, &ns, false, Duration::from_secs(60)).await;
     lab.delete_namespace(&ns).await;
+}
+
+/// `valtune report --out` on the finished sweep: figures, their data and a page, with the
+/// paper's shape in the data behind them (Figure 3): 128Gi's series ends early, where the
+/// kernel killed it, while 256Gi runs its window and falls behind. The directory then
+/// redraws from its own files (`--from`). VALTUNE_REPORT_KEEP=DIR keeps a copy (docs).
+fn report_draws_the_papers_figures(lab: &Lab, ns: &str) {
+    use valtune::report::series::{Mark, read_series_csv, read_summary_csv};
+    let out = std::env::temp_dir().join(format!("valtune-report-{ns}"));
+    let _ = std::fs::remove_dir_all(&out);
+    let valtune = env!("CARGO_BIN_EXE_valtune");
+    let run = |args: &[&str]| {
+        let o = std::process::Command::new(valtune)
+            .args(args)
+            .env("KUBECONFIG", &lab.state.kubeconfig)
+            .env("PROMETHEUS_URL", &lab.state.prometheus_url)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(o.status.success(), "valtune {args:?}: {text}");
+        text
+    };
+    let dir = out.to_str().unwrap();
+    let printed = run(&["report", "agave-ram", "-n", ns, "--out", dir]);
+    assert!(
+        printed.contains("recommendation: memory=512Gi"),
+        "{printed}"
+    );
+    let read = |f: &str| std::fs::read_to_string(out.join(f)).unwrap();
+    let series = read_series_csv(&read("series.csv"), "").unwrap();
+    let names: Vec<&str> = series.iter().map(|f| f.name.as_str()).collect();
+    for name in ["tps", "lag", "rss", "vsz"] {
+        assert!(names.contains(&name), "{name}: {names:?}");
+    }
+    let tps = &series[0];
+    assert_eq!(tps.traces.len(), 5, "one line per trial");
+    let trace = |f: &valtune::report::series::SeriesFigure, point: &str| {
+        f.traces
+            .iter()
+            .find(|t| t.point == point)
+            .unwrap_or_else(|| panic!("{point} in {}", f.name))
+            .clone()
+    };
+    let (oom, behind) = (trace(tps, "128Gi"), trace(tps, "256Gi"));
+    assert_eq!(
+        (oom.mark(), behind.mark()),
+        (Mark::OomKilled, Mark::FellBehind)
+    );
+    let (oom_end, behind_end) = (oom.end().unwrap(), behind.end().unwrap());
+    assert!(
+        oom_end < 0.9 * behind_end,
+        "128Gi's series ends at {oom_end} s, 256Gi's at {behind_end} s"
+    );
+    // 256Gi falls behind over its window: its lag ends far above where it started, and
+    // far above the runs that kept up.
+    let lag = series.iter().find(|f| f.name == "lag").unwrap();
+    let behind_lag = trace(lag, "256Gi").samples;
+    let kept_lag = trace(lag, "512Gi").samples;
+    let last = |s: &[(f64, f64)]| s.last().unwrap().1;
+    assert!(last(&behind_lag) > 1000.0, "{behind_lag:?}");
+    assert!(
+        last(&behind_lag) > 10.0 * last(&kept_lag).max(1.0),
+        "{kept_lag:?}"
+    );
+    // The bars per point carry each point's ending.
+    let summaries = read_summary_csv(&read("summary.csv"), "").unwrap();
+    let avg = summaries.iter().find(|f| f.name == "avg-tps").unwrap();
+    let marks: Vec<(&str, Mark)> = avg
+        .bars
+        .iter()
+        .map(|b| (b.point.as_str(), b.mark))
+        .collect();
+    assert_eq!(
+        marks,
+        [
+            ("128Gi", Mark::OomKilled),
+            ("256Gi", Mark::FellBehind),
+            ("512Gi", Mark::KeptUp),
+            ("1Ti", Mark::KeptUp),
+            ("1400Gi", Mark::KeptUp)
+        ]
+    );
+    // Every figure as SVG and PNG, and inline in the page with the table and the patch.
+    let figures = series.len() + summaries.len();
+    for f in series
+        .iter()
+        .map(|f| &f.name)
+        .chain(summaries.iter().map(|f| &f.name))
+    {
+        for ext in ["svg", "png"] {
+            let path = out.join(format!("figures/{f}.{ext}"));
+            assert!(path.metadata().unwrap().len() > 1000, "{}", path.display());
+        }
+    }
+    let html = read("index.html");
+    assert_eq!(html.matches("<figure ").count(), figures);
+    assert_eq!(html.matches("<svg ").count(), figures);
+    for text in [
+        "memory=512Gi",
+        "OOMKilled",
+        "<pre id=\"patch\">",
+        "<table id=\"nodes\">",
+        "resources:",
+    ] {
+        assert!(html.contains(text), "{text} not in index.html");
+    }
+    browser_check(&out, figures);
+    // Redrawn from the directory alone.
+    std::fs::remove_dir_all(out.join("figures")).unwrap();
+    std::fs::remove_file(out.join("index.html")).unwrap();
+    let printed = run(&["report", "--from", dir]);
+    assert!(
+        printed.contains(&format!("redrew {figures} figures")),
+        "{printed}"
+    );
+    assert_eq!(read("index.html"), html, "the same page, redrawn");
+    assert!(out.join("figures/tps.png").exists());
+    if let Some(keep) = std::env::var_os("VALTUNE_REPORT_KEEP") {
+        let keep = std::path::PathBuf::from(keep);
+        std::fs::create_dir_all(&keep).unwrap();
+        for entry in std::fs::read_dir(out.join("figures")).unwrap() {
+            let p = entry.unwrap().path();
+            std::fs::copy(&p, keep.join(p.file_name().unwrap())).unwrap();
+        }
+        std::fs::copy(out.join("index.html"), keep.join("index.html")).unwrap();
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// Opens the page in a headless Chromium, when one is installed (Debian's `chromium`
+/// package), and checks every figure is drawn at its size and every PNG decodes: a probe
+/// page (the report's, plus each PNG as an image and a script that measures them, none of
+/// which the report itself has) written beside it.
+fn browser_check(out: &std::path::Path, figures: usize) {
+    let chromium = ["chromium", "chromium-browser"].into_iter().find(|c| {
+        std::process::Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    let Some(chromium) = chromium else {
+        eprintln!(
+            "note: no chromium on PATH: the report's browser check is skipped (apt-get install chromium)"
+        );
+        return;
+    };
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    let images: String = html
+        .split("<figure id=\"")
+        .skip(1)
+        .map(|rest| rest.split('"').next().unwrap())
+        .map(|id| format!("<img class=\"probe\" src=\"figures/{id}.png\">"))
+        .collect();
+    let script = "<script>addEventListener('load', () => { const figs = [...document.querySelectorAll('figure svg')]; const drawn = figs.filter(s => { const r = s.getBoundingClientRect(); return r.width > 300 && r.height > 150; }).length; const imgs = [...document.querySelectorAll('img.probe')]; const loaded = imgs.filter(i => i.complete && i.naturalWidth === 960).length; document.body.setAttribute('data-probe', `${figs.length} ${drawn} ${imgs.length} ${loaded}`); });</script>";
+    let probe = out.join("probe.html");
+    std::fs::write(
+        &probe,
+        html.replace("</body>", &format!("{images}{script}</body>")),
+    )
+    .unwrap();
+    let dom = std::process::Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+        ])
+        .arg(format!("file://{}", probe.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    let probed = dom
+        .split("data-probe=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap_or_else(|| panic!("the probe did not run: {dom:.2000}"));
+    let n = figures.to_string();
+    assert_eq!(
+        probed,
+        [n.as_str(); 4].join(" "),
+        "figures, drawn, images, decoded"
+    );
+    std::fs::remove_file(probe).unwrap();
 }
 
 #[tokio::test]
