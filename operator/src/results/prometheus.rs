@@ -82,6 +82,29 @@ enum Data {
 }
 
 #[derive(Deserialize)]
+struct RangeResponse {
+    status: String,
+    #[serde(default)]
+    data: Option<RangeData>,
+    #[serde(default, rename = "errorType")]
+    error_type: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RangeData {
+    #[serde(rename = "resultType")]
+    result_type: String,
+    result: Vec<MatrixSeries>,
+}
+
+#[derive(Deserialize)]
+struct MatrixSeries {
+    values: Vec<(f64, String)>,
+}
+
+#[derive(Deserialize)]
 struct VectorSample {
     metric: serde_json::Map<String, serde_json::Value>,
     value: (f64, String),
@@ -165,6 +188,64 @@ impl Prometheus {
                 detail: "expected an instant vector or a scalar".into(),
             }),
         }
+    }
+
+    /// A query that aggregates to one series, evaluated every `step` from `start` to
+    /// `end` (`/api/v1/query_range`): its (unix seconds, value) points, NaN left out;
+    /// empty when there is no data.
+    pub async fn range(
+        &self,
+        query: &str,
+        start: Timestamp,
+        end: Timestamp,
+        step: Duration,
+    ) -> Result<Vec<(f64, f64)>, PromError> {
+        self.queries.inc();
+        let url = format!("{}/api/v1/query_range", self.base);
+        let secs = |t: Timestamp| format!("{:.3}", t.as_millisecond() as f64 / 1000.0);
+        let form = vec![
+            ("query", query.to_string()),
+            ("start", secs(start)),
+            ("end", secs(end)),
+            ("step", format!("{:.3}", step.as_secs_f64().max(0.001))),
+        ];
+        let resp = self
+            .http
+            .post(&url)
+            .form(&form)
+            .send()
+            .await
+            .map_err(|source| PromError::Http {
+                url: self.base.clone(),
+                source,
+            })?;
+        let decode = |detail: String| PromError::Decode {
+            query: query.into(),
+            detail,
+        };
+        let body: RangeResponse = resp.json().await.map_err(|e| decode(e.to_string()))?;
+        if body.status != "success" {
+            return Err(PromError::Query {
+                query: query.into(),
+                error_type: body.error_type.unwrap_or_default(),
+                error: body.error.unwrap_or_default(),
+            });
+        }
+        let data = body.data.ok_or_else(|| decode("no data".into()))?;
+        if data.result_type != "matrix" || data.result.len() > 1 {
+            return Err(decode(format!(
+                "expected one series of a matrix, got {} of a {}",
+                data.result.len(),
+                data.result_type
+            )));
+        }
+        Ok(data
+            .result
+            .into_iter()
+            .flat_map(|s| s.values)
+            .map(|(t, v)| (t, parse_value(&v)))
+            .filter(|(_, v)| !v.is_nan())
+            .collect())
     }
 
     /// The single value of a query that aggregates to one series; None when there is no
