@@ -10,6 +10,7 @@
 //! - `trial.warmup.timeout` and `trial.measurement.duration` (their defaults too, 4h and
 //!   12h, operator/src/api/settings.rs), every `trial.abortWhen[].for` and
 //!   `trial.earlyAbort.window` and `.interval` (defaults 1h and 20m): simulated time;
+//! - `maxNodeHours`: node-hours held in simulated time, divided by the scale too;
 //! - `metrics.scrapeInterval` becomes the lab's Prometheus interval;
 //! - not `trial.schedulingTimeout` nor `trial.collectionDeadline`: they bound waits on the
 //!   control plane and on Prometheus, which run at real speed in the lab too.
@@ -159,6 +160,17 @@ impl Compression {
                 changes.push(Change { field, from, to });
             }
         }
+        // A budget of node-hours is time too: the lab's trials hold their nodes for lab
+        // seconds.
+        if let Some(budget) = spec.get("maxNodeHours").and_then(Value::as_f64) {
+            let to = (budget / self.time_scale * 1000.0).round().max(1.0) / 1000.0;
+            spec.insert("maxNodeHours".into(), serde_json::json!(to));
+            changes.push(Change {
+                field: "maxNodeHours",
+                from: budget.to_string(),
+                to: to.to_string(),
+            });
+        }
         let metrics = object(spec, "metrics");
         let from = metrics
             .get("scrapeInterval")
@@ -291,6 +303,10 @@ mod tests {
             off["spec"]["trial"]["earlyAbort"],
             json!({"enabled": false})
         );
+        let mut budget = experiment(json!({}), json!({}));
+        budget["spec"]["maxNodeHours"] = json!(150);
+        lab().apply(&mut budget).unwrap();
+        assert_eq!(budget["spec"]["maxNodeHours"], json!(0.208));
         let mut long = experiment(json!({"earlyAbort": {"window": "10h"}}), json!({}));
         lab().apply(&mut long).unwrap();
         assert_eq!(long["spec"]["trial"]["earlyAbort"]["window"], "50s");

@@ -70,6 +70,36 @@ async fn the_bisection_example_finds_the_least_memory_that_keeps_up_and_confirms
         "{rec:?}"
     );
     assert_eq!((st.trials.expected, st.trials.finished), (9, 9));
+    // What it cost: the sum of its trials' node time, each from its validator's start to
+    // its end (lab hours), well under what a grid of the 21 sizes would hold; the sizes
+    // too small ended early (early abort), so a trial costs less than a whole window.
+    let cost = st.node_hours.clone().expect("status.nodeHours");
+    let held: f64 = all
+        .iter()
+        .filter_map(|t| t.status.as_ref())
+        .map(|s| {
+            let (a, b) = (
+                s.started_at.clone().unwrap().0,
+                s.finished_at.clone().unwrap().0,
+            );
+            b.duration_since(a).as_secs_f64() / 3600.0
+        })
+        .sum();
+    assert!((cost.spent - held).abs() <= 0.011, "{cost:?} vs {held}");
+    let grid = cost.grid.unwrap();
+    assert!(cost.spent > 0.0 && cost.spent * 2.0 < grid, "{cost:?}");
+    let early: Vec<_> = all
+        .iter()
+        .filter_map(|t| t.status.as_ref())
+        .filter(|s| s.early_abort.is_some())
+        .collect();
+    assert!(
+        !early.is_empty()
+            && early
+                .iter()
+                .all(|s| s.outcome == Some(TrialOutcome::FellBehind)),
+        "{tried:?}"
+    );
 }
 
 /// Early abort with its defaults (the lab compresses them with the window: a slope over
