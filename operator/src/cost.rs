@@ -217,25 +217,37 @@ pub fn spent(trials: &[ValidatorTrial], now: Timestamp) -> f64 {
         .sum()
 }
 
-/// The mean warm-up of the trials that reached a window: from the validator's start to
-/// its window's start.
+/// What a trial held its node for besides its window, as this experiment's trials
+/// show: the mean warm-up (from the validator's start to its window's start) of those
+/// that reached a window, and the mean collection (from the window's end to the trial's)
+/// of those that finished one. None before any trial reached a window.
 pub fn observed_warmup(trials: &[ValidatorTrial]) -> Option<Duration> {
-    let warmups: Vec<f64> = trials
-        .iter()
-        .filter_map(|t| t.status.as_ref())
+    let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    let statuses = || trials.iter().filter_map(|t| t.status.as_ref());
+    let warmups: Vec<f64> = statuses()
         .filter_map(|st| {
             let start = st.started_at.as_ref()?.0;
             let window = st.window_start.as_ref()?.0;
             Some(window.duration_since(start).as_secs_f64().max(0.0))
         })
         .collect();
-    (!warmups.is_empty())
-        .then(|| Duration::from_secs_f64(warmups.iter().sum::<f64>() / warmups.len() as f64))
+    let collections: Vec<f64> = statuses()
+        .filter_map(|st| {
+            let end = st.window_end.as_ref()?.0;
+            let finished = st.finished_at.as_ref()?.0;
+            Some(finished.duration_since(end).as_secs_f64().max(0.0))
+        })
+        .collect();
+    let warmup = mean(&warmups)?;
+    Some(Duration::from_secs_f64(
+        warmup + mean(&collections).unwrap_or(0.0),
+    ))
 }
 
 /// What a full grid of the spec's points would hold: every point and repetition, each a
-/// warm-up (`observed`, else the client's typical one, at most the limit) and a whole
-/// window. None for a spec that bypassed the schema.
+/// warm-up (`observed`: this experiment's, collection included; else the client's
+/// typical one, at most the limit) and a whole window. None for a spec that bypassed the
+/// schema.
 pub fn grid_node_hours(spec: &ValidatorExperimentSpec, observed: Option<Duration>) -> Option<f64> {
     let mut grid = spec.clone();
     grid.strategy = Default::default();
@@ -457,13 +469,26 @@ mod tests {
     #[test]
     fn node_hours_spent_run_from_each_start_to_its_end_or_now() {
         let now: Timestamp = "2026-01-01T10:00:00Z".parse().unwrap();
-        let trials = [
+        let mut trials = [
             trial(Some(0), Some(7200), Some(14 * 3600)),
             trial(Some(3600), Some(2 * 3600), None),
             trial(None, None, None),
         ];
         assert_eq!(spent(&trials, now), 14.0 + 9.0);
         assert_eq!(observed_warmup(&trials), Some(Duration::from_secs(5400)));
+        // A finished window's collection counts with the warm-up: the node is held.
+        trials[0].status.as_mut().unwrap().window_end = trials[0]
+            .status
+            .as_ref()
+            .unwrap()
+            .finished_at
+            .clone()
+            .map(|t| {
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    t.0 - jiff::SignedDuration::from_secs(60),
+                )
+            });
+        assert_eq!(observed_warmup(&trials), Some(Duration::from_secs(5460)));
         assert_eq!(observed_warmup(&trials[2..]), None);
     }
 

@@ -175,8 +175,8 @@ pub struct NodeHours {
     /// Held by the experiment's trials so far (a running trial until now), to 0.01.
     pub spent: f64,
     /// What a full grid of the same points would hold: every point, every repetition,
-    /// a warm-up (the mean of this experiment's, else the client's typical one) and a
-    /// whole window each.
+    /// a warm-up (the mean of this experiment's, its collection included, else the
+    /// client's typical one) and a whole window each.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grid: Option<f64>,
 }

@@ -651,6 +651,14 @@ fn early_abort_is_judged_once_caught_up_from_its_first_moment_to_the_windows_end
         at(100),
     );
     assert_eq!(step.requeue, Some(Duration::from_secs(6_620)));
+    // Sooner than an interval before it: at the first moment still.
+    let step = transition(
+        &measuring(0, twelve),
+        &with_pod(running(0)),
+        &early(),
+        at(6_000),
+    );
+    assert_eq!(step.requeue, Some(Duration::from_secs(720)));
     let step = transition(
         &measuring(0, twelve),
         &with_pod(running(0)),

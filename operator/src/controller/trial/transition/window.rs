@@ -291,7 +291,11 @@ pub(super) fn measure(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
     if let (Some((rule, _)), Some(start)) = (&s.early, &st.window_start) {
         let secs = |t: Timestamp| t.as_millisecond() as f64 / 1000.0;
         let first = rule.first_judged(secs(start.0), secs(end));
-        let wait = (first - secs(now)).max(rule.interval.min(until(end, now).as_secs_f64()));
+        let wait = if secs(now) < first {
+            first - secs(now)
+        } else {
+            rule.interval
+        };
         next = next.min(Duration::from_secs_f64(wait.max(0.0)));
     }
     step.requeue = Some(next.max(Duration::from_millis(500)));
