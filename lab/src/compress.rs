@@ -8,7 +8,9 @@
 //!
 //! What is compressed, and why (docs/lab.md, "Time compression"):
 //! - `trial.warmup.timeout` and `trial.measurement.duration` (their defaults too, 4h and
-//!   12h, operator/src/api/settings.rs) and every `trial.abortWhen[].for`: simulated time;
+//!   12h, operator/src/api/settings.rs), every `trial.abortWhen[].for` and
+//!   `trial.earlyAbort.window` and `.interval` (defaults 1h and 20m): simulated time;
+//! - `maxNodeHours`: node-hours held in simulated time, divided by the scale too;
 //! - `metrics.scrapeInterval` becomes the lab's Prometheus interval;
 //! - not `trial.schedulingTimeout` nor `trial.collectionDeadline`: they bound waits on the
 //!   control plane and on Prometheus, which run at real speed in the lab too.
@@ -27,6 +29,9 @@ use serde_json::Value;
 /// `default_measurement`; operator/tests/contract.rs checks they agree).
 pub const DEFAULT_WARMUP_TIMEOUT: &str = "4h";
 pub const DEFAULT_MEASUREMENT: &str = "12h";
+/// `trial.earlyAbort.window` and `.interval` when unset (operator/src/api/settings.rs).
+pub const DEFAULT_EARLY_WINDOW: &str = "1h";
+pub const DEFAULT_EARLY_INTERVAL: &str = "20m";
 
 /// The shortest warm-up limit the lab gives a trial: its pod must be scheduled, its init
 /// steps and sidecar processes started and scraped a few times, in real time.
@@ -36,6 +41,11 @@ pub const MIN_WARMUP: Duration = Duration::from_secs(20);
 pub const MIN_WINDOW_SCRAPES: u32 = 30;
 /// The shortest `abortWhen[].for`, in scrape intervals (a rule needs most samples of it).
 pub const MIN_ABORT_SCRAPES: u32 = 5;
+/// The shortest `earlyAbort.window`, in scrape intervals: a slope's bound needs enough
+/// samples once their autocorrelation is allowed for; and the shortest interval between
+/// its checks.
+pub const MIN_EARLY_WINDOW_SCRAPES: u32 = 20;
+pub const MIN_EARLY_INTERVAL_SCRAPES: u32 = 2;
 
 /// How the lab compresses time.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -123,6 +133,43 @@ impl Compression {
                     });
                 }
             }
+        }
+        let early = object(trial, "earlyAbort");
+        if early.get("enabled").and_then(Value::as_bool) != Some(false) {
+            for (key, field, default, floor) in [
+                (
+                    "window",
+                    "trial.earlyAbort.window",
+                    DEFAULT_EARLY_WINDOW,
+                    step * MIN_EARLY_WINDOW_SCRAPES,
+                ),
+                (
+                    "interval",
+                    "trial.earlyAbort.interval",
+                    DEFAULT_EARLY_INTERVAL,
+                    step * MIN_EARLY_INTERVAL_SCRAPES,
+                ),
+            ] {
+                let from = early
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or(default)
+                    .to_string();
+                let to = format(self.scaled(parse(&from).context(field)?, floor));
+                early.insert(key.into(), Value::String(to.clone()));
+                changes.push(Change { field, from, to });
+            }
+        }
+        // A budget of node-hours is time too: the lab's trials hold their nodes for lab
+        // seconds.
+        if let Some(budget) = spec.get("maxNodeHours").and_then(Value::as_f64) {
+            let to = (budget / self.time_scale * 1000.0).round().max(1.0) / 1000.0;
+            spec.insert("maxNodeHours".into(), serde_json::json!(to));
+            changes.push(Change {
+                field: "maxNodeHours",
+                from: budget.to_string(),
+                to: to.to_string(),
+            });
         }
         let metrics = object(spec, "metrics");
         let from = metrics
@@ -230,7 +277,10 @@ mod tests {
         // Waits on the control plane and Prometheus run at real speed in the lab too.
         assert_eq!(spec["trial"]["schedulingTimeout"], "30m");
         assert_eq!(spec["metrics"]["minCoverage"], 0.9);
-        assert_eq!(changes.len(), 3);
+        // Early abort's slope over 20 scrapes (1h is 5 s), its checks 2 s apart.
+        assert_eq!(spec["trial"]["earlyAbort"]["window"], "20s");
+        assert_eq!(spec["trial"]["earlyAbort"]["interval"], "2s");
+        assert_eq!(changes.len(), 5);
         assert_eq!(changes[1].from, "12h");
     }
 
@@ -247,6 +297,19 @@ mod tests {
         assert_eq!(trial["measurement"]["duration"], "30s");
         assert_eq!(trial["abortWhen"][0]["for"], "5s");
         assert_eq!(trial["abortWhen"][1]["for"], "15s");
+        let mut off = experiment(json!({"earlyAbort": {"enabled": false}}), json!({}));
+        lab().apply(&mut off).unwrap();
+        assert_eq!(
+            off["spec"]["trial"]["earlyAbort"],
+            json!({"enabled": false})
+        );
+        let mut budget = experiment(json!({}), json!({}));
+        budget["spec"]["maxNodeHours"] = json!(150);
+        lab().apply(&mut budget).unwrap();
+        assert_eq!(budget["spec"]["maxNodeHours"], json!(0.208));
+        let mut long = experiment(json!({"earlyAbort": {"window": "10h"}}), json!({}));
+        lab().apply(&mut long).unwrap();
+        assert_eq!(long["spec"]["trial"]["earlyAbort"]["window"], "50s");
     }
 
     #[test]

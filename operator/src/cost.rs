@@ -1,5 +1,6 @@
 //! What an experiment costs before it runs: its trials, the node-hours they hold and the
-//! wall-clock at a parallelism (`valtune plan`, and the examples' headers). Pure.
+//! wall-clock at a parallelism (`valtune plan`, and the examples' headers); and while it
+//! runs, what it has spent against what a grid would (`status.nodeHours`). Pure.
 //!
 //! Each trial holds one node (placement.exclusive) from its start through warm-up and its
 //! window. The expected case takes the client's typical warm-up (below, with where each
@@ -13,8 +14,11 @@
 
 use std::time::Duration;
 
+use jiff::Timestamp;
+
+use crate::api::ValidatorTrial;
 use crate::api::agave::AgaveWorkload;
-use crate::api::experiment::ValidatorExperimentSpec;
+use crate::api::experiment::{NodeHours, ValidatorExperimentSpec};
 use crate::api::firedancer::FiredancerWorkload;
 use crate::api::settings::{WindowStart, parse_duration};
 use crate::api::template::ValidatorTemplate;
@@ -198,6 +202,73 @@ pub fn plan_cost(
     })
 }
 
+/// Node-hours the trials held: each from its validator's start (`status.startedAt`) to
+/// its end (`finishedAt`; now while it runs, collection included: the pod runs until
+/// then). Earlier attempts of a retried trial are not counted (their start is not kept).
+pub fn spent(trials: &[ValidatorTrial], now: Timestamp) -> f64 {
+    trials
+        .iter()
+        .filter_map(|t| t.status.as_ref())
+        .filter_map(|st| {
+            let start = st.started_at.as_ref()?.0;
+            let end = st.finished_at.as_ref().map(|t| t.0).unwrap_or(now);
+            Some(end.duration_since(start).as_secs_f64().max(0.0) / 3600.0)
+        })
+        .sum()
+}
+
+/// What a trial held its node for besides its window, as this experiment's trials
+/// show: the mean warm-up (from the validator's start to its window's start) of those
+/// that reached a window, and the mean collection (from the window's end to the trial's)
+/// of those that finished one. None before any trial reached a window.
+pub fn observed_warmup(trials: &[ValidatorTrial]) -> Option<Duration> {
+    let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    let statuses = || trials.iter().filter_map(|t| t.status.as_ref());
+    let warmups: Vec<f64> = statuses()
+        .filter_map(|st| {
+            let start = st.started_at.as_ref()?.0;
+            let window = st.window_start.as_ref()?.0;
+            Some(window.duration_since(start).as_secs_f64().max(0.0))
+        })
+        .collect();
+    let collections: Vec<f64> = statuses()
+        .filter_map(|st| {
+            let end = st.window_end.as_ref()?.0;
+            let finished = st.finished_at.as_ref()?.0;
+            Some(finished.duration_since(end).as_secs_f64().max(0.0))
+        })
+        .collect();
+    let warmup = mean(&warmups)?;
+    Some(Duration::from_secs_f64(
+        warmup + mean(&collections).unwrap_or(0.0),
+    ))
+}
+
+/// What a full grid of the spec's points would hold: every point and repetition, each a
+/// warm-up (`observed`: this experiment's, collection included; else the client's
+/// typical one, at most the limit) and a whole window. None for a spec that bypassed the
+/// schema.
+pub fn grid_node_hours(spec: &ValidatorExperimentSpec, observed: Option<Duration>) -> Option<f64> {
+    let mut grid = spec.clone();
+    grid.strategy = Default::default();
+    let c = plan_cost(&grid, None).ok()?;
+    let warmup = observed.unwrap_or(c.warmup.typical).min(c.warmup_limit);
+    Some(hours(warmup + c.window) * f64::from(c.trials.expected))
+}
+
+/// `status.nodeHours` of an experiment with these trials, to 0.01 node-hour.
+pub fn node_hours_status(
+    spec: &ValidatorExperimentSpec,
+    trials: &[ValidatorTrial],
+    now: Timestamp,
+) -> NodeHours {
+    let round = |h: f64| (h * 100.0).round() / 100.0;
+    NodeHours {
+        spent: round(spent(trials, now)),
+        grid: grid_node_hours(spec, observed_warmup(trials)).map(round),
+    }
+}
+
 fn hours(d: Duration) -> f64 {
     d.as_secs_f64() / 3600.0
 }
@@ -368,6 +439,88 @@ mod tests {
     }
 
     /// Every example's header states its cost as `valtune plan` computes it.
+    fn trial(started: Option<i64>, window: Option<i64>, finished: Option<i64>) -> ValidatorTrial {
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let at = |h: Option<i64>| {
+            h.map(|s| {
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    t0 + jiff::SignedDuration::from_secs(s),
+                )
+            })
+        };
+        let mut t = ValidatorTrial::new(
+            "t",
+            serde_saphyr::from_str(
+                "experiment: x\npoint: {}\nrepetition: 1\ntemplate: {agave: {image: a}}\nsettings: {}\nmetrics: {}",
+            )
+            .unwrap(),
+        );
+        t.status = Some(crate::api::trial::ValidatorTrialStatus {
+            started_at: at(started),
+            window_start: at(window),
+            finished_at: at(finished),
+            ..Default::default()
+        });
+        t
+    }
+
+    /// Spent: each trial from its start to its end, a running one to now; a trial that
+    /// never started holds no node.
+    #[test]
+    fn node_hours_spent_run_from_each_start_to_its_end_or_now() {
+        let now: Timestamp = "2026-01-01T10:00:00Z".parse().unwrap();
+        let mut trials = [
+            trial(Some(0), Some(7200), Some(14 * 3600)),
+            trial(Some(3600), Some(2 * 3600), None),
+            trial(None, None, None),
+        ];
+        assert_eq!(spent(&trials, now), 14.0 + 9.0);
+        assert_eq!(observed_warmup(&trials), Some(Duration::from_secs(5400)));
+        // A finished window's collection counts with the warm-up: the node is held.
+        trials[0].status.as_mut().unwrap().window_end = trials[0]
+            .status
+            .as_ref()
+            .unwrap()
+            .finished_at
+            .clone()
+            .map(|t| {
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    t.0 - jiff::SignedDuration::from_secs(60),
+                )
+            });
+        assert_eq!(observed_warmup(&trials), Some(Duration::from_secs(5460)));
+        assert_eq!(observed_warmup(&trials[2..]), None);
+    }
+
+    /// The grid's figure is every point with a whole window, whatever the strategy: the
+    /// bisection example's 21 sizes, at its observed warm-up or the client's typical one.
+    #[test]
+    fn a_grid_of_the_same_points_costs_every_point_a_whole_window() {
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../manifests/examples/agave-ram-bisection.yaml"),
+        )
+        .unwrap();
+        let vx: crate::api::ValidatorExperiment = serde_saphyr::from_str(&text).unwrap();
+        assert_eq!(grid_node_hours(&vx.spec, None), Some(21.0 * 14.0));
+        assert_eq!(
+            grid_node_hours(&vx.spec, Some(Duration::from_secs(3600))),
+            Some(21.0 * 13.0)
+        );
+        // Never longer than the warm-up limit (4h).
+        assert_eq!(
+            grid_node_hours(&vx.spec, Some(Duration::from_secs(9 * 3600))),
+            Some(21.0 * 16.0)
+        );
+        let now: Timestamp = "2026-01-01T10:00:00Z".parse().unwrap();
+        let st = node_hours_status(&vx.spec, &[trial(Some(0), Some(4000), None)], now);
+        assert_eq!(st.spent, 10.0);
+        assert_eq!(
+            st.grid,
+            Some(((21.0 * (4000.0 + 43200.0) / 3600.0) * 100.0_f64).round() / 100.0)
+        );
+    }
+
     #[test]
     fn every_example_header_states_its_computed_cost() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/examples");

@@ -206,4 +206,12 @@ fn the_labs_compression_knows_the_operators_defaults() {
         valtune_lab::compress::DEFAULT_MEASUREMENT,
         d.measurement.duration
     );
+    assert_eq!(
+        valtune_lab::compress::DEFAULT_EARLY_WINDOW,
+        d.early_abort.window
+    );
+    assert_eq!(
+        valtune_lab::compress::DEFAULT_EARLY_INTERVAL,
+        d.early_abort.interval
+    );
 }

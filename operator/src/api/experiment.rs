@@ -51,6 +51,8 @@ fn max_trials_rule() -> kube::core::Rule {
     printcolumn(name = "Trials", type_ = "integer", json_path = ".status.trials.expected"),
     printcolumn(name = "Done", type_ = "integer", json_path = ".status.trials.finished"),
     printcolumn(name = "Running", type_ = "integer", json_path = ".status.trials.active"),
+    // Node-hours held so far (kubectl prints a `number` as it is: rounded in status).
+    printcolumn(name = "Node-h", type_ = "number", json_path = ".status.nodeHours.spent"),
     printcolumn(name = "Recommendation", type_ = "string", json_path = ".status.recommendation.summary"),
     printcolumn(name = "Support", type_ = "string", json_path = ".status.recommendation.support", priority = 1),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
@@ -103,6 +105,12 @@ pub struct ValidatorExperimentSpec {
     /// Start no new trials; running ones finish.
     #[serde(default)]
     pub suspend: bool,
+    /// The most node-hours the experiment may hold (status.nodeHours.spent): once
+    /// reached, no new trial starts, and when the running ones have finished the
+    /// experiment ends with reason MaxNodeHoursReached.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.001, max = 1_000_000.0))]
+    pub max_node_hours: Option<f64>,
 }
 
 fn is_grid(s: &StrategySpec) -> bool {
@@ -155,6 +163,22 @@ pub struct ValidatorExperimentStatus {
     /// Set when the sweep has more points than summary rows.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub summary_truncated: bool,
+    /// What the experiment's nodes cost so far, and what a grid would.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_hours: Option<NodeHours>,
+}
+
+/// Node-hours: each trial holds one node from its validator's start to its end.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeHours {
+    /// Held by the experiment's trials so far (a running trial until now), to 0.01.
+    pub spent: f64,
+    /// What a full grid of the same points would hold: every point, every repetition,
+    /// a warm-up (the mean of this experiment's, its collection included, else the
+    /// client's typical one) and a whole window each.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grid: Option<f64>,
 }
 
 /// Trial counts, by expected name (not by listing).

@@ -44,6 +44,11 @@ pub struct TrialSettings {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 8))]
     pub abort_when: Vec<AbortRule>,
+    /// End a trial early as FellBehind when, after it caught up, its lag grows at a rate
+    /// it cannot recover from before its window ends (docs/concepts.md, "Early abort").
+    /// A trial is never accepted early.
+    #[serde(default)]
+    pub early_abort: EarlyAbortSettings,
     /// Keep a finished trial's stopped pod this long (for its logs), then delete it; its
     /// volumes stay bound until then. Unset or 0: pod and volumes are deleted at once. The
     /// results stay in the trial either way.
@@ -96,6 +101,7 @@ impl Default for TrialSettings {
             scheduling_timeout: default_scheduling_timeout(),
             retries: default_retries(),
             abort_when: Vec::new(),
+            early_abort: EarlyAbortSettings::default(),
             ttl_seconds_after_finished: None,
             collection_deadline: default_collection_deadline(),
         }
@@ -168,6 +174,70 @@ impl Default for MeasurementSettings {
         Self {
             duration: default_measurement(),
             from: WindowStart::default(),
+        }
+    }
+}
+
+/// Early abort of a doomed trial: judged while measuring, once it has caught up, at
+/// `checks` moments `interval` apart (the last one now), each from Prometheus' lag series
+/// of the client (its profile's slot or block lag). At each moment the trial must be
+/// more than `warmup.maxLag` behind and doomed by the same rule: the least-squares slope
+/// of its lag over the last `window` has a 95% lower confidence bound above zero that
+/// would leave it past `warmup.maxLag` at the window's end; or its lag is past `maxLag`;
+/// or catching up at the best rate it showed while warming up would take longer than
+/// the window has left. The defaults suit 12-hour windows.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EarlyAbortSettings {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Consecutive moments the trial must be doomed at.
+    #[serde(default = "default_checks")]
+    #[schemars(range(min = 1, max = 20))]
+    pub checks: i32,
+    /// Between two of those moments.
+    #[serde(default = "default_early_interval")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = duration_rule())]
+    pub interval: String,
+    /// The recent stretch of the lag series the slope is fitted over.
+    #[serde(default = "default_early_window")]
+    #[schemars(length(max = 32))]
+    #[x_kube(validation = duration_rule())]
+    pub window: String,
+    /// No moment is judged before this share of the measurement window has passed.
+    #[serde(default = "default_min_window_fraction")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub min_window_fraction: f64,
+    /// A hard bound in the client's unit (slots or blocks): this far behind at every
+    /// moment ends the trial whatever the slope. Unset: no hard bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100_000_000))]
+    pub max_lag: Option<i64>,
+}
+
+fn default_checks() -> i32 {
+    3
+}
+fn default_early_interval() -> String {
+    "20m".into()
+}
+fn default_early_window() -> String {
+    "1h".into()
+}
+fn default_min_window_fraction() -> f64 {
+    0.1
+}
+
+impl Default for EarlyAbortSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            checks: default_checks(),
+            interval: default_early_interval(),
+            window: default_early_window(),
+            min_window_fraction: default_min_window_fraction(),
+            max_lag: None,
         }
     }
 }

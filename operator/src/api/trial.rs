@@ -298,6 +298,53 @@ pub struct ValidatorTrialStatus {
     pub collect_attempts: i32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub results: Option<TrialResults>,
+    /// Why the trial ended early as FellBehind (trial.earlyAbort): the rule and the
+    /// figures that decided it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub early_abort: Option<EarlyAbort>,
+}
+
+/// The rule of trial.earlyAbort that ended a trial.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum EarlyAbortRule {
+    /// The lag's slope had a 95% lower bound above zero that would end the window behind.
+    LagGrowing,
+    /// The lag was past earlyAbort.maxLag.
+    PastMaxLag,
+    /// Catching up at the rate shown while warming up would outlast the window.
+    CannotCatchUp,
+}
+
+/// The figures an early abort was decided on, at the last of its checks. Rates are per
+/// hour, in the client's unit.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EarlyAbort {
+    pub rule: EarlyAbortRule,
+    /// The moment of the last check (the window ends here).
+    pub at: Time,
+    /// Consecutive checks the rule held at.
+    pub checks: i32,
+    /// How far behind the validator was (slots or blocks).
+    pub lag: f64,
+    pub unit: String,
+    /// Seconds the window had left.
+    pub seconds_left: f64,
+    /// The least-squares slope of the lag over earlyAbort.window, and its one-sided 95%
+    /// lower confidence bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slope_per_hour: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slope_lower_per_hour: Option<f64>,
+    /// The lag at the window's end if it grew at the lower bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projected_lag: Option<f64>,
+    /// The best rate it caught up at while warming up, and the seconds catching up from
+    /// here would take at it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catch_up_per_hour: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catch_up_seconds: Option<f64>,
 }
 
 /// A reading of how far behind the chain the validator is.

@@ -200,6 +200,9 @@ impl Strategy for Bisection {
 
         let mut start = Vec::new();
         let mut done = None;
+        // Confirmation trials still to come once the bracket is closed (beyond those
+        // running or starting now).
+        let mut confirming = 0;
         if !b.open.is_empty() {
             let hi = b.hi.unwrap_or(points.len());
             start = spread(&b.open, b.lo, hi, slots)
@@ -238,6 +241,21 @@ impl Strategy for Bisection {
             } else if !running {
                 done = Some(finished(&points, &b, &stuck, names.len()));
             }
+            if stuck.is_empty() {
+                confirming = unconfirmed
+                    .iter()
+                    .map(|i| {
+                        let starting = start
+                            .iter()
+                            .flat_map(|g| &g.0)
+                            .filter(|p| p.point == points[*i].point)
+                            .count();
+                        2usize
+                            .saturating_sub(evidence[*i].measured())
+                            .saturating_sub(usize::from(evidence[*i].running) + starting)
+                    })
+                    .sum();
+            }
         }
         names.extend(
             start
@@ -245,6 +263,7 @@ impl Strategy for Bisection {
                 .flat_map(|g| g.0.iter().map(|p| p.name(experiment))),
         );
         let expected = names.len()
+            + confirming
             + remaining(
                 &b,
                 spec.parallelism.max(1) as usize,
@@ -261,8 +280,9 @@ impl Strategy for Bisection {
     }
 }
 
-/// An estimate of the trials still to come after those started now: the rounds a
-/// k-section needs over what is open, then the confirmation pair.
+/// An estimate of the trials still to come after those started now, while the bracket is
+/// open: the rounds a k-section needs over what is open, then the confirmation pair (once
+/// it is closed, the caller counts the confirmation trials still to come).
 fn remaining(b: &Boundary, parallelism: usize, confirm: bool, starting: &[TrialGroup]) -> usize {
     let started: usize = starting.iter().map(|g| g.0.len()).sum();
     let mut open = b.open.len().saturating_sub(started);
@@ -749,6 +769,30 @@ mod tests {
             );
             assert!(d.stop.is_empty());
         }
+    }
+
+    /// Once the bracket is closed, `expected` counts the confirmation trials still to
+    /// come: the pair waiting for a node, the second of a pair confirmed one at a time.
+    #[test]
+    fn expected_counts_the_confirmation_still_to_come() {
+        let s = spec("parallelism: 2");
+        let trials = vec![measured(&s, 5, 1), measured(&s, 6, 1), leftover(Measuring)];
+        let d = Bisection.decide(EXPERIMENT, &s, &Dataset::new(&s.sweep, trials));
+        assert!(d.start.is_empty());
+        assert_eq!(d.expected, 2 + 2, "the waiting pair");
+        let s = spec("");
+        let trials = vec![measured(&s, 5, 1), measured(&s, 6, 1)];
+        let d = Bisection.decide(EXPERIMENT, &s, &Dataset::new(&s.sweep, trials));
+        assert_eq!(started(&d), vec![vec!["memory=448Gi 2".to_string()]]);
+        assert_eq!(d.expected, 2 + 1 + 1, "448Gi starting, 512Gi to come");
+        let trials = vec![
+            measured(&s, 5, 1),
+            measured(&s, 6, 1),
+            measured(&s, 5, 2),
+            measured(&s, 6, 2),
+        ];
+        let d = Bisection.decide(EXPERIMENT, &s, &Dataset::new(&s.sweep, trials));
+        assert_eq!(d.expected, 4, "confirmed");
     }
 
     #[test]

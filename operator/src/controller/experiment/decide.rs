@@ -12,6 +12,7 @@ use super::summary::compute_status;
 use crate::api::experiment::{ValidatorExperiment, ValidatorExperimentStatus};
 use crate::api::trial::{TrialPhase, ValidatorTrial};
 use crate::clients;
+use crate::cost;
 use crate::results::dataset::Dataset;
 use crate::strategies::{Decision, Done, failed_limit_reached, strategy_for};
 
@@ -85,7 +86,29 @@ pub fn status(
     now: Timestamp,
 ) -> ValidatorExperimentStatus {
     let data = Dataset::from_trials(&vx.spec.sweep, trials);
-    compute_status(vx, &step.decision, &data, step.blocked.clone(), old, now)
+    let mut st = compute_status(vx, &step.decision, &data, step.blocked.clone(), old, now);
+    st.node_hours = Some(cost::node_hours_status(&vx.spec, trials, now));
+    st
+}
+
+/// `maxNodeHours`: once the trials have held `spent` node-hours that reach it, nothing
+/// more starts, and (unless its strategy already was) the experiment is done: it ends
+/// with reason MaxNodeHoursReached when the running trials have finished.
+pub fn hold_to_budget(step: &mut Step, vx: &ValidatorExperiment, spent: f64) {
+    let Some(max) = vx.spec.max_node_hours.filter(|m| spent >= *m) else {
+        return;
+    };
+    step.create.clear();
+    step.decision.start.clear();
+    if step.decision.done.is_none() {
+        step.decision.done = Some(Done {
+            reason: "MaxNodeHoursReached",
+            message: format!(
+                "the trials held {} node-hours, reaching maxNodeHours={max}: no further trials were started",
+                (spent * 100.0).round() / 100.0
+            ),
+        });
+    }
 }
 
 /// A strategy that starts nothing while nothing runs, and does not say it is done, would

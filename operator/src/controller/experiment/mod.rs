@@ -31,8 +31,9 @@ pub async fn reconcile(vx: Arc<ValidatorExperiment>, ctx: Arc<Context>) -> Resul
     let pipeline = super::preflight::check(&ctx, &vx, now).await;
     let waiting = pipeline.as_ref().is_some_and(|p| p.wait);
     // Decide (pure): what its strategy starts, which unstarted trials left the sweep;
-    // nothing starts while the pipeline would leave trials blind.
+    // nothing starts past maxNodeHours, nor while the pipeline would leave trials blind.
     let mut step = decide::decide(&vx, &observed);
+    decide::hold_to_budget(&mut step, &vx, crate::cost::spent(&observed, now));
     if waiting {
         step.create.clear();
     }

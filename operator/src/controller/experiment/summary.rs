@@ -171,6 +171,7 @@ pub fn compute_status(
         recommendation,
         summary,
         summary_truncated: truncated,
+        node_hours: None,
     }
 }
 

@@ -365,3 +365,87 @@ fn a_strategy_with_nothing_to_propose_and_nothing_running_ends_the_experiment() 
         "the test strategy has nothing left to propose and no trial runs (1 finished)"
     );
 }
+
+/// A trial that ran from `t0` for `hours`, finished or (None) still running.
+fn timed(
+    vx: &ValidatorExperiment,
+    p: &PlannedTrial,
+    hours: i64,
+    outcome: Option<TrialOutcome>,
+) -> ValidatorTrial {
+    let phase = match outcome {
+        Some(_) => TrialPhase::Succeeded,
+        None => TrialPhase::Measuring,
+    };
+    let mut t = trial(vx, p, phase, outcome, 4000.0);
+    let st = t.status.as_mut().unwrap();
+    let at = |h: i64| {
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            t0() + jiff::SignedDuration::from_hours(h),
+        )
+    };
+    st.started_at = Some(at(0));
+    st.window_start = Some(at(2));
+    st.finished_at = outcome.map(|_| at(hours));
+    t
+}
+
+/// maxNodeHours: below it trials start; once the trials held it, none starts, and when
+/// the running ones have finished the experiment ends with the reason. The status shows
+/// what was spent and what a grid of the same points would hold.
+#[test]
+fn max_node_hours_stops_new_trials_and_ends_the_experiment_with_the_reason() {
+    let vx = experiment("  maxNodeHours: 20\n");
+    let planned = plan(&vx.spec.sweep, 1);
+    let mut existing = BTreeMap::new();
+    existing.insert(
+        planned[0].name("ram"),
+        timed(&vx, &planned[0], 14, Some(TrialOutcome::OOMKilled)),
+    );
+    let pass = |existing: &BTreeMap<String, ValidatorTrial>, now_h: i64| {
+        let trials = listed(existing);
+        let now = t0() + jiff::SignedDuration::from_hours(now_h);
+        let mut step = decide(&vx, &trials);
+        super::decide::hold_to_budget(&mut step, &vx, crate::cost::spent(&trials, now));
+        let st = status(&vx, &step, &trials, &Default::default(), now);
+        (step, st)
+    };
+    // 14 node-hours: below the budget, two more start.
+    let (step, st) = pass(&existing, 14);
+    assert_eq!(step.create.len(), 2);
+    assert_eq!(st.node_hours.clone().unwrap().spent, 14.0);
+    // Four points, each 2h of warm-up (observed) and a 12h window.
+    assert_eq!(st.node_hours.unwrap().grid, Some(56.0));
+    // A second trial running 7 hours: 21 node-hours, nothing more starts.
+    existing.insert(planned[1].name("ram"), timed(&vx, &planned[1], 0, None));
+    let (step, st) = pass(&existing, 7);
+    assert!(step.create.is_empty() && step.decision.start.is_empty());
+    assert_eq!(st.phase, ExperimentPhase::Running);
+    assert_eq!(
+        step.decision.done.as_ref().unwrap().reason,
+        "MaxNodeHoursReached"
+    );
+    // It finishes: the experiment ends, saying why.
+    existing.insert(
+        planned[1].name("ram"),
+        timed(&vx, &planned[1], 8, Some(TrialOutcome::KeptUp)),
+    );
+    let (step, st) = pass(&existing, 9);
+    assert!(step.create.is_empty());
+    assert_eq!(st.phase, ExperimentPhase::Succeeded);
+    let ready = st.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.reason, "MaxNodeHoursReached");
+    assert!(
+        ready
+            .message
+            .contains("held 22 node-hours, reaching maxNodeHours=20"),
+        "{}",
+        ready.message
+    );
+    // Without a budget the same trials go on.
+    let free = experiment("");
+    let trials = listed(&existing);
+    let mut step = decide(&free, &trials);
+    super::decide::hold_to_budget(&mut step, &free, 22.0);
+    assert_eq!(step.create.len(), 2);
+}

@@ -1,7 +1,7 @@
 //! What a pass observes: the attempt's pod (classified, pure), its node, and the
 //! Prometheus readings the phase needs (lag, abort rules, results).
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 use kube::api::Api;
@@ -12,6 +12,7 @@ use crate::clients::pod::{PREFLIGHT_CONTAINER, pod_name};
 use crate::clients::{self, RenderInput, profile::MetricProfile};
 use crate::controller::{Context, Error, now};
 use crate::results::abort::{self, Verdict};
+use crate::results::early_abort::LagSeries;
 use crate::results::prometheus::PromError;
 
 /// A Prometheus answer as the transition reads it; a transient failure also marks the
@@ -240,6 +241,7 @@ pub async fn observe(
             tps,
             aborts,
             end,
+            early,
         } => {
             let (pod, shortfall) = pod_state(trial, ctx, st, profile).await?;
             obs.pod = Some(pod);
@@ -299,6 +301,10 @@ pub async fn observe(
                     obs.blind = Some(why.clone());
                 }
             }
+            if let (true, Some(prom)) = (*early, prom) {
+                let r = lag_series(prom, profile, &sel, st, s).await;
+                obs.early = Some(reading(&mut obs, r));
+            }
             if let (true, true, Some(prom), Some(window_end)) =
                 (*end, running, prom, st.window_end.as_ref().map(|t| t.0))
             {
@@ -348,6 +354,45 @@ pub async fn observe(
         Needs::Nothing | Needs::Wait(_) | Needs::Finished => {}
     }
     Ok(obs)
+}
+
+/// The lag series early abort judges from (the client's own lag query): the recent
+/// stretch its checks read, since caught up; and the warm-up's, from the validator's
+/// first answer to caught up, at most 500 points of it.
+async fn lag_series(
+    prom: &Prometheus,
+    profile: &MetricProfile,
+    sel: &str,
+    st: &ValidatorTrialStatus,
+    s: &Settings,
+) -> Result<LagSeries, PromError> {
+    let q = analysis::expand(profile.query(profile.lag).unwrap_or(""), sel, s.step);
+    let now = now();
+    let (Some((rule, _)), Some(caught_up)) = (&s.early, st.caught_up_at.as_ref().map(|t| t.0))
+    else {
+        return Ok(LagSeries::default());
+    };
+    let span = SignedDuration::from_secs_f64(rule.span())
+        + SignedDuration::try_from(s.step).unwrap_or_default();
+    let recent = prom
+        .range(&q, (now - span).max(caught_up), now, s.step)
+        .await?;
+    let answered = st
+        .answering_at
+        .as_ref()
+        .or(st.started_at.as_ref())
+        .map(|t| t.0);
+    let warmup = match answered {
+        Some(from) if from < caught_up => {
+            let length = caught_up.duration_since(from).as_secs_f64();
+            let step = s
+                .step
+                .max(std::time::Duration::from_secs_f64(length / 500.0));
+            prom.range(&q, from, caught_up, step).await?
+        }
+        _ => Vec::new(),
+    };
+    Ok(LagSeries { recent, warmup })
 }
 
 /// The attempt's pod, read from the API server (not a cache: deciding that a pod is gone

@@ -19,6 +19,7 @@ use crate::api::trial::{
 };
 use crate::clients::profile::{LagUnit, MetricProfile};
 use crate::results::abort::Verdict;
+use crate::results::early_abort;
 
 mod collect;
 mod retry;
@@ -63,6 +64,8 @@ pub struct Settings {
     /// the prefixes of those that arrive by remote write (from the client's profile).
     pub headline: std::collections::BTreeSet<String>,
     pub remote_written: Vec<&'static str>,
+    /// trial.earlyAbort when enabled, and its interval as written (for messages).
+    pub early: Option<(early_abort::Rule, String)>,
 }
 
 impl Settings {
@@ -105,7 +108,24 @@ impl Settings {
                 .and_then(|a| a.get(crate::api::labels::COLLECT).cloned()),
             headline: profile.headline_series(),
             remote_written: profile.remote_written.clone(),
+            early: early_rule(&s.early_abort)?,
         })
+    }
+
+    /// Whether a pass at `now` judges early abort: measuring, caught up, and past the
+    /// first moment the rule may judge (before the window's end).
+    fn judges_early(&self, st: &ValidatorTrialStatus, now: Timestamp) -> bool {
+        let (Some((rule, _)), Some(_), Some(start), Some(end)) = (
+            &self.early,
+            &st.caught_up_at,
+            &st.window_start,
+            &st.window_end,
+        ) else {
+            return false;
+        };
+        let secs = |t: Timestamp| t.as_millisecond() as f64 / 1000.0;
+        let now = secs(now);
+        now < secs(end.0) && now >= rule.first_judged(secs(start.0), secs(end.0))
     }
 
     fn step_signed(&self) -> SignedDuration {
@@ -134,6 +154,30 @@ impl Settings {
     }
 }
 
+/// trial.earlyAbort, parsed; None when disabled.
+fn early_rule(
+    e: &crate::api::settings::EarlyAbortSettings,
+) -> Result<Option<(early_abort::Rule, String)>, String> {
+    if !e.enabled {
+        return Ok(None);
+    }
+    let secs = |field: &str, v: &str| {
+        parse_duration(v)
+            .map(|d| d.as_secs_f64())
+            .map_err(|err| format!("trial.earlyAbort.{field}: {err}"))
+    };
+    Ok(Some((
+        early_abort::Rule {
+            checks: e.checks.max(1) as u32,
+            interval: secs("interval", &e.interval)?,
+            window: secs("window", &e.window)?,
+            min_window_fraction: e.min_window_fraction,
+            max_lag: e.max_lag.map(|m| m as f64),
+        },
+        e.interval.clone(),
+    )))
+}
+
 /// A Prometheus answer: a value, no data, or Prometheus could not be asked.
 pub type Reading<T> = Result<Option<T>, String>;
 
@@ -155,6 +199,8 @@ pub enum Needs {
         aborts: bool,
         /// The window has ended: was its end observed (scrapes just before it)?
         end: bool,
+        /// The lag series early abort judges from.
+        early: bool,
     },
     /// Collecting, when due: whether Prometheus scraped past the window (if asked), then
     /// the results.
@@ -186,6 +232,8 @@ pub struct Observed {
     pub first_execution: Option<Reading<Timestamp>>,
     /// One verdict per abort rule, in order.
     pub aborts: Vec<Verdict>,
+    /// The lag series early abort judges from, or why it could not be read.
+    pub early: Option<Result<early_abort::LagSeries, String>>,
     pub scraped: Option<Result<bool, String>>,
     /// At the window's end: scrapes of the pod in the last three steps before it, and
     /// since it.
@@ -250,6 +298,7 @@ pub fn needs(st: &ValidatorTrialStatus, s: &Settings, now: Timestamp) -> Needs {
             tps: false,
             aborts: false,
             end: false,
+            early: false,
         },
         TrialPhase::WarmingUp => Needs::Follow {
             // Until the validator's first answer (which came through a scrape).
@@ -258,6 +307,7 @@ pub fn needs(st: &ValidatorTrialStatus, s: &Settings, now: Timestamp) -> Needs {
             tps: s.from == WindowStart::FirstExecution,
             aborts: false,
             end: false,
+            early: false,
         },
         TrialPhase::Measuring => Needs::Follow {
             scraped: false,
@@ -265,6 +315,7 @@ pub fn needs(st: &ValidatorTrialStatus, s: &Settings, now: Timestamp) -> Needs {
             tps: false,
             aborts: s.abort_rules > 0,
             end: st.window_end.as_ref().is_some_and(|e| now >= e.0),
+            early: s.judges_early(st, now),
         },
         TrialPhase::Collecting => collect_needs(st, s, now),
         TrialPhase::Succeeded | TrialPhase::Failed => Needs::Finished,
@@ -520,6 +571,9 @@ pub fn announcement(old: &ValidatorTrialStatus, new: &ValidatorTrialStatus) -> O
         )
         || (new.phase == TrialPhase::Pending && old.phase != TrialPhase::Pending);
     let reason = match (new.phase, new.outcome) {
+        (TrialPhase::Collecting, _) if new.early_abort.is_some() && old.early_abort.is_none() => {
+            "EarlyAbort".to_string()
+        }
         (TrialPhase::Succeeded | TrialPhase::Failed, Some(o)) => o.as_str().to_string(),
         // A retry: the event is named after what ended the attempt (NodeLost, ...).
         (TrialPhase::Pending, _) if new.attempts > old.attempts.max(1) => new

@@ -143,6 +143,10 @@ pub(super) fn collect(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
         .filter(|m| s.headline.contains(*m))
         .cloned()
         .collect();
+    // Ended early as bound to fall behind: not kept up, whatever the lag at its end.
+    if st.early_abort.is_some() {
+        results.kept_up = Some(false);
+    }
     let outcome = st.outcome.unwrap_or(match results.kept_up {
         _ if !void.is_empty() => TrialOutcome::MetricsUnavailable,
         Some(true) => TrialOutcome::KeptUp,

@@ -38,6 +38,7 @@ fn settings() -> Settings {
         .map(String::from)
         .into(),
         remote_written: vec!["replay_slot_stats_"],
+        early: None,
     }
 }
 
@@ -601,6 +602,143 @@ fn a_fired_rule_aborts_and_a_rule_that_cannot_be_judged_is_reported_alone() {
     let step = transition(&measuring(0, 1000), &obs, &s, at(300));
     assert_eq!(step.status.phase, TrialPhase::Measuring);
     assert_eq!(step.requeue, Some(Duration::from_secs(30)));
+}
+
+/// trial.earlyAbort's defaults (a 12-hour window): 3 checks 20m apart over 1h of lag,
+/// from 10% of the window.
+fn early() -> Settings {
+    Settings {
+        early: Some((
+            early_abort::Rule {
+                checks: 3,
+                interval: 1200.0,
+                window: 3600.0,
+                min_window_fraction: 0.1,
+                max_lag: None,
+            },
+            "20m".into(),
+        )),
+        ..settings()
+    }
+}
+
+/// The lag from the window's start (at(0)) to `to` seconds, one sample a scrape.
+fn lag_series(to: i64, f: impl Fn(f64) -> f64) -> Observed {
+    let secs = |t: i64| at(t).as_millisecond() as f64 / 1000.0;
+    let recent = (0..=to / 15)
+        .map(|i| (secs(i * 15), f((i * 15) as f64)))
+        .collect();
+    Observed {
+        early: Some(Ok(early_abort::LagSeries {
+            recent,
+            warmup: Vec::new(),
+        })),
+        ..with_pod(running(0))
+    }
+}
+
+#[test]
+fn early_abort_is_judged_once_caught_up_from_its_first_moment_to_the_windows_end() {
+    let twelve = 12 * 3600;
+    let judged = |st: &ValidatorTrialStatus, s: &Settings, now: i64| {
+        matches!(needs(st, s, at(now)), Needs::Follow { early: true, .. })
+    };
+    // 10% of 12h, then two intervals of checks before it: 6,720 s.
+    assert!(!judged(&measuring(0, twelve), &early(), 6_700));
+    assert!(judged(&measuring(0, twelve), &early(), 6_720));
+    assert!(!judged(&measuring(0, twelve), &early(), twelve));
+    assert!(
+        !judged(&measuring(0, twelve), &settings(), 7_000),
+        "disabled"
+    );
+    let not_caught_up = ValidatorTrialStatus {
+        caught_up_at: None,
+        ..measuring(0, twelve)
+    };
+    assert!(
+        !judged(&not_caught_up, &early(), 7_000),
+        "not caught up yet"
+    );
+    // It looks again at the first moment, then every interval.
+    let step = transition(
+        &measuring(0, twelve),
+        &with_pod(running(0)),
+        &early(),
+        at(100),
+    );
+    assert_eq!(step.requeue, Some(Duration::from_secs(6_620)));
+    // Sooner than an interval before it: at the first moment still.
+    let step = transition(
+        &measuring(0, twelve),
+        &with_pod(running(0)),
+        &early(),
+        at(6_000),
+    );
+    assert_eq!(step.requeue, Some(Duration::from_secs(720)));
+    let step = transition(
+        &measuring(0, twelve),
+        &with_pod(running(0)),
+        &early(),
+        at(7_000),
+    );
+    assert_eq!(step.requeue, Some(Duration::from_secs(1_200)));
+}
+
+#[test]
+fn a_lag_growing_for_good_ends_the_window_early_as_fell_behind() {
+    let twelve = 12 * 3600;
+    // 360 slots an hour from the start, 4 hours in: 1,440 behind.
+    let growing = lag_series(4 * 3600, |t| t / 10.0);
+    let step = transition(&measuring(0, twelve), &growing, &early(), at(4 * 3600));
+    let st = &step.status;
+    assert_eq!(st.outcome, Some(TrialOutcome::FellBehind));
+    assert_eq!(st.phase, TrialPhase::Collecting);
+    assert_eq!(st.window_end, Some(Time(at(4 * 3600))));
+    let a = st.early_abort.clone().unwrap();
+    assert_eq!(a.rule, crate::api::trial::EarlyAbortRule::LagGrowing);
+    assert_eq!(
+        (a.lag, a.unit.as_str(), a.seconds_left),
+        (1440.0, "slots", 28_800.0)
+    );
+    let message = st.message.clone().unwrap();
+    assert!(
+        message.starts_with("fell behind for good (earlyAbort LagGrowing)"),
+        "{message}"
+    );
+    assert!(
+        message.contains("instead of at 2026-01-01T12:00:00Z"),
+        "{message}"
+    );
+    let note = announcement(&measuring(0, twelve), st).unwrap();
+    assert_eq!((note.reason.as_str(), note.warning), ("EarlyAbort", true));
+
+    // Collected: FellBehind stands and did not keep up, whatever the lag at its end.
+    let collected = transition(
+        st,
+        &read(Ok(Some(results(50.0, true)))),
+        &early(),
+        at(4 * 3600 + 60),
+    );
+    assert_eq!(collected.status.outcome, Some(TrialOutcome::FellBehind));
+    assert_eq!(collected.status.phase, TrialPhase::Succeeded);
+    assert_eq!(collected.status.results.unwrap().kept_up, Some(false));
+    assert!(
+        collected
+            .status
+            .message
+            .unwrap()
+            .contains("(fell behind for good")
+    );
+
+    // A flat lag, or the same growth with early abort off, measures on.
+    for (obs, s) in [
+        (lag_series(4 * 3600, |_| 20.0), early()),
+        (growing.clone(), settings()),
+    ] {
+        let step = transition(&measuring(0, twelve), &obs, &s, at(4 * 3600));
+        assert_eq!(step.status.phase, TrialPhase::Measuring);
+        assert_eq!(step.status.early_abort, None);
+    }
 }
 
 // ---- Collecting -------------------------------------------------------------------

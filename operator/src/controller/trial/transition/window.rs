@@ -245,6 +245,10 @@ pub(super) fn measure(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
             Verdict::Holds | Verdict::TooEarly | Verdict::Blind(_) => {}
         }
     }
+    if now < end && early(step, obs, s, now) {
+        return;
+    }
+    let st = &mut step.status;
     if now >= end {
         // The verdict needs the window's end observed: if Prometheus scraped nothing just
         // before it (it was away), the window ends at its first scrape since, when the
@@ -280,12 +284,66 @@ pub(super) fn measure(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
         }
         return;
     }
-    let next = if s.abort_rules == 0 {
+    let mut next = if s.abort_rules == 0 {
         until(end, now)
     } else {
         until(end, now).min(s.step * 2)
     };
+    // Early abort judges from the data at each pass, the checks' moments included: a pass
+    // every interval is enough, and from the first moment it may judge.
+    if let (Some((rule, _)), Some(start)) = (&s.early, &st.window_start) {
+        let secs = |t: Timestamp| t.as_millisecond() as f64 / 1000.0;
+        let first = rule.first_judged(secs(start.0), secs(end));
+        let wait = if secs(now) < first {
+            first - secs(now)
+        } else {
+            rule.interval
+        };
+        next = next.min(Duration::from_secs_f64(wait.max(0.0)));
+    }
     step.requeue = Some(next.max(Duration::from_millis(500)));
+}
+
+/// Early abort (trial.earlyAbort, results/early_abort.rs): a trial bound to end its
+/// window behind ends now as FellBehind, with the figures that decided it. True when it
+/// ended the window.
+fn early(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) -> bool {
+    let st = &mut step.status;
+    let (Some((rule, interval)), Some(Ok(series))) = (&s.early, &obs.early) else {
+        return false;
+    };
+    let (Some(start), Some(end), Some(caught_up)) = (
+        &st.window_start,
+        &st.window_end,
+        st.caught_up_at.as_ref().or(st.window_start.as_ref()),
+    ) else {
+        return false;
+    };
+    let secs = |t: Timestamp| t.as_millisecond() as f64 / 1000.0;
+    let inputs = early_abort::Inputs {
+        recent: &series.recent,
+        warmup: &series.warmup,
+        start: secs(start.0),
+        end: secs(end.0),
+        caught_up: secs(caught_up.0).max(secs(start.0)),
+        now: secs(now),
+        kept_up: s.max_lag,
+        step: s.step.as_secs_f64(),
+    };
+    let Some(figures) = early_abort::judge(rule, &inputs, s.lag_unit.as_str()) else {
+        return false;
+    };
+    let planned = end.0;
+    st.outcome = Some(TrialOutcome::FellBehind);
+    st.window_end = Some(Time(now));
+    st.phase = TrialPhase::Collecting;
+    st.message = Some(format!(
+        "{}; the window ends now instead of at {planned}",
+        early_abort::describe(&figures, s.max_lag, interval)
+    ));
+    st.early_abort = Some(figures);
+    step.requeue = Some(Duration::from_secs(1));
+    true
 }
 
 /// The moment something first happened: Prometheus' date for it when it has one, else now
