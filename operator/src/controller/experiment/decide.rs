@@ -12,7 +12,7 @@ use super::summary::compute_status;
 use crate::api::experiment::{ValidatorExperiment, ValidatorExperimentStatus};
 use crate::api::trial::{TrialPhase, ValidatorTrial};
 use crate::clients;
-use crate::results::dataset::Dataset;
+use crate::results::dataset::{Dataset, NodeSlot};
 use crate::strategies::{Decision, Done, failed_limit_reached, strategy_for};
 
 /// What a pass does.
@@ -28,8 +28,15 @@ pub struct Step {
     pub create: Vec<Vec<ValidatorTrial>>,
 }
 
-pub fn decide(vx: &ValidatorExperiment, trials: &[ValidatorTrial]) -> Step {
-    let data = Dataset::from_trials(&vx.spec.sweep, trials);
+pub fn decide(
+    vx: &ValidatorExperiment,
+    trials: &[ValidatorTrial],
+    nodes: Option<Vec<NodeSlot>>,
+) -> Step {
+    let mut data = Dataset::from_trials(&vx.spec.sweep, trials);
+    if let Some(nodes) = nodes {
+        data = data.with_nodes(nodes);
+    }
     let strategy = strategy_for(&vx.spec);
     let mut decision = strategy.decide(&vx.name_any(), &vx.spec, &data);
     never_hang(&mut decision, strategy.name(), vx, &data);

@@ -171,6 +171,7 @@ pub fn compute_status(
         recommendation,
         summary,
         summary_truncated: truncated,
+        comparison: super::compare::status(vx, &data),
     }
 }
 
@@ -326,7 +327,15 @@ pub fn recommend(
     let runner_up = ranked.get(1).map(|(p, _)| **p);
     let support = [
         best.kept_up_support(),
-        objective_support(best, runner_up, &objective),
+        objective_support(
+            vx.spec
+                .comparison
+                .as_ref()
+                .map_or(PRACTICAL_DIFFERENCE, |c| c.practical()),
+            best,
+            runner_up,
+            &objective,
+        ),
     ]
     .into_iter()
     .flatten()
@@ -393,14 +402,16 @@ fn bisection_answer(
     })
 }
 
-/// The smallest relative difference of the objective worth acting on: 5%, the order of
-/// run-to-run noise on a shared chain (docs/concepts.md, "Numbers you can trust").
-pub const PRACTICAL_DIFFERENCE: f64 = 0.05;
+/// The smallest relative difference of the objective worth acting on, without a
+/// `comparison.practicalDifference`: 5%, the order of run-to-run noise on a shared chain
+/// (docs/concepts.md, "Numbers you can trust").
+pub const PRACTICAL_DIFFERENCE: f64 = crate::api::comparison::DEFAULT_PRACTICAL_DIFFERENCE / 100.0;
 
 /// What the numbers say of the best point's objective, and whether it beats the runner-up
 /// by more than noise: "average TPS 4600 [4510, 4690], 3 repetitions; against
 /// bankingThreads=8: +12% [+6%, +17%]" or "...: no difference larger than 9%".
 fn objective_support(
+    practical: f64,
     best: &Point,
     runner_up: Option<&Point>,
     objective: &crate::clients::profile::Objective,
@@ -434,7 +445,7 @@ fn objective_support(
         Some(effect) => match stats::call(
             &effect,
             effect.p <= 1.0 - stats::LEVEL,
-            PRACTICAL_DIFFERENCE,
+            practical,
         ) {
             stats::Call::Different => {
                 format!("; against {against}: {}", stats::describe_effect(&effect))
@@ -442,7 +453,7 @@ fn objective_support(
             stats::Call::Negligible => format!(
                 "; against {against}: {}, below the practical difference of {:.0}%",
                 stats::describe_effect(&effect),
-                PRACTICAL_DIFFERENCE * 100.0
+                practical * 100.0
             ),
             stats::Call::NoneLargerThan(x) => format!(
                 "; against {against}: no difference larger than {:.0}% ({})",

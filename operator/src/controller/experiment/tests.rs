@@ -52,13 +52,14 @@ fn next_to_start(
     vx: &ValidatorExperiment,
     existing: &BTreeMap<String, ValidatorTrial>,
 ) -> Vec<PlannedTrial> {
-    decide(vx, &listed(existing))
+    decide(vx, &listed(existing), None)
         .create
         .into_iter()
         .flatten()
         .map(|t| PlannedTrial {
             point: t.spec.point,
             repetition: t.spec.repetition,
+            pair: None,
         })
         .collect()
 }
@@ -69,7 +70,7 @@ fn compute_status(
     existing: &BTreeMap<String, ValidatorTrial>,
 ) -> ValidatorExperimentStatus {
     let trials = listed(existing);
-    status(vx, &decide(vx, &trials), &trials, &Default::default(), t0())
+    status(vx, &decide(vx, &trials, None), &trials, &Default::default(), t0())
 }
 
 #[test]
@@ -264,6 +265,7 @@ fn left_the_sweep(vx: &ValidatorExperiment, memory: &str, phase: TrialPhase) -> 
             ..Default::default()
         },
         repetition: 1,
+        pair: None,
     };
     trial(vx, &p, phase, None, 0.0)
 }
@@ -271,7 +273,7 @@ fn left_the_sweep(vx: &ValidatorExperiment, memory: &str, phase: TrialPhase) -> 
 #[test]
 fn created_trials_count_as_running_in_the_status_of_the_pass_that_creates_them() {
     let vx = experiment("");
-    let step = decide(&vx, &[]);
+    let step = decide(&vx, &[], None);
     assert!(step.delete.is_empty());
     let created: Vec<ValidatorTrial> = step.create.iter().flatten().cloned().collect();
     assert_eq!(created.len(), 2);
@@ -298,7 +300,7 @@ fn unstarted_trials_that_left_the_sweep_are_deleted_and_started_ones_run_to_thei
     going.metadata.deletion_timestamp =
         Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t0()));
     let trials = vec![unstarted.clone(), started, going];
-    let step = decide(&vx, &trials);
+    let step = decide(&vx, &trials, None);
     assert_eq!(step.delete, vec![unstarted.metadata.name.clone().unwrap()]);
     // Until it is gone, the deleted one still counts as holding a node, as the started
     // one does: parallelism 2 leaves no room.
