@@ -34,6 +34,8 @@ pub struct PodView {
 pub struct Machine {
     pub memory: u128,
     pub prepared: crate::topology::Prepared,
+    /// The load of the chain it follows, when it varies.
+    pub chain_load: Option<crate::topology::ChainLoad>,
 }
 
 impl Machine {

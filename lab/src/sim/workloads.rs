@@ -361,6 +361,7 @@ fn machine(state: &LabState, node: &str) -> super::pod_view::Machine {
         .map(|n| super::pod_view::Machine {
             memory: super::pod_view::parse_bytes(&n.memory).unwrap_or(0),
             prepared: n.prepared,
+            chain_load: n.chain_load,
         })
         .unwrap_or_default()
 }

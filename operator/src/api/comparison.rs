@@ -124,19 +124,9 @@ pub fn rules() -> Vec<kube::core::Rule> {
             "(!has(self.sweep.{list}) || self.sweep.{list}.all(x, x.name in {b}))"
         ));
     }
-    let mut swept: Vec<String> = plain_fields()
-        .iter()
-        .map(|f| {
-            format!(
-                "(!has(self.sweep.{f}) || !('{f}' in {b}) || self.sweep.{f}.exists(v, string(v) == string({b}['{f}'])))"
-            )
-        })
-        .collect();
-    for list in ["threads", "knobs"] {
-        swept.push(format!(
-            "(!has(self.sweep.{list}) || self.sweep.{list}.all(x, !(x.name in {b}) || x.values.exists(v, string(v) == string({b}[x.name]))))"
-        ));
-    }
+    // Whether each value is one of the swept ones is checked when the experiment is
+    // reconciled (controller/experiment/decide.rs): comparing the baseline's values with
+    // the sweep's in CEL costs 27 times the API server's per-rule budget.
     vec![
         Rule::new(format!(
             "{when}!has(self.strategy) || !has(self.strategy.bisection)"
@@ -149,9 +139,6 @@ pub fn rules() -> Vec<kube::core::Rule> {
         Rule::new(format!("{when}({})", complete.join(" && ")))
             .message("comparison.baseline is not a whole point: give every swept parameter a value (one of its swept values)")
             .field_path(".comparison.baseline"),
-        Rule::new(format!("{when}({})", swept.join(" && ")))
-            .message("comparison.baseline is not a point of the sweep: give each parameter one of its swept values, written as the sweep writes it (512Gi, not 0.5Ti; glibc)")
-            .field_path(".comparison.baseline"),
     ]
 }
 
@@ -161,7 +148,8 @@ mod tests {
 
     #[test]
     fn defaults_are_the_documented_ones() {
-        let c: ComparisonSpec = serde_saphyr::from_str("baseline: {allocator: glibc, cpu: 32}").unwrap();
+        let c: ComparisonSpec =
+            serde_saphyr::from_str("baseline: {allocator: glibc, cpu: 32}").unwrap();
         assert_eq!(c.mode, ComparisonMode::Paired);
         assert!(!c.aa_calibration);
         assert_eq!(c.practical(), 0.05);

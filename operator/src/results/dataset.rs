@@ -11,7 +11,9 @@ use kube::ResourceExt;
 
 use crate::api::quantity::parse_quantity;
 use crate::api::sweep::{Setting, SweepSpec, TrialPoint};
-use crate::api::trial::{PairRole, TrialOutcome, TrialPair, TrialPhase, TrialResults, ValidatorTrial};
+use crate::api::trial::{
+    PairRole, TrialOutcome, TrialPair, TrialPhase, TrialResults, ValidatorTrial,
+};
 use crate::results::stats::{self, Estimate, Interval, Method};
 
 /// What the dataset keeps of a trial: who it is, where it stands, what it measured.
@@ -419,7 +421,11 @@ impl Dataset {
     ) -> Vec<(f64, f64)> {
         point
             .finished()
-            .filter(|t| t.pair.as_ref().is_some_and(|p| p.role == PairRole::Candidate))
+            .filter(|t| {
+                t.pair
+                    .as_ref()
+                    .is_some_and(|p| p.role == PairRole::Candidate)
+            })
             .filter_map(|t| {
                 let partner = self.trial(&t.pair.as_ref()?.partner)?;
                 if !partner.phase.is_finished() {
@@ -451,12 +457,13 @@ impl Dataset {
         };
         self.points.iter().filter(|p| p.in_sweep).find(|p| {
             values.len() == self.dimensions.len()
-                && self.dimensions.iter().all(|d| {
-                    match (values.get(&d.name), d.value(&p.point)) {
+                && self
+                    .dimensions
+                    .iter()
+                    .all(|d| match (values.get(&d.name), d.value(&p.point)) {
                         (Some(want), Some(have)) => same(d, want, &have),
                         _ => false,
-                    }
-                })
+                    })
         })
     }
 

@@ -230,7 +230,12 @@ impl Free {
             .nodes()
             .unwrap_or_default()
             .iter()
-            .flat_map(|n| [(n.name.clone(), n.class.clone()), (n.hostname.clone(), n.class.clone())])
+            .flat_map(|n| {
+                [
+                    (n.name.clone(), n.class.clone()),
+                    (n.hostname.clone(), n.class.clone()),
+                ]
+            })
             .collect();
         Free { nodes, classes }
     }
@@ -374,9 +379,19 @@ mod tests {
             .map(|g| {
                 let i = pairs
                     .iter()
-                    .position(|p| g.0.iter().any(|t| t.name(EXPERIMENT) == p.baseline.name(EXPERIMENT) || t.name(EXPERIMENT) == p.candidate.name(EXPERIMENT)))
+                    .position(|p| {
+                        g.0.iter().any(|t| {
+                            t.name(EXPERIMENT) == p.baseline.name(EXPERIMENT)
+                                || t.name(EXPERIMENT) == p.candidate.name(EXPERIMENT)
+                        })
+                    })
                     .unwrap();
-                (i, g.0.iter().map(|t| t.pair.as_ref().unwrap().node.clone()).collect())
+                (
+                    i,
+                    g.0.iter()
+                        .map(|t| t.pair.as_ref().unwrap().node.clone())
+                        .collect(),
+                )
             })
             .collect()
     }
@@ -387,7 +402,9 @@ mod tests {
 
     #[test]
     fn the_plan_pairs_every_point_with_the_baseline_and_names_them_apart() {
-        let spec = spec("trial: {repetitions: 2}\ncomparison: {baseline: {allocator: glibc}, aaCalibration: true}");
+        let spec = spec(
+            "trial: {repetitions: 2}\ncomparison: {baseline: {allocator: glibc}, aaCalibration: true}",
+        );
         let pairs = pairs_of(&spec);
         // jemalloc, tcmalloc and the A/A pair, twice.
         assert_eq!(pairs.len(), 6);
@@ -397,7 +414,10 @@ mod tests {
             .iter()
             .flat_map(|p| [p.baseline.name(EXPERIMENT), p.candidate.name(EXPERIMENT)])
             .collect();
-        assert_eq!(names[0], pairs[0].candidate.partner().unwrap().name(EXPERIMENT));
+        assert_eq!(
+            names[0],
+            pairs[0].candidate.partner().unwrap().name(EXPERIMENT)
+        );
         names.sort();
         names.dedup();
         assert_eq!(names.len(), 12, "every side of every pair has its own name");
@@ -409,7 +429,13 @@ mod tests {
     fn pairs_start_whole_on_matched_nodes_and_swap_them() {
         use TrialPhase::*;
         type Trials = fn(&ValidatorExperimentSpec) -> Vec<TrialRecord>;
-        type Case = (&'static str, &'static str, Option<Vec<NodeSlot>>, Trials, Vec<(usize, Vec<Option<String>>)>);
+        type Case = (
+            &'static str,
+            &'static str,
+            Option<Vec<NodeSlot>>,
+            Trials,
+            Vec<(usize, Vec<Option<String>>)>,
+        );
         let cases: Vec<Case> = vec![
             (
                 "parallelism counts pairs: two pairs on four nodes",
@@ -450,7 +476,13 @@ mod tests {
                 "the next repetition swaps the pair's nodes",
                 "trial: {repetitions: 2}",
                 Some(nodes(4, 0, &[])),
-                |s| [pair(s, 0, [Some(Succeeded); 2], ["bm-3", "bm-1"]), pair(s, 1, [Some(Succeeded); 2], ["bm-2", "bm-4"])].concat(),
+                |s| {
+                    [
+                        pair(s, 0, [Some(Succeeded); 2], ["bm-3", "bm-1"]),
+                        pair(s, 1, [Some(Succeeded); 2], ["bm-2", "bm-4"]),
+                    ]
+                    .concat()
+                },
                 vec![(2, s(&["bm-1", "bm-3"]))],
             ),
             (
@@ -483,7 +515,12 @@ mod tests {
             }
             let d = Paired.decide(EXPERIMENT, &spec, &data);
             assert_eq!(started(&spec, &d), want, "{case}");
-            assert!(d.start.iter().all(|g| g.0.len() == 2 || case.starts_with("half")), "{case}");
+            assert!(
+                d.start
+                    .iter()
+                    .all(|g| g.0.len() == 2 || case.starts_with("half")),
+                "{case}"
+            );
             assert_eq!(d.expected, 2 * pairs_of(&spec).len(), "{case}");
         }
     }
@@ -498,6 +535,9 @@ mod tests {
         ]
         .concat();
         let d = Paired.decide(EXPERIMENT, &spec, &Dataset::new(&spec.sweep, trials));
-        assert_eq!(d.done.unwrap().message, "all 2 pairs finished (1 trials failed)");
+        assert_eq!(
+            d.done.unwrap().message,
+            "all 2 pairs finished (1 trials failed)"
+        );
     }
 }

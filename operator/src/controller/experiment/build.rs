@@ -9,8 +9,8 @@ use crate::api::ValidatorExperiment;
 use crate::api::labels;
 use crate::api::resolve::resolve_template;
 use crate::api::trial::{TrialPair, ValidatorTrial, ValidatorTrialSpec};
-use crate::results::dataset::HOSTNAME_LABEL;
 use crate::api::tuning::PointValueError;
+use crate::results::dataset::HOSTNAME_LABEL;
 use crate::strategies::plan::PlannedTrial;
 
 /// An error names a point value its setting cannot hold (a strategy's bug: the sweep's

@@ -44,7 +44,13 @@ pub fn status(vx: &ValidatorExperiment, data: &Dataset) -> Option<ComparisonStat
     let rows: Vec<EffectRow> = effects
         .iter()
         .zip(significant)
-        .map(|((point, e), sig)| row(&point.point.describe(), e, stats::call(e, sig, cmp.practical())))
+        .map(|((point, e), sig)| {
+            row(
+                &point.point.describe(),
+                e,
+                stats::call(e, sig, cmp.practical()),
+            )
+        })
         .collect();
     let noise_floor = noise.as_ref().map(stats::describe_effect);
     let mut line: Vec<String> = rows
@@ -84,7 +90,10 @@ fn short(point: &str) -> &str {
 fn row(point: &str, e: &Effect, call: Call) -> EffectRow {
     let (name, verdict) = match call {
         Call::Different => ("Different", "different".to_string()),
-        Call::Negligible => ("Negligible", "real but under the practical difference".into()),
+        Call::Negligible => (
+            "Negligible",
+            "real but under the practical difference".into(),
+        ),
         Call::NoneLargerThan(x) => (
             "NoDifference",
             format!("no difference larger than {:.0}%", (x * 100.0).ceil()),
@@ -166,7 +175,11 @@ mod tests {
         let r = &st.effects[0];
         assert_eq!((r.call.as_str(), r.n), ("Different", 3), "{r:?}");
         assert!(r.interval[0] > 0.09 && r.interval[1] < 0.11, "{r:?}");
-        assert!(st.summary.starts_with("jemalloc: +10% [+"), "{}", st.summary);
+        assert!(
+            st.summary.starts_with("jemalloc: +10% [+"),
+            "{}",
+            st.summary
+        );
     }
 
     #[test]
@@ -175,7 +188,10 @@ mod tests {
         let data = paired(&vx, &[(200.0, 220.0), (260.0, 286.5), (230.0, 252.0)], &[]);
         let r = &status(&vx, &data).unwrap().effects[0];
         assert_eq!(r.call, "NoDifference", "{r:?}");
-        assert!(r.text.contains("3 repetitions: no difference larger than"), "{r:?}");
+        assert!(
+            r.text.contains("3 repetitions: no difference larger than"),
+            "{r:?}"
+        );
     }
 
     #[test]

@@ -118,6 +118,19 @@ pub(super) fn never_hang(
 
 /// Why the experiment cannot run at all (checked before anything is created).
 fn unsupported(vx: &ValidatorExperiment) -> Option<String> {
+    if let Some(c) = &vx.spec.comparison {
+        let values = c.baseline_values();
+        if Dataset::new(&vx.spec.sweep, [])
+            .find_point(&values)
+            .is_none()
+        {
+            let written: Vec<String> = values.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+            return Some(format!(
+                "comparison.baseline {{{}}} is not a point of the sweep: give each swept parameter one of its swept values",
+                written.join(", ")
+            ));
+        }
+    }
     match clients::client_for(&vx.spec.template) {
         Ok(c) if c.runs_trials() => None,
         Ok(c) => Some(format!(

@@ -75,7 +75,14 @@ pub fn node_slots(
 ) -> Vec<NodeSlot> {
     let mut slots: Vec<NodeSlot> = nodes
         .iter()
-        .filter(|n| ready(n) && !n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false))
+        .filter(|n| {
+            ready(n)
+                && !n
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.unschedulable)
+                    .unwrap_or(false)
+        })
         .filter(|n| eligible(n, &placement.node_selector, &placement.tolerations))
         .map(|n| {
             let name = n.name_any();

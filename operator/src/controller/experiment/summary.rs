@@ -442,11 +442,7 @@ fn objective_support(
     let against = other.point.describe();
     text.push_str(&match effect {
         None => format!("; against {against}: too few repetitions to call a difference"),
-        Some(effect) => match stats::call(
-            &effect,
-            effect.p <= 1.0 - stats::LEVEL,
-            practical,
-        ) {
+        Some(effect) => match stats::call(&effect, effect.p <= 1.0 - stats::LEVEL, practical) {
             stats::Call::Different => {
                 format!("; against {against}: {}", stats::describe_effect(&effect))
             }

@@ -70,7 +70,13 @@ fn compute_status(
     existing: &BTreeMap<String, ValidatorTrial>,
 ) -> ValidatorExperimentStatus {
     let trials = listed(existing);
-    status(vx, &decide(vx, &trials, None), &trials, &Default::default(), t0())
+    status(
+        vx,
+        &decide(vx, &trials, None),
+        &trials,
+        &Default::default(),
+        t0(),
+    )
 }
 
 #[test]
@@ -365,5 +371,35 @@ fn a_strategy_with_nothing_to_propose_and_nothing_running_ends_the_experiment() 
     assert_eq!(
         ready.message,
         "the test strategy has nothing left to propose and no trial runs (1 finished)"
+    );
+}
+
+/// A baseline that is no point of the sweep (a value it does not sweep): nothing starts,
+/// and the experiment says which field and how to fix it. The same value written another
+/// way ("1024Gi" for "1Ti") is the same point.
+#[test]
+fn a_baseline_outside_the_sweep_blocks_the_experiment_naming_the_field() {
+    let vx = experiment("  comparison: {baseline: {memory: 768Gi}}\n");
+    let step = decide(&vx, &[], None);
+    assert!(step.create.is_empty());
+    let why = step.blocked.unwrap();
+    assert!(
+        why.starts_with("comparison.baseline {memory: 768Gi} is not a point of the sweep"),
+        "{why}"
+    );
+    let vx = experiment("  comparison: {baseline: {memory: 1024Gi}}\n");
+    let step = decide(&vx, &[], None);
+    assert_eq!(step.blocked, None);
+    // Paired: a pair of two trials per group, the baseline (1Ti) in each.
+    assert!(
+        step.create.iter().all(|g| g.len() == 2),
+        "{:?}",
+        step.create.len()
+    );
+    let pinned = &step.create[0][0].spec;
+    assert_eq!(pinned.point.memory.as_deref(), Some("1Ti"));
+    assert_eq!(
+        pinned.pair.as_ref().unwrap().role,
+        crate::api::trial::PairRole::Baseline
     );
 }

@@ -234,6 +234,10 @@ impl SimClient for BesuSim {
                 g1_tuned: s.g1_tuned,
                 exit_on_oom: s.exit_on_oom,
                 wired: wired.is_ok(),
+                chain: pod.machine.chain_load.map(|c| {
+                    let at = started_at(&pod.pod, &container.name);
+                    (c, crate::sim::chain_load::simulated(at, clock.scale))
+                }),
             },
         );
         Started::Running(Arc::new(Besu {
