@@ -107,6 +107,13 @@ use super::template::ValidatorTemplate;
         json_path = ".status.results.figures.blockProcessingP99Ms",
         priority = 1
     ),
+    // `-o wide`: the chain's load in the window (Besu), to compare windows.
+    printcolumn(
+        name = "Tx/Block",
+        type_ = "integer",
+        json_path = ".status.results.figures.txPerBlock",
+        priority = 1
+    ),
     printcolumn(
         name = "Node",
         type_ = "string",

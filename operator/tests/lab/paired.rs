@@ -3,6 +3,8 @@
 //! the other see different chains, while pairs run side by side cancel it; a node 10%
 //! slower in the model (11 cores instead of 12: time scales as cores^-1.08) is called
 //! different from 3 pairs; and with three nodes for two pairs a pair never starts half.
+//! Each trial records the chain's load (transactions per block): the same for a pair's
+//! two sides, different for windows one after the other.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -12,7 +14,7 @@ use serde_json::{Value, json};
 use valtune::api::ValidatorExperiment;
 use valtune::api::experiment::ExperimentPhase;
 use valtune::api::trial::{PairRole, TrialPhase, ValidatorTrial};
-use valtune::clients::besu::profile::P95;
+use valtune::clients::besu::profile::{P95, TX_PER_BLOCK};
 
 use crate::common::{Lab, lab, merge, trials};
 
@@ -41,6 +43,20 @@ fn p95(t: &ValidatorTrial) -> f64 {
         .and_then(|s| s.results.as_ref())
         .and_then(|r| r.figure(P95))
         .unwrap_or_else(|| panic!("{}: no p95 in {:?}", t.spec.point.describe(), t.status))
+}
+
+fn tx_per_block(t: &ValidatorTrial) -> f64 {
+    t.status
+        .as_ref()
+        .and_then(|s| s.results.as_ref())
+        .and_then(|r| r.figure(TX_PER_BLOCK))
+        .unwrap_or_else(|| {
+            panic!(
+                "{}: no txPerBlock in {:?}",
+                t.spec.point.describe(),
+                t.status
+            )
+        })
 }
 
 /// Started and not finished: its pod has (or waits for) its node.
@@ -157,6 +173,15 @@ async fn paired_runs_cancel_the_chains_load_that_sequential_runs_see() {
             aa.push(p95(t) / p95(partner) - 1.0);
         }
     }
+    // Both sides of every pair recorded the same chain load (transactions per block).
+    for t in &mine {
+        let partner = by_name[&t.spec.pair.clone().unwrap().partner];
+        let (a, b) = (tx_per_block(t), tx_per_block(partner));
+        assert!(
+            (a / b - 1.0).abs() < 0.1,
+            "a pair saw {a} and {b} transactions per block"
+        );
+    }
     // Side by side, identical configurations see one chain.
     assert_eq!(aa.len(), 3);
     assert!(
@@ -185,13 +210,23 @@ async fn paired_runs_cancel_the_chains_load_that_sequential_runs_see() {
         .map(p95)
         .collect();
     assert_eq!(seq.len(), 6);
-    let (lo, hi) = seq
-        .iter()
-        .fold((f64::MAX, 0.0f64), |(l, h), x| (l.min(*x), h.max(*x)));
+    let spread = |v: &[f64]| {
+        let (lo, hi) = v
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(l, h), x| (l.min(*x), h.max(*x)));
+        hi / lo
+    };
     assert!(
-        hi / lo > 1.15,
+        spread(&seq) > 1.15,
         "sequential windows of one configuration: {seq:?}"
     );
+    // ... and recorded it: their transactions per block differ too.
+    let loads: Vec<f64> = ts
+        .iter()
+        .filter(|t| t.spec.experiment == "sequential")
+        .map(tx_per_block)
+        .collect();
+    assert!(spread(&loads) > 1.1, "transactions per block: {loads:?}");
     let st = experiment_of(&lab, &ns, "sequential").await.status.unwrap();
     let cmp = st.comparison.expect("a comparison in the status");
     eprintln!("sequential: {}", cmp.summary);

@@ -107,6 +107,8 @@ pub struct Config {
 pub struct Block {
     pub slot: u64,
     pub number: u64,
+    /// Its transactions: the chain's load (about 170 a block on mainnet in late 2025).
+    pub txs: u64,
     pub exec_ms: f64,
     pub done: f64,
 }
@@ -123,6 +125,9 @@ const BODY: u64 = 3;
 const HEAVY: u64 = 4;
 const HEAVY_SIZE: u64 = 5;
 const PEERS: u64 = 6;
+const TXS: u64 = 7;
+/// Transactions in a block on a steady chain, on average.
+const TXS_PER_BLOCK: f64 = 170.0;
 
 impl BesuModel {
     pub fn new(seed: u64, c: Config) -> Self {
@@ -197,6 +202,26 @@ impl BesuModel {
         x * load
     }
 
+    /// The transactions of the block of slot `k`, executed at `start`: the chain's, and
+    /// as many more as its load is above the mean.
+    fn txs(&self, k: u64, start: f64) -> u64 {
+        let (seed, k, load) = match &self.c.chain {
+            Some((c, origin)) => (
+                c.seed,
+                k + (origin / SLOT_S).round() as u64,
+                chain_load::factor(c, origin + start),
+            ),
+            None => (self.seed, k, 1.0),
+        };
+        (TXS_PER_BLOCK * load * (0.7 + 0.6 * uniform(seed, TXS, k))).round() as u64
+    }
+
+    /// Transactions in the blocks executed by `t`: Besu's counter
+    /// `chain_head_transaction_count_counter`.
+    pub fn transactions(&self, t: f64) -> u64 {
+        self.with_blocks(t, |bs| bs.iter().map(|b| b.txs).sum())
+    }
+
     /// When the sync ends and the consensus client's blocks start arriving.
     pub fn synced_at(&self) -> Option<f64> {
         if !self.c.wired {
@@ -242,6 +267,7 @@ impl BesuModel {
             blocks.push(Block {
                 slot: k,
                 number,
+                txs: self.txs(k, start),
                 exec_ms,
                 done,
             });
