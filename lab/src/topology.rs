@@ -87,6 +87,24 @@ pub struct NodeClass {
     /// capacity above less these and the hugepages ([`crate::allocatable`]). Unset: the
     /// kubelet's defaults (nothing reserved, 100Mi and 10% eviction thresholds).
     pub kubelet: Option<KubeletConfig>,
+    /// The chain this machine's validators follow has a load that varies over the day
+    /// (lab/src/sim/chain_load.rs). Unset: a steady chain, as the seeds' shapes assume.
+    pub chain_load: Option<ChainLoad>,
+}
+
+/// A chain whose load (the work in each block) follows a daily curve plus noise, the
+/// same for every validator following it at one moment of simulated time.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ChainLoad {
+    /// The daily curve's amplitude: 0.3 makes the busiest hour 1.3 times the mean.
+    pub amplitude: f64,
+    /// The standard deviation of the load's noise, drawn per simulated 20 minutes.
+    #[serde(default)]
+    pub noise: f64,
+    /// The noise's seed.
+    #[serde(default)]
+    pub seed: u64,
 }
 
 /// A machine's settings that validators need (Agave: docs/src/operations/setup-a-validator.md).
@@ -251,6 +269,7 @@ pub struct LabNode {
     pub taints: Vec<TaintEntry>,
     pub prepared: Prepared,
     pub kubelet: KubeletConfig,
+    pub chain_load: Option<ChainLoad>,
     /// The node's own InternalIP (set when the lab assigns addresses).
     pub ip: Option<String>,
 }
@@ -298,6 +317,7 @@ impl Topology {
                     .or(d.prepared.clone())
                     .unwrap_or_default(),
                 kubelet: o.kubelet.clone().or(d.kubelet.clone()).unwrap_or_default(),
+                chain_load: o.chain_load.or(d.chain_load),
                 ip: None,
             };
             anyhow::ensure!(
@@ -350,6 +370,7 @@ pub fn system_node() -> LabNode {
         taints: Vec::new(),
         prepared: Prepared::default(),
         kubelet: KubeletConfig::default(),
+        chain_load: None,
         ip: None,
     }
 }

@@ -170,6 +170,23 @@ pub fn plan_cost(
                 worst: most(|r| r.1),
             },
         )
+    } else if let Some(c) = spec.comparison.as_ref().filter(|c| c.paired()) {
+        // Two trials a pair, `parallelism` pairs at a time: each other point against the
+        // baseline, and the A/A pair, per repetition.
+        let points = spec.sweep.points() as u32;
+        let pairs = (points.saturating_sub(1) + u32::from(c.aa_calibration))
+            * spec.trial.repetitions.max(1) as u32;
+        let waves = pairs.div_ceil(parallelism);
+        (
+            Bounds {
+                expected: 2 * pairs,
+                worst: 2 * pairs,
+            },
+            Bounds {
+                expected: waves,
+                worst: waves,
+            },
+        )
     } else {
         (grid, grid_waves)
     };

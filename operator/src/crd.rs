@@ -12,6 +12,7 @@ pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
     let mut experiment = ValidatorExperiment::crd();
     add_spec_rules(&mut experiment, crate::clients::admission_rules());
     add_spec_rules(&mut experiment, crate::api::strategy::rules());
+    add_spec_rules(&mut experiment, crate::api::comparison::rules());
     vec![
         ("validatorexperiments", without_nullable(experiment)),
         ("validatortrials", without_nullable(ValidatorTrial::crd())),

@@ -97,10 +97,11 @@ a lab test that installs this chart and runs an experiment as its ServiceAccount
 {{- end }}
 
 {{- define "valtune.clusterRules" -}}
-# Whether a trial's node still exists (NodeLost). Nodes are cluster-scoped.
+# Whether a trial's node still exists (NodeLost); a paired comparison lists them to
+# match two free nodes of one class for each pair. Nodes are cluster-scoped.
 - apiGroups: [""]
   resources: [nodes]
-  verbs: [get]
+  verbs: [get, list]
 {{- end }}
 
 {{/* Seconds of a duration written as 90s, 15m, 6h or 2d (for PromQL comparisons). */}}

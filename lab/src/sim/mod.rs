@@ -9,6 +9,7 @@
 //! - recycles released local volumes ([`volumes`]);
 //! - plays prometheus-operator's config reloader for the lab's Prometheus ([`reloader`]).
 
+pub mod chain_load;
 pub mod clients;
 pub mod clock;
 pub mod init_steps;

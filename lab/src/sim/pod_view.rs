@@ -34,9 +34,20 @@ pub struct PodView {
 pub struct Machine {
     pub memory: u128,
     pub prepared: crate::topology::Prepared,
+    /// The load of the chain it follows, when it varies.
+    pub chain_load: Option<crate::topology::ChainLoad>,
 }
 
 impl Machine {
+    /// The machine of a node of the topology.
+    pub fn of(node: &crate::topology::LabNode) -> Machine {
+        Machine {
+            memory: parse_bytes(&node.memory).unwrap_or(0),
+            prepared: node.prepared.clone(),
+            chain_load: node.chain_load.clone(),
+        }
+    }
+
     pub fn swap(&self) -> u128 {
         self.prepared
             .swap

@@ -358,10 +358,7 @@ fn machine(state: &LabState, node: &str) -> super::pod_view::Machine {
         .ok()
         .and_then(|t| t.nodes().ok())
         .and_then(|ns| ns.into_iter().find(|n| n.name == node))
-        .map(|n| super::pod_view::Machine {
-            memory: super::pod_view::parse_bytes(&n.memory).unwrap_or(0),
-            prepared: n.prepared,
-        })
+        .map(|n| super::pod_view::Machine::of(&n))
         .unwrap_or_default()
 }
 

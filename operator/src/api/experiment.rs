@@ -6,6 +6,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::comparison::ComparisonSpec;
 use super::settings::{MetricsSettings, TrialSettings};
 use super::strategy::StrategySpec;
 use super::sweep::{SweepSpec, trial_count_cel};
@@ -55,6 +56,8 @@ fn max_trials_rule() -> kube::core::Rule {
     printcolumn(name = "Node-h", type_ = "number", json_path = ".status.nodeHours.spent"),
     printcolumn(name = "Recommendation", type_ = "string", json_path = ".status.recommendation.summary"),
     printcolumn(name = "Support", type_ = "string", json_path = ".status.recommendation.support", priority = 1),
+    // Each point against the baseline, with its interval (a comparison's).
+    printcolumn(name = "Vs Baseline", type_ = "string", json_path = ".status.comparison.summary"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new(format!("size(self.metadata.name) <= {MAX_NAME_LEN}"))
         .message(format!("metadata.name is longer than {MAX_NAME_LEN} characters: trial, pod and volume names add a suffix to it, so choose a shorter name").as_str())
@@ -88,7 +91,13 @@ pub struct ValidatorExperimentSpec {
     /// grid); `bisection`, a search for the boundary value of one ordered parameter.
     #[serde(default, skip_serializing_if = "is_grid")]
     pub strategy: StrategySpec,
-    /// How many trials run at once (each on its own node).
+    /// Compare every point with a baseline point: in pairs run side by side on matched
+    /// nodes (`mode: paired`, the default), with an interval on each effect and the
+    /// noise floor from baseline-against-baseline pairs (`aaCalibration`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<ComparisonSpec>,
+    /// How many trials run at once (each on its own node); with a paired comparison, how
+    /// many pairs.
     #[serde(default = "default_parallelism")]
     #[schemars(range(min = 1, max = 64))]
     pub parallelism: i32,
@@ -166,6 +175,45 @@ pub struct ValidatorExperimentStatus {
     /// What the experiment's nodes cost so far, and what a grid would.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_hours: Option<NodeHours>,
+    /// Each point against the baseline (`spec.comparison`), and the noise floor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comparison: Option<ComparisonStatus>,
+}
+
+/// The points against the baseline, on the client's objective.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ComparisonStatus {
+    /// The baseline point.
+    pub baseline: String,
+    /// The figure compared (the client's objective, e.g. "block processing p95 (ms)").
+    pub figure: String,
+    /// One line for `kubectl get vx`: each point's effect and interval, and the noise floor.
+    pub summary: String,
+    /// What baseline-against-baseline pairs differ by ("+1% [-2%, +3%], 3 pairs"), when
+    /// `aaCalibration` ran them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise_floor: Option<String>,
+    /// One row per point with an effect, at most 32.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<EffectRow>,
+}
+
+/// One point against the baseline.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EffectRow {
+    pub point: String,
+    /// The ratio of its mean to the baseline's, minus one (-0.12 is 12% lower).
+    pub effect: f64,
+    /// The effect's 95% interval.
+    pub interval: [f64; 2],
+    /// Pairs (paired) or the smaller side's repetitions (unpaired).
+    pub n: i32,
+    /// `Different`, `Negligible` (real but under practicalDifference) or `NoDifference`.
+    pub call: String,
+    /// As a report writes it: "-12% [-17%, -6%], 3 pairs: different".
+    pub text: String,
 }
 
 /// Node-hours: each trial holds one node from its validator's start to its end.

@@ -2,6 +2,7 @@
 
 pub mod agave;
 pub mod besu;
+pub mod comparison;
 pub mod experiment;
 pub mod firedancer;
 pub mod images;

@@ -107,6 +107,13 @@ use super::template::ValidatorTemplate;
         json_path = ".status.results.figures.blockProcessingP99Ms",
         priority = 1
     ),
+    // `-o wide`: the chain's load in the window (Besu), to compare windows.
+    printcolumn(
+        name = "Tx/Block",
+        type_ = "integer",
+        json_path = ".status.results.figures.txPerBlock",
+        priority = 1
+    ),
     printcolumn(
         name = "Node",
         type_ = "string",
@@ -140,6 +147,42 @@ pub struct ValidatorTrialSpec {
     pub settings: TrialSettings,
     /// Where results come from (copied from the experiment at creation).
     pub metrics: MetricsSettings,
+    /// The pair it runs in, side by side with its partner (a paired comparison).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair: Option<TrialPair>,
+}
+
+/// A trial of a pair: started in the same pass as its partner, on a matched node.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TrialPair {
+    /// Which side it is.
+    pub role: PairRole,
+    /// The partner trial's name.
+    pub partner: String,
+}
+
+/// The side of a pair a trial is on. In an A/A pair both run the baseline point.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum PairRole {
+    Baseline,
+    Candidate,
+}
+
+impl PairRole {
+    pub fn other(self) -> PairRole {
+        match self {
+            PairRole::Baseline => PairRole::Candidate,
+            PairRole::Candidate => PairRole::Baseline,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PairRole::Baseline => "baseline",
+            PairRole::Candidate => "candidate",
+        }
+    }
 }
 
 /// Where a trial is in its life.

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use valtune_lab::sim::clients::{CLIENTS, Exit, Started};
 use valtune_lab::sim::clock::Clock;
 use valtune_lab::sim::init_steps;
-use valtune_lab::sim::pod_view::{Machine, PodView, parse_bytes};
+use valtune_lab::sim::pod_view::{Machine, PodView};
 use valtune_lab::topology::Topology;
 
 use super::golden;
@@ -77,10 +77,7 @@ async fn start(example: &str, patch: Value, node: &str) -> Exit {
         config_maps,
         secrets,
     );
-    view.machine = Machine {
-        memory: parse_bytes(&lab_node.memory).unwrap_or(0),
-        prepared: lab_node.prepared.clone(),
-    };
+    view.machine = Machine::of(&lab_node);
     view.registry = topology.images.clone();
 
     let sys = tempfile_dir(node);

@@ -319,6 +319,15 @@ pub fn summary(vx: &ValidatorExperiment) -> String {
             patch::no_recommendation(vx)
         )),
     }
+    if let Some(c) = &st.comparison {
+        out.push_str(&format!("against {} ({}):\n", c.baseline, c.figure));
+        for e in &c.effects {
+            out.push_str(&format!("  {}: {}\n", e.point, e.text));
+        }
+        if let Some(n) = &c.noise_floor {
+            out.push_str(&format!("  noise floor (A/A pairs): {n}\n"));
+        }
+    }
     out
 }
 

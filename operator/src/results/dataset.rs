@@ -11,7 +11,9 @@ use kube::ResourceExt;
 
 use crate::api::quantity::parse_quantity;
 use crate::api::sweep::{Setting, SweepSpec, TrialPoint};
-use crate::api::trial::{TrialOutcome, TrialPhase, TrialResults, ValidatorTrial};
+use crate::api::trial::{
+    PairRole, TrialOutcome, TrialPair, TrialPhase, TrialResults, ValidatorTrial,
+};
 use crate::results::stats::{self, Estimate, Interval, Method};
 
 /// What the dataset keeps of a trial: who it is, where it stands, what it measured.
@@ -34,8 +36,23 @@ pub struct TrialRecord {
     pub finished: Option<Timestamp>,
     /// The trial is being deleted.
     pub deleting: bool,
-    // Paired trials (issue 19) add here the pair or group a trial belongs to and its
-    // round, read from the trial, and `Point` groups by them.
+    /// The pair it runs in (a paired comparison).
+    pub pair: Option<TrialPair>,
+    /// The node (its `kubernetes.io/hostname` label) its spec pins it to.
+    pub pinned: Option<String>,
+}
+
+/// A node a paired comparison may place a trial on: it matches the template's placement.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct NodeSlot {
+    pub name: String,
+    /// Its `kubernetes.io/hostname` label, which a pinned trial selects.
+    pub hostname: String,
+    /// Its value of the comparison's `matchNodesBy` label ("" without it): nodes of one
+    /// class are a match.
+    pub class: String,
+    /// A valtune pod of any experiment runs there.
+    pub busy: bool,
 }
 
 impl From<&ValidatorTrial> for TrialRecord {
@@ -55,9 +72,20 @@ impl From<&ValidatorTrial> for TrialRecord {
             window_end: st.window_end.map(|t| t.0),
             finished: st.finished_at.map(|t| t.0),
             deleting: t.metadata.deletion_timestamp.is_some(),
+            pair: t.spec.pair.clone(),
+            pinned: t
+                .spec
+                .template
+                .placement
+                .node_selector
+                .get(HOSTNAME_LABEL)
+                .cloned(),
         }
     }
 }
+
+/// The well-known label a pinned trial's node selector names its node by.
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
 /// How a swept parameter's values order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -311,6 +339,9 @@ pub struct Dataset {
     points: Vec<Point>,
     /// Trial name -> (point, trial) indices.
     index: BTreeMap<String, (usize, usize)>,
+    /// The nodes trials may be placed on, when the reconciler observed them (paired
+    /// comparisons match nodes; None elsewhere, e.g. `valtune plan`).
+    nodes: Option<Vec<NodeSlot>>,
 }
 
 impl Dataset {
@@ -377,7 +408,63 @@ impl Dataset {
             dimensions,
             points,
             index,
+            nodes: None,
         }
+    }
+
+    /// A figure of `point`'s finished pairs, as (baseline, candidate): each of its
+    /// trials on the candidate side whose partner finished too, both with the figure.
+    pub fn pairs(
+        &self,
+        point: &Point,
+        figure: impl Fn(&TrialResults) -> Option<f64>,
+    ) -> Vec<(f64, f64)> {
+        point
+            .finished()
+            .filter(|t| {
+                t.pair
+                    .as_ref()
+                    .is_some_and(|p| p.role == PairRole::Candidate)
+            })
+            .filter_map(|t| {
+                let partner = self.trial(&t.pair.as_ref()?.partner)?;
+                if !partner.phase.is_finished() {
+                    return None;
+                }
+                let b = partner.results.as_ref().and_then(&figure)?;
+                let c = t.results.as_ref().and_then(&figure)?;
+                Some((b, c))
+            })
+            .collect()
+    }
+
+    /// The same trials, with the nodes they may be placed on.
+    pub fn with_nodes(mut self, nodes: Vec<NodeSlot>) -> Self {
+        self.nodes = Some(nodes);
+        self
+    }
+
+    pub fn nodes(&self) -> Option<&[NodeSlot]> {
+        self.nodes.as_deref()
+    }
+
+    /// The sweep's point whose values are `values` (by parameter name, as the sweep
+    /// writes them; numbers and quantities by what they stand for).
+    pub fn find_point(&self, values: &BTreeMap<String, String>) -> Option<&Point> {
+        let same = |d: &Dimension, a: &str, b: &str| match d.order {
+            Order::Numeric => number(a).is_some() && number(a) == number(b),
+            Order::AsWritten => a == b,
+        };
+        self.points.iter().filter(|p| p.in_sweep).find(|p| {
+            values.len() == self.dimensions.len()
+                && self
+                    .dimensions
+                    .iter()
+                    .all(|d| match (values.get(&d.name), d.value(&p.point)) {
+                        (Some(want), Some(have)) => same(d, want, &have),
+                        _ => false,
+                    })
+        })
     }
 
     /// The swept parameters, slowest-varying first.
@@ -409,7 +496,9 @@ impl Dataset {
                 ..p.clone()
             })
             .collect();
-        Self::indexed(self.dimensions.clone(), points)
+        let mut d = Self::indexed(self.dimensions.clone(), points);
+        d.nodes = self.nodes.clone();
+        d
     }
 
     /// How the trials stand against `expected` (trial names).

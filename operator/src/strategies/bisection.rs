@@ -188,6 +188,7 @@ impl Strategy for Bisection {
         let planned = |i: usize| PlannedTrial {
             point: points[i].point.clone(),
             repetition: evidence[i].trials as i32 + 1,
+            pair: None,
         };
         let cap = (spec.max_trials.max(0) as usize).saturating_sub(tally.created);
         // A round starts whole: nothing new while one of its trials still runs.
@@ -526,6 +527,7 @@ mod tests {
         let p = PlannedTrial {
             point: s.sweep.expand()[index].clone(),
             repetition: rep,
+            pair: None,
         };
         TrialRecord {
             name: p.name(EXPERIMENT),
@@ -542,6 +544,7 @@ mod tests {
         let p = PlannedTrial {
             point: serde_saphyr::from_str("memory: 64Gi").unwrap(),
             repetition: 1,
+            pair: None,
         };
         TrialRecord {
             name: p.name(EXPERIMENT),

@@ -90,6 +90,7 @@ mod tests {
         let p = PlannedTrial {
             point: serde_saphyr::from_str("memory: 64Gi").unwrap(),
             repetition,
+            pair: None,
         };
         TrialRecord {
             name: p.name(EXPERIMENT),

@@ -10,6 +10,7 @@
 
 pub mod bisection;
 pub mod grid;
+pub mod paired;
 pub mod plan;
 
 use crate::api::experiment::ValidatorExperimentSpec;
@@ -66,10 +67,13 @@ pub struct Done {
     pub message: String,
 }
 
-/// The strategy an experiment runs: `strategy.bisection`, or the grid.
+/// The strategy an experiment runs: `strategy.bisection`, a paired comparison, or the
+/// grid (an unpaired comparison runs the grid).
 pub fn strategy_for(spec: &ValidatorExperimentSpec) -> &'static dyn Strategy {
     if spec.strategy.bisection.is_some() {
         &bisection::Bisection
+    } else if spec.comparison.as_ref().is_some_and(|c| c.paired()) {
+        &paired::Paired
     } else {
         &grid::Grid
     }

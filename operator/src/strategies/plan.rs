@@ -3,12 +3,24 @@
 use sha2::{Digest, Sha256};
 
 use crate::api::sweep::{SweepSpec, TrialPoint};
+use crate::api::trial::PairRole;
 
-/// A point and the repetition it runs as (1-based).
+/// A point and the repetition it runs as (1-based), and the pair it is part of.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlannedTrial {
     pub point: TrialPoint,
     pub repetition: i32,
+    pub pair: Option<PairSlot>,
+}
+
+/// A trial's side of a pair.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PairSlot {
+    pub role: PairRole,
+    /// The partner's point (the baseline's for a candidate; in an A/A pair, its own).
+    pub with: TrialPoint,
+    /// The node it is pinned to, when the strategy matched nodes (not part of its name).
+    pub node: Option<String>,
 }
 
 impl PlannedTrial {
@@ -21,9 +33,31 @@ impl PlannedTrial {
         h.update(self.point.canonical().as_bytes());
         h.update(b"\0rep=");
         h.update(self.repetition.to_string().as_bytes());
+        // A pair's trials: the partner's point and the side; a baseline trial is in every
+        // pair, so both are needed. Unpaired trials hash as they always have.
+        if let Some(pair) = &self.pair {
+            h.update(b"\0pair=");
+            h.update(pair.with.canonical().as_bytes());
+            h.update(b"\0role=");
+            h.update(pair.role.as_str().as_bytes());
+        }
         let digest = h.finalize();
         let hex: String = digest.iter().take(5).map(|b| format!("{b:02x}")).collect();
         format!("{experiment}-{hex}")
+    }
+
+    /// Its partner, for a trial of a pair (on no node yet).
+    pub fn partner(&self) -> Option<PlannedTrial> {
+        let pair = self.pair.as_ref()?;
+        Some(PlannedTrial {
+            point: pair.with.clone(),
+            repetition: self.repetition,
+            pair: Some(PairSlot {
+                role: pair.role.other(),
+                with: self.point.clone(),
+                node: None,
+            }),
+        })
     }
 }
 
@@ -36,6 +70,7 @@ pub fn plan(sweep: &SweepSpec, repetitions: i32) -> Vec<PlannedTrial> {
             points.iter().map(move |point| PlannedTrial {
                 point: point.clone(),
                 repetition,
+                pair: None,
             })
         })
         .collect()
@@ -104,6 +139,7 @@ mod tests {
                 ..Default::default()
             },
             repetition: 1,
+            pair: None,
         };
         let b = PlannedTrial {
             point: TrialPoint {
@@ -111,6 +147,7 @@ mod tests {
                 ..Default::default()
             },
             repetition: 1,
+            pair: None,
         };
         assert_eq!(a.name("e"), b.name("e"));
         assert_eq!(b.point.describe(), "memory=1Ti");

@@ -18,4 +18,5 @@ mod helm;
 mod lifecycle;
 mod manifests;
 mod nodeos;
+mod paired;
 mod search;

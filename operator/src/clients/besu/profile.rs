@@ -16,6 +16,11 @@
 //! - RSS and VSZ from Besu's own `process_*` gauges (prometheus client_java 1.3.5
 //!   ProcessMetrics: /proc/self/status), peers from `ethereum_peer_count`
 //!   (EthPeers.java L154-158).
+//! - the chain's load: transactions per block, from the counter DefaultBlockchain adds
+//!   each block's transactions to (`chain_head_transaction_count_counter`,
+//!   ethereum/core/.../chain/DefaultBlockchain.java @25.12.0 L193-197, L796; client_java
+//!   1.x, PrometheusCounter.java, exposes it with `_total`) over the blocks imported, so
+//!   two windows can be seen to have followed the same chain (issue 19).
 
 use std::collections::BTreeMap;
 
@@ -36,6 +41,9 @@ pub const P95: &str = "blockProcessingP95Ms";
 pub const P99: &str = "blockProcessingP99Ms";
 pub const BLOCKS: &str = "blocksImported";
 pub const PEERS: &str = "peers";
+pub const TX_PER_BLOCK: &str = "txPerBlock";
+/// DefaultBlockchain's counter of the transactions in the blocks it imported.
+pub const TX_COUNTER: &str = "besu_blockchain_chain_head_transaction_count_counter_total";
 
 pub fn profile() -> MetricProfile {
     let quantile = |name, q| Figure {
@@ -84,6 +92,13 @@ pub fn profile() -> MetricProfile {
                 query: "avg_over_time((sum(ethereum_peer_count{$selector}))$range)".into(),
                 scale: 1.0,
             },
+            Figure {
+                name: TX_PER_BLOCK,
+                query: format!(
+                    "sum(increase({TX_COUNTER}{{$selector}}[$window])) / sum(count_over_time({BLOCK_TIME_SERIES}{{$selector}}[$window]))"
+                ),
+                scale: 1.0,
+            },
         ],
         // Each block's log line, posted to vmagent and remote-written (see above).
         remote_written: vec![BLOCK_TIME_SERIES],
@@ -120,6 +135,11 @@ pub fn columns() -> Vec<Column> {
         Column {
             header: "PEERS",
             value: |r| r.figure(PEERS),
+        },
+        // The chain's load in the window, beside the results it explains.
+        Column {
+            header: "TX/BLOCK",
+            value: |r| r.figure(TX_PER_BLOCK),
         },
     ]
 }

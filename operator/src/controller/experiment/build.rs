@@ -8,8 +8,9 @@ use kube::{Resource, ResourceExt};
 use crate::api::ValidatorExperiment;
 use crate::api::labels;
 use crate::api::resolve::resolve_template;
-use crate::api::trial::{ValidatorTrial, ValidatorTrialSpec};
+use crate::api::trial::{TrialPair, ValidatorTrial, ValidatorTrialSpec};
 use crate::api::tuning::PointValueError;
+use crate::results::dataset::HOSTNAME_LABEL;
 use crate::strategies::plan::PlannedTrial;
 
 /// An error names a point value its setting cannot hold (a strategy's bug: the sweep's
@@ -19,13 +20,28 @@ pub fn build_trial(
     p: &PlannedTrial,
 ) -> Result<ValidatorTrial, PointValueError> {
     let name = vx.name_any();
+    let mut template = resolve_template(&vx.spec.template, &vx.spec.sweep, &p.point)?;
+    // A trial of a pair runs on the node matched for it: selected by its hostname label,
+    // beside the placement's own selector (so the pod renders as any other).
+    if let Some(node) = p.pair.as_ref().and_then(|s| s.node.clone()) {
+        template
+            .placement
+            .node_selector
+            .insert(HOSTNAME_LABEL.into(), node);
+    }
     let spec = ValidatorTrialSpec {
         experiment: name.clone(),
         point: p.point.clone(),
         repetition: p.repetition,
-        template: resolve_template(&vx.spec.template, &vx.spec.sweep, &p.point)?,
+        template,
         settings: vx.spec.trial.clone(),
         metrics: vx.spec.metrics.clone(),
+        pair: p.pair.as_ref().and_then(|slot| {
+            Some(TrialPair {
+                role: slot.role,
+                partner: p.partner()?.name(&name),
+            })
+        }),
     };
     let mut trial = ValidatorTrial::new(&p.name(&name), spec);
     trial.metadata = ObjectMeta {

@@ -13,7 +13,7 @@ use crate::api::experiment::{ValidatorExperiment, ValidatorExperimentStatus};
 use crate::api::trial::{TrialPhase, ValidatorTrial};
 use crate::clients;
 use crate::cost;
-use crate::results::dataset::Dataset;
+use crate::results::dataset::{Dataset, NodeSlot};
 use crate::strategies::{Decision, Done, failed_limit_reached, strategy_for};
 
 /// What a pass does.
@@ -29,8 +29,15 @@ pub struct Step {
     pub create: Vec<Vec<ValidatorTrial>>,
 }
 
-pub fn decide(vx: &ValidatorExperiment, trials: &[ValidatorTrial]) -> Step {
-    let data = Dataset::from_trials(&vx.spec.sweep, trials);
+pub fn decide(
+    vx: &ValidatorExperiment,
+    trials: &[ValidatorTrial],
+    nodes: Option<Vec<NodeSlot>>,
+) -> Step {
+    let mut data = Dataset::from_trials(&vx.spec.sweep, trials);
+    if let Some(nodes) = nodes {
+        data = data.with_nodes(nodes);
+    }
     let strategy = strategy_for(&vx.spec);
     let mut decision = strategy.decide(&vx.name_any(), &vx.spec, &data);
     never_hang(&mut decision, strategy.name(), vx, &data);
@@ -134,6 +141,19 @@ pub(super) fn never_hang(
 
 /// Why the experiment cannot run at all (checked before anything is created).
 fn unsupported(vx: &ValidatorExperiment) -> Option<String> {
+    if let Some(c) = &vx.spec.comparison {
+        let values = c.baseline_values();
+        if Dataset::new(&vx.spec.sweep, [])
+            .find_point(&values)
+            .is_none()
+        {
+            let written: Vec<String> = values.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+            return Some(format!(
+                "comparison.baseline {{{}}} is not a point of the sweep: give each swept parameter one of its swept values",
+                written.join(", ")
+            ));
+        }
+    }
     match clients::client_for(&vx.spec.template) {
         Ok(c) if c.runs_trials() => None,
         Ok(c) => Some(format!(

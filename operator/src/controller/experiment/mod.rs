@@ -4,6 +4,7 @@
 
 mod act;
 mod build;
+mod compare;
 mod decide;
 mod observe;
 mod summary;
@@ -28,11 +29,12 @@ pub async fn reconcile(vx: Arc<ValidatorExperiment>, ctx: Arc<Context>) -> Resul
     // Observe (client): the trials the experiment owns, and whether its Prometheus can
     // receive what its client sends (controller/preflight.rs).
     let observed = observe::trials(&vx, &ctx).await?;
+    let nodes = observe::nodes(&vx, &ctx).await?;
     let pipeline = super::preflight::check(&ctx, &vx, now).await;
     let waiting = pipeline.as_ref().is_some_and(|p| p.wait);
     // Decide (pure): what its strategy starts, which unstarted trials left the sweep;
     // nothing starts past maxNodeHours, nor while the pipeline would leave trials blind.
-    let mut step = decide::decide(&vx, &observed);
+    let mut step = decide::decide(&vx, &observed, nodes);
     decide::hold_to_budget(&mut step, &vx, crate::cost::spent(&observed, now));
     if waiting {
         step.create.clear();

@@ -172,6 +172,7 @@ pub fn compute_status(
         summary,
         summary_truncated: truncated,
         node_hours: None,
+        comparison: super::compare::status(vx, &data),
     }
 }
 
@@ -327,7 +328,15 @@ pub fn recommend(
     let runner_up = ranked.get(1).map(|(p, _)| **p);
     let support = [
         best.kept_up_support(),
-        objective_support(best, runner_up, &objective),
+        objective_support(
+            vx.spec
+                .comparison
+                .as_ref()
+                .map_or(PRACTICAL_DIFFERENCE, |c| c.practical()),
+            best,
+            runner_up,
+            &objective,
+        ),
     ]
     .into_iter()
     .flatten()
@@ -394,14 +403,16 @@ fn bisection_answer(
     })
 }
 
-/// The smallest relative difference of the objective worth acting on: 5%, the order of
-/// run-to-run noise on a shared chain (docs/concepts.md, "Numbers you can trust").
-pub const PRACTICAL_DIFFERENCE: f64 = 0.05;
+/// The smallest relative difference of the objective worth acting on, without a
+/// `comparison.practicalDifference`: 5%, the order of run-to-run noise on a shared chain
+/// (docs/concepts.md, "Numbers you can trust").
+pub const PRACTICAL_DIFFERENCE: f64 = crate::api::comparison::DEFAULT_PRACTICAL_DIFFERENCE / 100.0;
 
 /// What the numbers say of the best point's objective, and whether it beats the runner-up
 /// by more than noise: "average TPS 4600 [4510, 4690], 3 repetitions; against
 /// bankingThreads=8: +12% [+6%, +17%]" or "...: no difference larger than 9%".
 fn objective_support(
+    practical: f64,
     best: &Point,
     runner_up: Option<&Point>,
     objective: &crate::clients::profile::Objective,
@@ -432,18 +443,14 @@ fn objective_support(
     let against = other.point.describe();
     text.push_str(&match effect {
         None => format!("; against {against}: too few repetitions to call a difference"),
-        Some(effect) => match stats::call(
-            &effect,
-            effect.p <= 1.0 - stats::LEVEL,
-            PRACTICAL_DIFFERENCE,
-        ) {
+        Some(effect) => match stats::call(&effect, effect.p <= 1.0 - stats::LEVEL, practical) {
             stats::Call::Different => {
                 format!("; against {against}: {}", stats::describe_effect(&effect))
             }
             stats::Call::Negligible => format!(
                 "; against {against}: {}, below the practical difference of {:.0}%",
                 stats::describe_effect(&effect),
-                PRACTICAL_DIFFERENCE * 100.0
+                practical * 100.0
             ),
             stats::Call::NoneLargerThan(x) => format!(
                 "; against {against}: no difference larger than {:.0}% ({})",

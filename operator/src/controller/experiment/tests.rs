@@ -52,13 +52,14 @@ fn next_to_start(
     vx: &ValidatorExperiment,
     existing: &BTreeMap<String, ValidatorTrial>,
 ) -> Vec<PlannedTrial> {
-    decide(vx, &listed(existing))
+    decide(vx, &listed(existing), None)
         .create
         .into_iter()
         .flatten()
         .map(|t| PlannedTrial {
             point: t.spec.point,
             repetition: t.spec.repetition,
+            pair: None,
         })
         .collect()
 }
@@ -69,7 +70,13 @@ fn compute_status(
     existing: &BTreeMap<String, ValidatorTrial>,
 ) -> ValidatorExperimentStatus {
     let trials = listed(existing);
-    status(vx, &decide(vx, &trials), &trials, &Default::default(), t0())
+    status(
+        vx,
+        &decide(vx, &trials, None),
+        &trials,
+        &Default::default(),
+        t0(),
+    )
 }
 
 #[test]
@@ -264,6 +271,7 @@ fn left_the_sweep(vx: &ValidatorExperiment, memory: &str, phase: TrialPhase) -> 
             ..Default::default()
         },
         repetition: 1,
+        pair: None,
     };
     trial(vx, &p, phase, None, 0.0)
 }
@@ -271,7 +279,7 @@ fn left_the_sweep(vx: &ValidatorExperiment, memory: &str, phase: TrialPhase) -> 
 #[test]
 fn created_trials_count_as_running_in_the_status_of_the_pass_that_creates_them() {
     let vx = experiment("");
-    let step = decide(&vx, &[]);
+    let step = decide(&vx, &[], None);
     assert!(step.delete.is_empty());
     let created: Vec<ValidatorTrial> = step.create.iter().flatten().cloned().collect();
     assert_eq!(created.len(), 2);
@@ -298,7 +306,7 @@ fn unstarted_trials_that_left_the_sweep_are_deleted_and_started_ones_run_to_thei
     going.metadata.deletion_timestamp =
         Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t0()));
     let trials = vec![unstarted.clone(), started, going];
-    let step = decide(&vx, &trials);
+    let step = decide(&vx, &trials, None);
     assert_eq!(step.delete, vec![unstarted.metadata.name.clone().unwrap()]);
     // Until it is gone, the deleted one still counts as holding a node, as the started
     // one does: parallelism 2 leaves no room.
@@ -405,7 +413,7 @@ fn max_node_hours_stops_new_trials_and_ends_the_experiment_with_the_reason() {
     let pass = |existing: &BTreeMap<String, ValidatorTrial>, now_h: i64| {
         let trials = listed(existing);
         let now = t0() + jiff::SignedDuration::from_hours(now_h);
-        let mut step = decide(&vx, &trials);
+        let mut step = decide(&vx, &trials, None);
         super::decide::hold_to_budget(&mut step, &vx, crate::cost::spent(&trials, now));
         let st = status(&vx, &step, &trials, &Default::default(), now);
         (step, st)
@@ -445,7 +453,37 @@ fn max_node_hours_stops_new_trials_and_ends_the_experiment_with_the_reason() {
     // Without a budget the same trials go on.
     let free = experiment("");
     let trials = listed(&existing);
-    let mut step = decide(&free, &trials);
+    let mut step = decide(&free, &trials, None);
     super::decide::hold_to_budget(&mut step, &free, 22.0);
     assert_eq!(step.create.len(), 2);
+}
+
+/// A baseline that is no point of the sweep (a value it does not sweep): nothing starts,
+/// and the experiment says which field and how to fix it. The same value written another
+/// way ("1024Gi" for "1Ti") is the same point.
+#[test]
+fn a_baseline_outside_the_sweep_blocks_the_experiment_naming_the_field() {
+    let vx = experiment("  comparison: {baseline: {memory: 768Gi}}\n");
+    let step = decide(&vx, &[], None);
+    assert!(step.create.is_empty());
+    let why = step.blocked.unwrap();
+    assert!(
+        why.starts_with("comparison.baseline {memory: 768Gi} is not a point of the sweep"),
+        "{why}"
+    );
+    let vx = experiment("  comparison: {baseline: {memory: 1024Gi}}\n");
+    let step = decide(&vx, &[], None);
+    assert_eq!(step.blocked, None);
+    // Paired: a pair of two trials per group, the baseline (1Ti) in each.
+    assert!(
+        step.create.iter().all(|g| g.len() == 2),
+        "{:?}",
+        step.create.len()
+    );
+    let pinned = &step.create[0][0].spec;
+    assert_eq!(pinned.point.memory.as_deref(), Some("1Ti"));
+    assert_eq!(
+        pinned.pair.as_ref().unwrap().role,
+        crate::api::trial::PairRole::Baseline
+    );
 }

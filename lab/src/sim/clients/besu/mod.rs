@@ -234,6 +234,10 @@ impl SimClient for BesuSim {
                 g1_tuned: s.g1_tuned,
                 exit_on_oom: s.exit_on_oom,
                 wired: wired.is_ok(),
+                chain: pod.machine.chain_load.map(|c| {
+                    let at = started_at(&pod.pod, &container.name);
+                    (c, crate::sim::chain_load::simulated(at, clock.scale))
+                }),
             },
         );
         Started::Running(Arc::new(Besu {
@@ -276,23 +280,24 @@ impl Besu {
         let secs = b.exec_ms / 1000.0;
         let peers = 25;
         let number = group(b.number);
+        let txs = b.txs;
         if v < (24, 12, 0) {
             format!(
-                "Imported #{number} / 150 tx / 16 ws / 3 blobs / base fee 1.02 gwei / 15,000,000 (50.0%) gas / ({hash}) in {secs:.3}s. Peers: {peers}"
+                "Imported #{number} / {txs} tx / 16 ws / 3 blobs / base fee 1.02 gwei / 15,000,000 (50.0%) gas / ({hash}) in {secs:.3}s. Peers: {peers}"
             )
         } else if v < (25, 5, 0) {
             format!(
-                "Imported #{number}  ({hash})|  150 tx| 16 ws| 3 blobs| base fee 1.02 gwei| gas used  15,000,000 ( 50.0%)| exec time {secs:.3}s| mgas/s {:6.2}| peers: {peers:2}",
+                "Imported #{number}  ({hash})|{txs:>5} tx| 16 ws| 3 blobs| base fee 1.02 gwei| gas used  15,000,000 ( 50.0%)| exec time {secs:.3}s| mgas/s {:6.2}| peers: {peers:2}",
                 15.0 / secs.max(1e-3)
             )
         } else if v < (25, 10, 0) || b.exec_ms >= 1000.0 {
             format!(
-                "Imported #{number}  ({hash})|  150 tx| 16 ws|  3 blobs| 1.02 gwei bfee|  15,000,000 ( 50.0%) gas used| {secs:.3}s exec| {:6.2} Mgas/s| {peers:2} peers",
+                "Imported #{number}  ({hash})|{txs:>5} tx| 16 ws|  3 blobs| 1.02 gwei bfee|  15,000,000 ( 50.0%) gas used| {secs:.3}s exec| {:6.2} Mgas/s| {peers:2} peers",
                 15.0 / secs.max(1e-3)
             )
         } else {
             format!(
-                "Imported #{number}  ({hash})|  150 tx| 16 ws|  3 blobs| 1.02 gwei bfee|  15,000,000 ( 50.0%) gas used| {:.1}ms exec| {:6.2} Mgas/s| {peers:2} peers",
+                "Imported #{number}  ({hash})|{txs:>5} tx| 16 ws|  3 blobs| 1.02 gwei bfee|  15,000,000 ( 50.0%) gas used| {:.1}ms exec| {:6.2} Mgas/s| {peers:2} peers",
                 b.exec_ms,
                 15.0 / secs.max(1e-3)
             )
@@ -413,6 +418,13 @@ impl Process for Besu {
             },
         );
         page += &gauge("ethereum_peer_count", m.peers(t) as f64);
+        // DefaultBlockchain.createCounters @25.12.0 (BLOCKCHAIN category): client_java
+        // exposes a counter with `_total`.
+        let counter = "besu_blockchain_chain_head_transaction_count_counter_total";
+        page += &format!(
+            "# TYPE {counter} counter\n{counter} {}\n",
+            m.transactions(t)
+        );
         if self.version >= (25, 1, 0) {
             let ns = head.map(|b| b.exec_ms * 1e6).unwrap_or(0.0);
             page += &gauge("besu_block_processing_execution_time_head", ns.round());

@@ -19,6 +19,8 @@
 use std::sync::Mutex;
 
 use super::super::{normal, uniform};
+use crate::sim::chain_load;
+use crate::topology::ChainLoad;
 
 const GIB: f64 = (1u64 << 30) as f64;
 pub const SLOT_S: f64 = 12.0;
@@ -95,6 +97,9 @@ pub struct Config {
     pub exit_on_oom: bool,
     /// Whether a consensus client drives Besu over the Engine API (same JWT, right port).
     pub wired: bool,
+    /// A chain whose load varies (the machine's `chainLoad`), and the simulated time
+    /// since the epoch at which this process started.
+    pub chain: Option<(ChainLoad, f64)>,
 }
 
 /// One block Besu executed: its slot, number and when it finished.
@@ -102,6 +107,8 @@ pub struct Config {
 pub struct Block {
     pub slot: u64,
     pub number: u64,
+    /// Its transactions: the chain's load (about 170 a block on mainnet in late 2025).
+    pub txs: u64,
     pub exec_ms: f64,
     pub done: f64,
 }
@@ -118,6 +125,9 @@ const BODY: u64 = 3;
 const HEAVY: u64 = 4;
 const HEAVY_SIZE: u64 = 5;
 const PEERS: u64 = 6;
+const TXS: u64 = 7;
+/// Transactions in a block on a steady chain, on average.
+const TXS_PER_BLOCK: f64 = 170.0;
 
 impl BesuModel {
     pub fn new(seed: u64, c: Config) -> Self {
@@ -172,13 +182,44 @@ impl BesuModel {
             * self.c.allocator.slowdown()
     }
 
-    /// The time of the block of slot `k`, started at `t`, relative to the median.
-    fn noise(&self, k: u64) -> f64 {
-        let mut x = (SIGMA * normal(self.seed, BODY, k)).exp();
-        if uniform(self.seed, HEAVY, k) < HEAVY_P {
-            x *= HEAVY_X * (0.25 * normal(self.seed, HEAVY_SIZE, k)).exp();
+    /// The time of the block of slot `k`, relative to the median. On a chain with a
+    /// varying load a block is the chain's, the same work for every node following it
+    /// (keyed by the chain's seed and its slot since the epoch), times the load when it
+    /// is executed (`start`, seconds since the process started).
+    fn noise(&self, k: u64, start: f64) -> f64 {
+        let (seed, k, load) = match &self.c.chain {
+            Some((c, origin)) => (
+                c.seed,
+                k + (origin / SLOT_S).round() as u64,
+                chain_load::factor(c, origin + start),
+            ),
+            None => (self.seed, k, 1.0),
+        };
+        let mut x = (SIGMA * normal(seed, BODY, k)).exp();
+        if uniform(seed, HEAVY, k) < HEAVY_P {
+            x *= HEAVY_X * (0.25 * normal(seed, HEAVY_SIZE, k)).exp();
         }
-        x
+        x * load
+    }
+
+    /// The transactions of the block of slot `k`, executed at `start`: the chain's, and
+    /// as many more as its load is above the mean.
+    fn txs(&self, k: u64, start: f64) -> u64 {
+        let (seed, k, load) = match &self.c.chain {
+            Some((c, origin)) => (
+                c.seed,
+                k + (origin / SLOT_S).round() as u64,
+                chain_load::factor(c, origin + start),
+            ),
+            None => (self.seed, k, 1.0),
+        };
+        (TXS_PER_BLOCK * load * (0.7 + 0.6 * uniform(seed, TXS, k))).round() as u64
+    }
+
+    /// Transactions in the blocks executed by `t`: Besu's counter
+    /// `chain_head_transaction_count_counter`.
+    pub fn transactions(&self, t: f64) -> u64 {
+        self.with_blocks(t, |bs| bs.iter().map(|b| b.txs).sum())
     }
 
     /// When the sync ends and the consensus client's blocks start arriving.
@@ -216,7 +257,7 @@ impl BesuModel {
             }
             let arrival = k as f64 * SLOT_S + 2.0 + 2.0 * uniform(self.seed, ARRIVAL, k);
             let start = arrival.max(last.map(|b| b.done).unwrap_or(0.0));
-            let exec_ms = self.median_ms() * self.gc_factor(start) * self.noise(k);
+            let exec_ms = self.median_ms() * self.gc_factor(start) * self.noise(k, start);
             let done = start + exec_ms / 1000.0;
             // A block still executing when the heap runs out never completes.
             if done >= stop {
@@ -226,6 +267,7 @@ impl BesuModel {
             blocks.push(Block {
                 slot: k,
                 number,
+                txs: self.txs(k, start),
                 exec_ms,
                 done,
             });
@@ -344,6 +386,7 @@ mod tests {
             g1_tuned: true,
             exit_on_oom: true,
             wired: true,
+            chain: None,
         }
     }
 
@@ -356,6 +399,39 @@ mod tests {
         xs.sort_by(f64::total_cmp);
         let p = |q: f64| xs[((xs.len() - 1) as f64 * q) as usize];
         (p(0.5), p(0.95), p(0.99))
+    }
+
+    /// On a chain whose load varies, two identical nodes started at one moment (each its
+    /// own pod seed) execute the same blocks in nearly the same time; started twelve
+    /// simulated hours apart, the load makes them differ, as sequential runs of the
+    /// paper did.
+    #[test]
+    fn a_varying_chain_is_one_for_nodes_side_by_side_and_another_hours_later() {
+        let load = ChainLoad {
+            amplitude: 0.3,
+            noise: 0.05,
+            seed: 19,
+        };
+        let at = |origin: f64, seed: u64| {
+            let m = BesuModel::new(
+                seed,
+                Config {
+                    chain: Some((load, origin)),
+                    ..config()
+                },
+            );
+            percentiles(&m, 2.0, 4.0).1
+        };
+        // Started three hours before the busiest hour of a day (its window around it).
+        let origin = 86_400.0 * 11_574.0 + 3.0 * 3600.0;
+        let (a, b) = (at(origin, 1), at(origin, 2));
+        // Only each node's own arrival times differ.
+        assert!((a / b - 1.0).abs() < 0.005, "side by side: {a} {b}");
+        let later = at(origin + 12.0 * 3600.0, 3);
+        assert!(later < 0.8 * a, "{a} then {later}");
+        // A steady chain (no chainLoad) keeps each process's own blocks.
+        let own = |seed| percentiles(&BesuModel::new(seed, config()), 2.0, 4.0).1;
+        assert_ne!(own(1), own(2));
     }
 
     #[test]
@@ -487,6 +563,7 @@ mod tests {
             1,
             Config {
                 wired: false,
+                chain: None,
                 ..config()
             },
         );

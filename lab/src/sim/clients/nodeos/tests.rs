@@ -65,6 +65,7 @@ fn machine() -> Machine {
             tmpfs: vec!["/srv/nodeos-state".into()],
             ..Default::default()
         },
+        chain_load: None,
     }
 }
 

@@ -1,0 +1,242 @@
+//! Paired comparisons (issue 19) on the lab's machines whose chain load varies over the
+//! day (bm-load-*, lab/topology-test.yaml): identical Besu configurations run one after
+//! the other see different chains, while pairs run side by side cancel it; a node 10%
+//! slower in the model (11 cores instead of 12: time scales as cores^-1.08) is called
+//! different from 3 pairs; and with three nodes for two pairs a pair never starts half.
+//! Each trial records the chain's load (transactions per block): the same for a pair's
+//! two sides, different for windows one after the other.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kube::api::Api;
+use serde_json::{Value, json};
+use valtune::api::ValidatorExperiment;
+use valtune::api::experiment::ExperimentPhase;
+use valtune::api::trial::{PairRole, TrialPhase, ValidatorTrial};
+use valtune::clients::besu::profile::{P95, TX_PER_BLOCK};
+
+use crate::common::{Lab, lab, merge, trials};
+
+const EXAMPLE: &str = "manifests/examples/besu-allocators-paired.yaml";
+
+/// The paired example on machines of a varying-load pool (`varying-load`, three nodes,
+/// or `varying-load-solo`, one), with 10 s windows, patched.
+fn experiment(ns: &str, name: &str, pool: &str, patch: Value) -> ValidatorExperiment {
+    let base = json!({
+        "metadata": {"namespace": ns, "name": name},
+        "spec": {
+            "template": {"placement": {
+                "nodeSelector": {"valtune.dev/lab-pool": pool},
+                "tolerations": [{"key": "valtune.dev/lab-pool", "operator": "Exists", "effect": "NoSchedule"}]}},
+            "sweep": {"allocator": null, "mallocArenaMax": null},
+            "comparison": {"baseline": {"allocator": null, "mallocArenaMax": null}},
+            "trial": {"measurement": {"duration": "10s"}}}
+    });
+    let v = merge(&merge(&crate::common::example(EXAMPLE), &base), &patch);
+    serde_json::from_value(v).unwrap()
+}
+
+fn p95(t: &ValidatorTrial) -> f64 {
+    t.status
+        .as_ref()
+        .and_then(|s| s.results.as_ref())
+        .and_then(|r| r.figure(P95))
+        .unwrap_or_else(|| panic!("{}: no p95 in {:?}", t.spec.point.describe(), t.status))
+}
+
+fn tx_per_block(t: &ValidatorTrial) -> f64 {
+    t.status
+        .as_ref()
+        .and_then(|s| s.results.as_ref())
+        .and_then(|r| r.figure(TX_PER_BLOCK))
+        .unwrap_or_else(|| {
+            panic!(
+                "{}: no txPerBlock in {:?}",
+                t.spec.point.describe(),
+                t.status
+            )
+        })
+}
+
+/// Started and not finished: its pod has (or waits for) its node.
+fn holds_node(t: &ValidatorTrial) -> bool {
+    let phase = t.status.as_ref().map(|s| s.phase).unwrap_or_default();
+    !phase.is_finished() && phase != TrialPhase::Pending
+}
+
+async fn experiment_of(lab: &Lab, ns: &str, name: &str) -> ValidatorExperiment {
+    let api: Api<ValidatorExperiment> = Api::namespaced(lab.client.clone(), ns);
+    api.get(name).await.unwrap()
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn paired_runs_cancel_the_chains_load_that_sequential_runs_see() {
+    let lab = lab().await;
+    let ns = lab.namespace("paired").await;
+    let _op = lab.start_operator(&ns);
+    let api: Api<ValidatorExperiment> = Api::namespaced(lab.client.clone(), &ns);
+    // 12 cores against 11, and 12 against itself, in pairs; two pairs allowed at once,
+    // on three nodes.
+    let paired = experiment(
+        &ns,
+        "paired",
+        "varying-load",
+        json!({"spec": {"sweep": {"cpu": [12, 11]},
+                        "comparison": {"baseline": {"cpu": 12}, "aaCalibration": true},
+                        "parallelism": 2}}),
+    );
+    // The same configuration twice, one trial after the other, on the same chain.
+    let sequential = experiment(
+        &ns,
+        "sequential",
+        "varying-load-solo",
+        json!({"spec": {"sweep": {"knobs": [{"name": "aa", "env": "VALTUNE_AA", "values": ["a", "b"]}]},
+                        "comparison": {"baseline": {"aa": "a"}, "mode": "unpaired", "aaCalibration": false},
+                        "parallelism": 1}}),
+    );
+    api.create(&Default::default(), &sequential).await.unwrap();
+    api.create(&Default::default(), &paired).await.unwrap();
+
+    // Until both finish: never a side of a pair without the other, and never more than
+    // two pairs (parallelism) running on three nodes.
+    let mut most = 0;
+    let mut halves = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(900);
+    loop {
+        let ts = trials(&lab, &ns).await;
+        let names: Vec<String> = ts.iter().filter_map(|t| t.metadata.name.clone()).collect();
+        let mine: Vec<&ValidatorTrial> = ts
+            .iter()
+            .filter(|t| t.spec.experiment == "paired")
+            .collect();
+        let mut running_pairs = std::collections::BTreeSet::new();
+        for t in &mine {
+            let pair = t.spec.pair.clone().expect("a paired trial knows its pair");
+            if holds_node(t) {
+                let mut key = [t.metadata.name.clone().unwrap(), pair.partner.clone()];
+                key.sort();
+                running_pairs.insert(key);
+                // Both sides are created in one pass: one that holds a node has its
+                // partner.
+                if !names.contains(&pair.partner) {
+                    halves.push(t.metadata.name.clone().unwrap());
+                }
+            }
+        }
+        most = most.max(running_pairs.len());
+        let done = |vx: ValidatorExperiment| {
+            matches!(
+                vx.status.unwrap_or_default().phase,
+                ExperimentPhase::Succeeded | ExperimentPhase::Failed
+            )
+        };
+        if done(experiment_of(&lab, &ns, "paired").await)
+            && done(experiment_of(&lab, &ns, "sequential").await)
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the experiments did not finish"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(halves.is_empty(), "half pairs ran: {halves:?}");
+    assert!(most <= 2, "{most} pairs ran at once (parallelism 2)");
+
+    let ts = trials(&lab, &ns).await;
+    let by_name: BTreeMap<String, &ValidatorTrial> = ts
+        .iter()
+        .map(|t| (t.metadata.name.clone().unwrap(), t))
+        .collect();
+    // Each pair ran whole, on two nodes, created together; repetitions swap nodes.
+    let mine: Vec<&ValidatorTrial> = ts
+        .iter()
+        .filter(|t| t.spec.experiment == "paired")
+        .collect();
+    assert_eq!(mine.len(), 12);
+    let mut aa = Vec::new();
+    for t in &mine {
+        let pair = t.spec.pair.clone().expect("a paired trial knows its pair");
+        let partner = by_name[&pair.partner];
+        let node = |t: &ValidatorTrial| t.status.as_ref().and_then(|s| s.node_name.clone());
+        assert_ne!(node(t), node(partner), "a pair on one node");
+        let created = |t: &ValidatorTrial| t.metadata.creation_timestamp.clone().unwrap().0;
+        let apart = created(t).duration_since(created(partner)).abs();
+        assert!(
+            apart < jiff::SignedDuration::from_secs(3),
+            "{apart:?} between a pair's trials"
+        );
+        if pair.role == PairRole::Candidate && t.spec.point == partner.spec.point {
+            aa.push(p95(t) / p95(partner) - 1.0);
+        }
+    }
+    // Both sides of every pair recorded the same chain load (transactions per block).
+    for t in &mine {
+        let partner = by_name[&t.spec.pair.clone().unwrap().partner];
+        let (a, b) = (tx_per_block(t), tx_per_block(partner));
+        assert!(
+            (a / b - 1.0).abs() < 0.1,
+            "a pair saw {a} and {b} transactions per block"
+        );
+    }
+    // Side by side, identical configurations see one chain.
+    assert_eq!(aa.len(), 3);
+    assert!(
+        aa.iter().all(|d| d.abs() < 0.05),
+        "A/A pairs differ: {aa:?}"
+    );
+
+    let st = experiment_of(&lab, &ns, "paired").await.status.unwrap();
+    assert_eq!(st.phase, ExperimentPhase::Succeeded, "{st:?}");
+    let cmp = st.comparison.expect("a comparison in the status");
+    eprintln!("paired: {}", cmp.summary);
+    let slower = &cmp.effects[0];
+    assert_eq!(slower.point, "cpu=11");
+    assert_eq!(
+        (slower.call.as_str(), slower.n),
+        ("Different", 3),
+        "{slower:?}"
+    );
+    assert!((0.05..0.15).contains(&slower.effect), "{slower:?}");
+    assert!(cmp.noise_floor.is_some_and(|n| n.ends_with("3 pairs")));
+
+    // One after the other, the same configuration's windows saw different chains.
+    let seq: Vec<f64> = ts
+        .iter()
+        .filter(|t| t.spec.experiment == "sequential")
+        .map(p95)
+        .collect();
+    assert_eq!(seq.len(), 6);
+    let spread = |v: &[f64]| {
+        let (lo, hi) = v
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(l, h), x| (l.min(*x), h.max(*x)));
+        hi / lo
+    };
+    assert!(
+        spread(&seq) > 1.15,
+        "sequential windows of one configuration: {seq:?}"
+    );
+    // ... and recorded it: their transactions per block differ too.
+    let loads: Vec<f64> = ts
+        .iter()
+        .filter(|t| t.spec.experiment == "sequential")
+        .map(tx_per_block)
+        .collect();
+    assert!(spread(&loads) > 1.1, "transactions per block: {loads:?}");
+    let st = experiment_of(&lab, &ns, "sequential").await.status.unwrap();
+    let cmp = st.comparison.expect("a comparison in the status");
+    eprintln!("sequential: {}", cmp.summary);
+    let row = &cmp.effects[0];
+    assert_eq!((row.point.as_str(), row.n), ("aa=b", 3), "{row:?}");
+    // The difference of means it reports is larger than any A/A pair's.
+    let widest = aa.iter().fold(0.0f64, |m, d| m.max(d.abs()));
+    assert!(
+        row.interval[1] - row.interval[0] > 2.0 * widest,
+        "{row:?} against {aa:?}"
+    );
+    lab.delete_namespace(&ns).await;
+}
