@@ -1,5 +1,5 @@
 //! Validator clients. Each is one module behind [`ValidatorClient`]: its knob table, how
-//! a [`RenderInput`] (a resolved template, its owner and group, a lifecycle) becomes its
+//! a [`RenderInput`] (a resolved template, its owner and group, a role, a lifecycle) becomes its
 //! pod (on the shared skeleton of [`pod`]), its metric profile and its admission rules.
 //! [`client_for`] is the one place that lists them.
 //!
@@ -210,6 +210,8 @@ pub struct Rendered {
     pub pod: Pod,
     pub config_maps: Vec<ConfigMap>,
     pub secrets: Vec<pod::GeneratedSecret>,
+    /// Claims created beside the pod and kept after it (a long-running validator's state).
+    pub claims: Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
