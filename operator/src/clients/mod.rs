@@ -74,6 +74,23 @@ pub fn admission_rules() -> Vec<Rule> {
     rules
 }
 
+/// The rules on what the template says (its knobs, each client's own, its config keys),
+/// the same for every kind holding a template at `spec.template` (an experiment, a
+/// Validator). They also read `spec.sweep`, which only an experiment has: the Validator's
+/// schema declares it to refuse it (crd.rs).
+pub fn template_rules() -> Vec<Rule> {
+    let mut rules: Vec<Rule> = CLIENTS
+        .iter()
+        .flat_map(|c| {
+            let mut rules = c.knobs().rules();
+            rules.extend(c.rules());
+            rules
+        })
+        .collect();
+    rules.extend(config_keys::admission_rules());
+    rules
+}
+
 /// `metrics.queries` and abort rules may only name series of the client's profile.
 fn profile_rule(c: &dyn ValidatorClient) -> Vec<Rule> {
     let Some(keys) = c.profile_keys() else {
