@@ -197,10 +197,16 @@ mod tests {
         for r in &template {
             assert!(vx.contains(&r.rule) && vv.contains(&r.rule), "{}", r.rule);
         }
-        assert!(!vv.iter().any(|r| r.contains("self.metrics") || r.contains("self.trial")));
+        assert!(
+            !vv.iter()
+                .any(|r| r.contains("self.metrics") || r.contains("self.trial"))
+        );
         assert_eq!(all[2].1.spec.names.short_names, Some(vec!["vv".into()]));
         let spec = serde_json::to_value(spec_schema(&all[2].1)).unwrap();
-        assert_eq!(spec["required"], serde_json::json!(["nodeName", "template"]));
+        assert_eq!(
+            spec["required"],
+            serde_json::json!(["nodeName", "template"])
+        );
         assert!(spec["properties"]["sweep"].get("default").is_none());
     }
 }

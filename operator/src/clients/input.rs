@@ -301,8 +301,15 @@ mod tests {
             .unwrap()
             .node_selector_terms[0];
         let req = &term.match_expressions.as_ref().unwrap()[0];
-        assert_eq!((req.operator.as_str(), req.values.clone()), ("In", Some(vec!["bm-07".to_string()])));
-        let claims: Vec<String> = r.claims.iter().map(|c| c.metadata.name.clone().unwrap()).collect();
+        assert_eq!(
+            (req.operator.as_str(), req.values.clone()),
+            ("In", Some(vec!["bm-07".to_string()]))
+        );
+        let claims: Vec<String> = r
+            .claims
+            .iter()
+            .map(|c| c.metadata.name.clone().unwrap())
+            .collect();
         assert_eq!(claims, vec!["mainnet-a-data".to_string()]);
         let volumes = spec.volumes.unwrap();
         let data = volumes.iter().find(|v| v.name == "data").unwrap();

@@ -13,6 +13,7 @@ pub mod config_keys;
 pub mod firedancer;
 #[cfg(test)]
 pub mod golden;
+pub mod health;
 pub mod input;
 pub mod knobs;
 pub mod nodeos;
@@ -199,6 +200,21 @@ pub trait ValidatorClient: Send + Sync {
     /// experiment's conclusion in the seed's terms (e.g. nodeos' working-set estimate).
     fn report_notes(&self, _trials: &[ValidatorTrial]) -> Vec<String> {
         Vec::new()
+    }
+    /// Where a long-running validator answers whether it is healthy; None: valtune does
+    /// not read this client's health yet.
+    fn health(&self, _t: &ValidatorTemplate) -> Option<health::HealthProbe> {
+        None
+    }
+    /// Where it shows its head and the chain's, if it does.
+    fn position(&self, _t: &ValidatorTemplate) -> Option<health::PositionProbe> {
+        None
+    }
+    /// When a change of a long-running validator's pod may be applied.
+    fn restart_window(&self) -> health::RestartWindow {
+        health::RestartWindow::NotImplemented(
+            "valtune does not compute this client's restart window yet",
+        )
     }
     /// Why the trial cannot run as measured on the node its pod was bound to, if it
     /// cannot (what the node gives it that admission could not know: e.g. the swap the

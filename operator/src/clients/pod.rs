@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     Affinity, ConfigMap, EmptyDirVolumeSource, EphemeralVolumeSource, NodeAffinity, NodeSelector,
-    NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimTemplate, Pod, PodAffinityTerm, PodAntiAffinity, PodSecurityContext,
-    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, PodSpec, ResourceRequirements,
-    Secret, Toleration, Volume, VolumeMount, VolumeResourceRequirements,
+    NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimTemplate, PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm,
+    PodAntiAffinity, PodSecurityContext, PodSpec, ResourceRequirements, Secret, Toleration, Volume,
+    VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
