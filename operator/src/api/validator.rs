@@ -180,3 +180,38 @@ pub const POD_HASH: &str = "valtune.dev/pod-hash";
 pub const IDENTITY_LABEL: &str = "valtune.dev/identity";
 /// The label on a Validator's pod: the Validator.
 pub const VALIDATOR_LABEL: &str = "valtune.dev/validator";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::validator::observe;
+
+    fn example() -> Validator {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/validators/besu.yaml");
+        serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    /// The example renders a long-running pod with its node key, on its node.
+    #[test]
+    fn the_example_renders_with_its_identity_on_its_node() {
+        let mut v = example();
+        v.metadata.namespace = Some("validators".into());
+        let (rendered, hash) = observe::render(&v, Some("http://prometheus:9090"));
+        let r = rendered.unwrap();
+        assert_eq!(r.pod.metadata.name.as_deref(), Some("besu-mainnet"));
+        assert_eq!(r.pod.metadata.annotations.unwrap()[POD_HASH], hash);
+        let labels = r.pod.metadata.labels.unwrap();
+        assert_eq!(labels[IDENTITY_LABEL], "besu-node-key");
+        assert_eq!(labels[VALIDATOR_LABEL], "besu-mainnet");
+        let spec = r.pod.spec.unwrap();
+        let args = spec.containers[0].args.clone().unwrap();
+        assert!(args.contains(&"--node-private-key-file=/etc/valtune/identity/key".to_string()));
+        assert_eq!(spec.termination_grace_period_seconds, Some(600));
+        assert_eq!(r.claims.len(), 1);
+        assert_eq!(r.secrets[0].metadata.name.as_deref(), Some("besu-mainnet-engine-jwt"));
+        // The same spec renders the same hash: an unchanged Validator is never restarted.
+        assert_eq!(observe::render(&v, Some("http://prometheus:9090")).1, hash);
+        v.spec.template.resources.cpu = 16;
+        assert_ne!(observe::render(&v, Some("http://prometheus:9090")).1, hash);
+    }
+}

@@ -19,3 +19,4 @@ mod lifecycle;
 mod manifests;
 mod nodeos;
 mod search;
+mod validator;
