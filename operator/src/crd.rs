@@ -23,8 +23,8 @@ pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
 /// The Validator's CRD: its template is checked by the same generated rules as an
 /// experiment's. Some of them also read `spec.sweep` (a knob refused whether swept or
 /// tuned), and CEL compiles only against fields the schema declares: the Validator's
-/// schema declares `sweep` as the experiment's (without defaults), and a rule refuses
-/// setting it, so those rules read it as absent, as for an experiment that sweeps
+/// schema declares `sweep` as the experiment's (defaulting to {}), and a rule refuses
+/// setting any of its fields, so those rules read it as an experiment's that sweeps
 /// nothing.
 fn validator_crd(experiment: &CustomResourceDefinition) -> CustomResourceDefinition {
     let mut crd = Validator::crd();
@@ -35,8 +35,15 @@ fn validator_crd(experiment: &CustomResourceDefinition) -> CustomResourceDefinit
         .cloned()
         .expect("the experiment has a sweep");
     let mut sweep = serde_json::to_value(sweep).expect("a schema serializes");
+    // The rules read `self.sweep.x` after checking `has(self.sweep.x)`, which fails on an
+    // absent `sweep` ("no such key"): as on an experiment, it defaults to {}, and setting
+    // any of its fields is refused.
+    let fields: Vec<String> = sweep["properties"]
+        .as_object()
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default();
     if let Some(map) = sweep.as_object_mut() {
-        map.remove("default");
+        map.insert("default".into(), serde_json::json!({}));
         map.insert(
             "description".into(),
             "Not a Validator field (a Validator runs one configuration: set its values in template.tuning). Declared so that the template's admission rules, shared with experiments, apply as written; refused when set.".into(),
@@ -52,7 +59,13 @@ fn validator_crd(experiment: &CustomResourceDefinition) -> CustomResourceDefinit
     add_spec_rules(
         &mut crd,
         vec![
-            kube::core::Rule::new("!has(self.sweep)")
+            kube::core::Rule::new(
+                fields
+                    .iter()
+                    .map(|f| format!("!has(self.sweep.{f})"))
+                    .collect::<Vec<_>>()
+                    .join(" && "),
+            )
                 .message("a Validator runs one configuration and sweeps nothing: move the values into template.tuning, or run an experiment")
                 .field_path(".sweep"),
         ],
@@ -207,6 +220,14 @@ mod tests {
             spec["required"],
             serde_json::json!(["nodeName", "template"])
         );
-        assert!(spec["properties"]["sweep"].get("default").is_none());
+        assert_eq!(
+            spec["properties"]["sweep"]["default"],
+            serde_json::json!({})
+        );
+        assert!(
+            vv.iter()
+                .any(|r| r.starts_with("!has(self.sweep.allocator) && ")
+                    && r.contains("!has(self.sweep.memory)"))
+        );
     }
 }

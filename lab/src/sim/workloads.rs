@@ -525,41 +525,43 @@ async fn serve_metrics(addr: SocketAddr, live: Arc<Live>) {
         return;
     };
     let port = addr.port();
-    let app = axum::Router::new().fallback(move |uri: axum::http::Uri, headers: axum::http::HeaderMap| {
-        let live = live.clone();
-        async move {
-            let host = headers.get("host").and_then(|h| h.to_str().ok());
-            let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-            if let Some((code, body)) = live
-                .process
-                .http_get(live.now(), port, path, host)
-                .filter(|_| live.alive())
-            {
-                return (
-                    axum::http::StatusCode::from_u16(code)
-                        .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR),
-                    [("content-type", "application/json")],
-                    body,
-                );
+    let app = axum::Router::new().fallback(
+        move |uri: axum::http::Uri, headers: axum::http::HeaderMap| {
+            let live = live.clone();
+            async move {
+                let host = headers.get("host").and_then(|h| h.to_str().ok());
+                let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+                if let Some((code, body)) = live
+                    .process
+                    .http_get(live.now(), port, path, host)
+                    .filter(|_| live.alive())
+                {
+                    return (
+                        axum::http::StatusCode::from_u16(code)
+                            .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR),
+                        [("content-type", "application/json")],
+                        body,
+                    );
+                }
+                match live
+                    .process
+                    .metrics(live.now(), port, uri.path())
+                    .filter(|_| live.alive())
+                {
+                    Some(text) => (
+                        axum::http::StatusCode::OK,
+                        [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
+                        text,
+                    ),
+                    None => (
+                        axum::http::StatusCode::NOT_FOUND,
+                        [("content-type", "text/plain")],
+                        String::new(),
+                    ),
+                }
             }
-            match live
-                .process
-                .metrics(live.now(), port, uri.path())
-                .filter(|_| live.alive())
-            {
-                Some(text) => (
-                    axum::http::StatusCode::OK,
-                    [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
-                    text,
-                ),
-                None => (
-                    axum::http::StatusCode::NOT_FOUND,
-                    [("content-type", "text/plain")],
-                    String::new(),
-                ),
-            }
-        }
-    });
+        },
+    );
     let _ = axum::serve(l, app).await;
 }
 

@@ -187,7 +187,10 @@ mod tests {
     use crate::controller::validator::observe;
 
     fn example() -> Validator {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/validators/besu.yaml");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../manifests/validators/besu.yaml"
+        );
         serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
     }
 
@@ -208,7 +211,10 @@ mod tests {
         assert!(args.contains(&"--node-private-key-file=/etc/valtune/identity/key".to_string()));
         assert_eq!(spec.termination_grace_period_seconds, Some(600));
         assert_eq!(r.claims.len(), 1);
-        assert_eq!(r.secrets[0].metadata.name.as_deref(), Some("besu-mainnet-engine-jwt"));
+        assert_eq!(
+            r.secrets[0].metadata.name.as_deref(),
+            Some("besu-mainnet-engine-jwt")
+        );
         // The same spec renders the same hash: an unchanged Validator is never restarted.
         assert_eq!(observe::render(&v, Some("http://prometheus:9090")).1, hash);
         v.spec.template.resources.cpu = 16;

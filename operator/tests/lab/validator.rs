@@ -103,10 +103,7 @@ async fn a_besu_validator_is_ready_by_its_own_answer_and_holds_its_identity() {
     );
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(lab.client.clone(), &ns);
     let claim = claims.get("besu-a-data").await.unwrap();
-    assert_eq!(
-        claim.status.and_then(|s| s.phase).as_deref(),
-        Some("Bound")
-    );
+    assert_eq!(claim.status.and_then(|s| s.phase).as_deref(), Some("Bound"));
     let leases: Api<Lease> = Api::namespaced(lab.client.clone(), &ns);
     let lease = leases.get("valtune-identity-besu-node-key").await.unwrap();
     assert_eq!(

@@ -421,7 +421,18 @@ template:
         "2026-11-27T22:00:00Z".parse().unwrap()
     }
 
-    /// (what, observed, lease taken, pod created, pod deleted, phase, Ready, reason)
+    /// What a pass should do and say.
+    struct Expect {
+        lease: bool,
+        create: bool,
+        delete: bool,
+        phase: ValidatorPhase,
+        /// Ready's status and reason.
+        ready: &'static str,
+        reason: &'static str,
+    }
+
+    /// (what, observed, expected)
     #[test]
     fn the_table() {
         let up = Some((200, "{\n  \"status\" : \"UP\"\n}", Health::Healthy));
@@ -441,117 +452,137 @@ template:
             name: "valtune-identity-node-key".into(),
             holder: "first".into(),
         };
-        let rows: Vec<(&str, Observed, bool, bool, bool, ValidatorPhase, &str, &str)> = vec![
+        let rows: Vec<(&str, Observed, Expect)> = vec![
             (
                 "a free identity is taken and the pod created",
                 observed(free, None, None),
-                true,
-                true,
-                false,
-                ValidatorPhase::Starting,
-                "False",
-                "PodCreated",
+                Expect {
+                    lease: true,
+                    create: true,
+                    delete: false,
+                    phase: ValidatorPhase::Starting,
+                    ready: "False",
+                    reason: "PodCreated",
+                },
             ),
             (
                 "an identity held by another: no pod",
                 observed(held.clone(), None, None),
-                false,
-                false,
-                false,
-                ValidatorPhase::Starting,
-                "False",
-                "IdentityHeldElsewhere",
+                Expect {
+                    lease: false,
+                    create: false,
+                    delete: false,
+                    phase: ValidatorPhase::Starting,
+                    ready: "False",
+                    reason: "IdentityHeldElsewhere",
+                },
             ),
             (
                 "no answer yet",
                 observed(ours(), Some(pod("h1")), None),
-                false,
-                false,
-                false,
-                ValidatorPhase::Starting,
-                "False",
-                "NoAnswer",
+                Expect {
+                    lease: false,
+                    create: false,
+                    delete: false,
+                    phase: ValidatorPhase::Starting,
+                    ready: "False",
+                    reason: "NoAnswer",
+                },
             ),
             (
                 "behind: catching up",
                 observed(ours(), Some(pod("h1")), down),
-                false,
-                false,
-                false,
-                ValidatorPhase::CatchingUp,
-                "False",
-                "Behind",
+                Expect {
+                    lease: false,
+                    create: false,
+                    delete: false,
+                    phase: ValidatorPhase::CatchingUp,
+                    ready: "False",
+                    reason: "Behind",
+                },
             ),
             (
                 "healthy: running",
                 observed(ours(), Some(pod("h1")), up),
-                false,
-                false,
-                false,
-                ValidatorPhase::Running,
-                "True",
-                "Healthy",
+                Expect {
+                    lease: false,
+                    create: false,
+                    delete: false,
+                    phase: ValidatorPhase::Running,
+                    ready: "True",
+                    reason: "Healthy",
+                },
             ),
             (
                 "a changed rendering restarts Besu at once",
                 observed(ours(), Some(pod("h0")), up),
-                false,
-                false,
-                true,
-                ValidatorPhase::Restarting,
-                "False",
-                "Restarting",
+                Expect {
+                    lease: false,
+                    create: false,
+                    delete: true,
+                    phase: ValidatorPhase::Restarting,
+                    ready: "False",
+                    reason: "Restarting",
+                },
             ),
             (
                 "the old pod terminating: nothing new",
                 observed(ours(), Some(terminating), None),
-                false,
-                false,
-                false,
-                ValidatorPhase::Restarting,
-                "False",
-                "Restarting",
+                Expect {
+                    lease: false,
+                    create: false,
+                    delete: false,
+                    phase: ValidatorPhase::Restarting,
+                    ready: "False",
+                    reason: "Restarting",
+                },
             ),
             (
                 "its node does not answer: no second pod",
                 observed(ours(), Some(lost), up),
-                false,
-                false,
-                false,
-                ValidatorPhase::Starting,
-                "False",
-                "NodeNotAnswering",
+                Expect {
+                    lease: false,
+                    create: false,
+                    delete: false,
+                    phase: ValidatorPhase::Starting,
+                    ready: "False",
+                    reason: "NodeNotAnswering",
+                },
             ),
             (
                 "terminating on a silent node: still none",
                 observed(ours(), Some(lost_terminating), None),
-                false,
-                false,
-                false,
-                ValidatorPhase::Restarting,
-                "False",
-                "Restarting",
+                Expect {
+                    lease: false,
+                    create: false,
+                    delete: false,
+                    phase: ValidatorPhase::Restarting,
+                    ready: "False",
+                    reason: "Restarting",
+                },
             ),
             (
                 "an evicted pod frees the name",
                 observed(ours(), Some(evicted), None),
-                false,
-                false,
-                true,
-                ValidatorPhase::Restarting,
-                "False",
-                "PodEnded",
+                Expect {
+                    lease: false,
+                    create: false,
+                    delete: true,
+                    phase: ValidatorPhase::Restarting,
+                    ready: "False",
+                    reason: "PodEnded",
+                },
             ),
         ];
         let s = spec(SPEC);
-        for (what, obs, lease, create, delete, phase, ready, reason) in rows {
+        for (what, obs, e) in rows {
             let d = decide(&s, Some(1), &ValidatorStatus::default(), &obs, at());
-            assert_eq!(d.take_lease.is_some(), lease, "{what}");
-            assert_eq!(d.create_pod, create, "{what}");
-            assert_eq!(d.delete_pod, delete, "{what}");
-            assert_eq!(d.status.phase, phase, "{what}");
+            assert_eq!(d.take_lease.is_some(), e.lease, "{what}");
+            assert_eq!(d.create_pod, e.create, "{what}");
+            assert_eq!(d.delete_pod, e.delete, "{what}");
+            assert_eq!(d.status.phase, e.phase, "{what}");
             let (status, why, _) = cond(&d, "Ready");
-            assert_eq!((status, why), (ready, reason), "{what}");
+            assert_eq!((status, why), (e.ready, e.reason), "{what}");
         }
     }
 

@@ -414,9 +414,18 @@ impl Process for Besu {
             return None;
         }
         let host = host
-            .map(|h| h.rsplit_once(':').map(|(n, _)| n).unwrap_or(h).to_lowercase())
+            .map(|h| {
+                h.rsplit_once(':')
+                    .map(|(n, _)| n)
+                    .unwrap_or(h)
+                    .to_lowercase()
+            })
             .unwrap_or_default();
-        if !self.engine_hosts.iter().any(|h| h == "*" || h == "all" || *h == host) {
+        if !self
+            .engine_hosts
+            .iter()
+            .any(|h| h == "*" || h == "all" || *h == host)
+        {
             return Some((403, r#"{"message":"Host not authorized."}"#.into()));
         }
         let (route, query) = path.split_once('?').unwrap_or((path, ""));
@@ -428,8 +437,12 @@ impl Process for Besu {
         let up = match route {
             "/liveness" => true,
             "/readiness" => {
-                let min_peers = param("minPeers").map(|v| v.parse::<u64>().ok()).unwrap_or(Some(1));
-                let max_behind = param("maxBlocksBehind").map(|v| v.parse::<u64>().ok()).unwrap_or(Some(2));
+                let min_peers = param("minPeers")
+                    .map(|v| v.parse::<u64>().ok())
+                    .unwrap_or(Some(1));
+                let max_behind = param("maxBlocksBehind")
+                    .map(|v| v.parse::<u64>().ok())
+                    .unwrap_or(Some(2));
                 let m = &self.model;
                 let head = m.head(t).map(|b| b.number).unwrap_or(0);
                 let best = m.chain_number(t).max(head);

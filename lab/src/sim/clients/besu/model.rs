@@ -388,7 +388,10 @@ mod tests {
             let t = sync + 60.0 + i as f64 * 17.3;
             let head = m.head(t).unwrap().number;
             let best = m.chain_number(t);
-            assert!(best + 1 >= head && best <= head + 2, "t {t}: head {head}, chain {best}");
+            assert!(
+                best + 1 >= head && best <= head + 2,
+                "t {t}: head {head}, chain {best}"
+            );
         }
         assert!(m.chain_number(sync / 2.0) < m.chain_number(sync + 600.0));
     }
