@@ -111,6 +111,49 @@ async fn a_besu_validator_is_ready_by_its_own_answer_and_holds_its_identity() {
         Some("besu-a")
     );
 
+    // A change of the rendered pod (its resources): Besu has no restart window, so the
+    // pod is replaced at once, under the same name, on the same claim.
+    let (old_pod, old_claim) = (pod.metadata.uid.clone(), claim.metadata.uid.clone());
+    api.patch(
+        "besu-a",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"spec": {"template": {"resources": {"cpu": 14}}}})),
+    )
+    .await
+    .unwrap();
+    wait_for(
+        "besu-a restarted and Ready",
+        Duration::from_secs(300),
+        || {
+            let (api, pods, old_pod) = (api.clone(), pods.clone(), old_pod.clone());
+            async move {
+                let p = pods.get("besu-a").await.map_err(|e| e.to_string())?;
+                let cpu = p.spec.as_ref().unwrap().containers[0]
+                    .resources
+                    .as_ref()
+                    .and_then(|r| r.limits.as_ref())
+                    .and_then(|l| l.get("cpu"))
+                    .map(|q| q.0.clone());
+                let v = api.get("besu-a").await.map_err(|e| e.to_string())?;
+                let ready = condition(&v, "Ready").is_some_and(|c| c.0 == "True");
+                if p.metadata.uid != old_pod && cpu.as_deref() == Some("14") && ready {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "cpu {cpu:?}, ready {ready}, {:?}",
+                        v.status.map(|s| s.phase)
+                    ))
+                }
+            }
+        },
+    )
+    .await;
+    let claim = claims.get("besu-a-data").await.unwrap();
+    assert_eq!(
+        claim.metadata.uid, old_claim,
+        "the state's claim was replaced"
+    );
+
     // A second Validator with the same identity: held back, saying who holds it.
     let second: Validator = serde_json::from_value(validator(&ns, "besu-b", "bm-11")).unwrap();
     api.create(&PostParams::default(), &second).await.unwrap();
