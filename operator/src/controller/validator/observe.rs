@@ -3,7 +3,6 @@
 //! identity, the pod's node, and the client's answers at its own endpoints.
 
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -139,12 +138,15 @@ pub fn render(v: &Validator, prometheus_url: Option<&str>) -> (Result<Rendered, 
     }
 }
 
-/// A stable hash of the pod and its ConfigMaps as rendered (before any defaulting).
+/// A hash of the pod and its ConfigMaps as rendered (before any defaulting). FNV-1a, not
+/// std's `DefaultHasher`, whose output Rust may change between releases: an operator
+/// built with another toolchain would then see every pod as changed and restart them all.
 fn hash_of(r: &Rendered) -> String {
     let text = serde_json::to_string(&(&r.pod, &r.config_maps)).unwrap_or_default();
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    text.hash(&mut h);
-    format!("{:016x}", h.finish())
+    let h = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    format!("{h:016x}")
 }
 
 pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
