@@ -65,12 +65,29 @@ a lab test that installs this chart and runs an experiment as its ServiceAccount
 - apiGroups: [valtune.dev]
   resources: [validatortrials]
   verbs: [get, list, watch, create, delete]
-# Status of both (server-side apply of the status subresource).
+# Validators are the users': valtune reads them, never writes their spec (Argo CD would
+# revert it), and writes their status.
 - apiGroups: [valtune.dev]
-  resources: [validatorexperiments/status, validatortrials/status]
+  resources: [validators]
+  verbs: [get, list, watch]
+# Status of all three (server-side apply of the status subresource).
+- apiGroups: [valtune.dev]
+  resources: [validatorexperiments/status, validatortrials/status, validators/status]
   verbs: [get, patch, update]
+# One Lease per validator identity, in the Validator's namespace: created by the
+# Validator that takes the identity (owned by it, so it goes with it), read by any other
+# naming the same identity, which then holds back.
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [get, create]
+# A Validator's state: one claim per volume role, created once beside its first pod and
+# kept through restarts and upgrades (never deleted by valtune).
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [create]
 # Each attempt of a trial is a pod (server-side apply), deleted when the trial finishes
-# or retries. Its local volumes are generic ephemeral volumes: the
+# or retries; a Validator's pod is created, and deleted for a restart. Listing finds the
+# pods of one identity. Its local volumes are generic ephemeral volumes: the
 # kube-controller-manager creates and deletes their claims, so no PVC rights.
 - apiGroups: [""]
   resources: [pods]

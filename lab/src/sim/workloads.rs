@@ -283,7 +283,11 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
                 live.clone(),
             )));
         }
-        for port in live.process.metrics_ports() {
+        let mut ports = live.process.metrics_ports();
+        ports.extend(live.process.http_ports());
+        ports.sort_unstable();
+        ports.dedup();
+        for port in ports {
             tasks.push(tokio::spawn(serve_metrics(
                 SocketAddr::new(view.ip, port),
                 live.clone(),
@@ -512,33 +516,49 @@ async fn serve_rpc(addr: SocketAddr, live: Arc<Live>) {
     let _ = axum::serve(l, app).with_graceful_shutdown(gone).await;
 }
 
-/// The process's native Prometheus pages.
+/// The process's native Prometheus pages and its other HTTP pages (health endpoints).
 async fn serve_metrics(addr: SocketAddr, live: Arc<Live>) {
     let Some(l) = listener(addr).await else {
         return;
     };
     let port = addr.port();
-    let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
-        let live = live.clone();
-        async move {
-            match live
-                .process
-                .metrics(live.now(), port, uri.path())
-                .filter(|_| live.alive())
-            {
-                Some(text) => (
-                    axum::http::StatusCode::OK,
-                    [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
-                    text,
-                ),
-                None => (
-                    axum::http::StatusCode::NOT_FOUND,
-                    [("content-type", "text/plain")],
-                    String::new(),
-                ),
+    let app = axum::Router::new().fallback(
+        move |uri: axum::http::Uri, headers: axum::http::HeaderMap| {
+            let live = live.clone();
+            async move {
+                let host = headers.get("host").and_then(|h| h.to_str().ok());
+                let path = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+                if let Some((code, body)) = live
+                    .process
+                    .http_get(live.now(), port, path, host)
+                    .filter(|_| live.alive())
+                {
+                    return (
+                        axum::http::StatusCode::from_u16(code)
+                            .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR),
+                        [("content-type", "application/json")],
+                        body,
+                    );
+                }
+                match live
+                    .process
+                    .metrics(live.now(), port, uri.path())
+                    .filter(|_| live.alive())
+                {
+                    Some(text) => (
+                        axum::http::StatusCode::OK,
+                        [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
+                        text,
+                    ),
+                    None => (
+                        axum::http::StatusCode::NOT_FOUND,
+                        [("content-type", "text/plain")],
+                        String::new(),
+                    ),
+                }
             }
-        }
-    });
+        },
+    );
     let _ = axum::serve(l, app).await;
 }
 

@@ -16,10 +16,12 @@ pub mod sweep;
 pub mod template;
 pub mod trial;
 pub mod tuning;
+pub mod validator;
 pub mod version;
 
 pub use experiment::{ValidatorExperiment, ValidatorExperimentSpec, ValidatorExperimentStatus};
 pub use trial::{ValidatorTrial, ValidatorTrialSpec, ValidatorTrialStatus};
+pub use validator::{Validator, ValidatorSpec, ValidatorStatus};
 
 pub const GROUP: &str = "valtune.dev";
 

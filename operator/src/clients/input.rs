@@ -1,8 +1,8 @@
 //! What a validator's pod is rendered from, and nothing else: the object it belongs to,
 //! the group whose shared objects it mounts, the resolved template, where its pushed
-//! metrics go, and how long it lives. A trial's attempt builds one with
-//! [`RenderInput::for_trial`]; a long-running validator builds its own, from the same
-//! template, and the clients render both alike.
+//! metrics go, its role (whose keys it runs with) and how long it lives. A trial's
+//! attempt builds one with [`RenderInput::for_trial`]; a `Validator` builds its own from
+//! the same template (controller/validator), and the clients render both alike.
 
 use std::collections::BTreeMap;
 
@@ -27,7 +27,47 @@ pub struct RenderInput {
     /// client's unit (a trial's `warmup.maxLag`); unset: the client's default. nodeos'
     /// chain exporter marks it, and the memory hog waits for the mark.
     pub max_lag: Option<i64>,
+    pub role: Role,
     pub lifecycle: Lifecycle,
+}
+
+/// Whose keys the validator runs with, and whether it signs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Role {
+    /// A trial's: it follows the chain under a throwaway identity the pod makes for
+    /// itself, and never votes.
+    Observer,
+    /// A `Validator`'s: it votes with `keys.vote` as `keys.identity`.
+    Voting(Keys),
+    /// A `Validator`'s: it follows the chain under its own identity, without voting.
+    NonVoting(Keys),
+    /// A `Validator`'s hot spare: it follows under its own (unstaked) identity, ready to
+    /// take a voting identity over.
+    Standby(Keys),
+}
+
+impl Role {
+    /// The Secrets the pod reads its keys from (none for an observer).
+    pub fn keys(&self) -> Option<&Keys> {
+        match self {
+            Role::Observer => None,
+            Role::Voting(k) | Role::NonVoting(k) | Role::Standby(k) => Some(k),
+        }
+    }
+}
+
+/// Keys from Secrets.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Keys {
+    pub identity: Option<SecretKey>,
+    pub vote: Option<SecretKey>,
+}
+
+/// One key of one Secret of the owner's namespace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SecretKey {
+    pub secret: String,
+    pub key: String,
 }
 
 /// The object a pod belongs to: it names the pod and its ConfigMaps, owns them, and
@@ -56,11 +96,6 @@ pub struct Group {
 
 /// How long the pod lives, which decides its name, restart policy, volumes, placement
 /// and grace period.
-///
-/// A long-running validator is the other lifecycle this seam is for (issue 21): restart
-/// policy Always, PersistentVolumeClaims by name that outlive the pod (rendered beside
-/// it), pinned to its node, a grace long enough for the client's own shutdown. It is added
-/// as a variant here, with its arm in each method below and in `pod::skeleton`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Lifecycle {
     /// One attempt of a trial.
@@ -70,6 +105,12 @@ pub enum Lifecycle {
         /// Nodes earlier attempts lost: this attempt avoids them.
         avoid_nodes: Vec<String>,
     },
+    /// A `Validator`'s pod: restarted in place, its state on PersistentVolumeClaims that
+    /// outlive it, on one node.
+    LongRunning {
+        /// The node it runs on (`spec.nodeName`).
+        node: String,
+    },
 }
 
 impl Lifecycle {
@@ -78,6 +119,11 @@ impl Lifecycle {
     pub fn pod_name(&self, owner: &str) -> String {
         match self {
             Lifecycle::OneAttempt { attempt, .. } => pod::pod_name(owner, *attempt),
+            // One name for every pod of the validator: the API server holds a name until
+            // the object is gone (a terminating pod keeps it until its kubelet confirms the
+            // containers stopped), so a replacement can never be created beside the old
+            // one, whatever the operator believes.
+            Lifecycle::LongRunning { .. } => owner.to_string(),
         }
     }
 
@@ -85,6 +131,15 @@ impl Lifecycle {
     pub fn avoid_nodes(&self) -> &[String] {
         match self {
             Lifecycle::OneAttempt { avoid_nodes, .. } => avoid_nodes,
+            Lifecycle::LongRunning { .. } => &[],
+        }
+    }
+
+    /// The node the pod must run on, if one.
+    pub fn node(&self) -> Option<&str> {
+        match self {
+            Lifecycle::OneAttempt { .. } => None,
+            Lifecycle::LongRunning { node } => Some(node),
         }
     }
 
@@ -93,6 +148,8 @@ impl Lifecycle {
             // A trial is one run: a crash or an OOM kill is its result, not a reason to
             // restart and measure something else.
             Lifecycle::OneAttempt { .. } => "Never",
+            // The kubelet restarts a crashed validator in place, on its state.
+            Lifecycle::LongRunning { .. } => "Always",
         }
     }
 
@@ -100,6 +157,9 @@ impl Lifecycle {
         match self {
             // Time for a clean shutdown that flushes the ledger.
             Lifecycle::OneAttempt { .. } => 120,
+            // A validator in production closes its databases with no hurry: 120 s cuts
+            // off Agave's own `exit` (kubernetes#65496 is why preStop hooks do not help).
+            Lifecycle::LongRunning { .. } => 600,
         }
     }
 }
@@ -143,6 +203,7 @@ impl RenderInput {
             template,
             remote_write: trial.spec.metrics.remote_write(prometheus_url),
             max_lag: trial.spec.settings.warmup.max_lag,
+            role: Role::Observer,
             lifecycle: Lifecycle::OneAttempt {
                 attempt,
                 avoid_nodes: avoid_nodes.to_vec(),
@@ -210,6 +271,58 @@ mod tests {
         assert_eq!(
             input.lifecycle.pod_name(&input.owner.name),
             format!("{}-1", input.owner.name)
+        );
+    }
+
+    /// A long-running input renders the same client part around another lifecycle: one
+    /// pod name for every restart, restarted in place, claims of its own that the pod
+    /// names, placed on its node through the scheduler.
+    #[test]
+    fn a_long_running_pod_keeps_its_name_and_its_claims_on_its_node() {
+        let trial = golden::trial(&golden::example("besu-allocator-heap-sweep.yaml"), 0);
+        let attempt = render(&golden::input(&trial)).unwrap();
+        let mut input = golden::input(&trial);
+        input.owner.name = "mainnet-a".into();
+        input.role = Role::NonVoting(Keys::default());
+        input.lifecycle = Lifecycle::LongRunning {
+            node: "bm-07".into(),
+        };
+        let r = render(&input).unwrap();
+        let spec = r.pod.spec.clone().unwrap();
+        assert_eq!(r.pod.metadata.name.as_deref(), Some("mainnet-a"));
+        assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
+        assert_eq!(spec.node_name, None);
+        let term = &spec
+            .affinity
+            .unwrap()
+            .node_affinity
+            .unwrap()
+            .required_during_scheduling_ignored_during_execution
+            .unwrap()
+            .node_selector_terms[0];
+        let req = &term.match_expressions.as_ref().unwrap()[0];
+        assert_eq!(
+            (req.operator.as_str(), req.values.clone()),
+            ("In", Some(vec!["bm-07".to_string()]))
+        );
+        let claims: Vec<String> = r
+            .claims
+            .iter()
+            .map(|c| c.metadata.name.clone().unwrap())
+            .collect();
+        assert_eq!(claims, vec!["mainnet-a-data".to_string()]);
+        let volumes = spec.volumes.unwrap();
+        let data = volumes.iter().find(|v| v.name == "data").unwrap();
+        assert!(data.ephemeral.is_none());
+        assert_eq!(
+            data.persistent_volume_claim.as_ref().unwrap().claim_name,
+            "mainnet-a-data"
+        );
+        assert!(attempt.claims.is_empty());
+        // The client's part is the same: the same containers and arguments.
+        assert_eq!(
+            attempt.pod.spec.unwrap().containers[0].args,
+            spec.containers[0].args
         );
     }
 }

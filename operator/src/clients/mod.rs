@@ -1,5 +1,5 @@
 //! Validator clients. Each is one module behind [`ValidatorClient`]: its knob table, how
-//! a [`RenderInput`] (a resolved template, its owner and group, a lifecycle) becomes its
+//! a [`RenderInput`] (a resolved template, its owner and group, a role, a lifecycle) becomes its
 //! pod (on the shared skeleton of [`pod`]), its metric profile and its admission rules.
 //! [`client_for`] is the one place that lists them.
 //!
@@ -13,6 +13,7 @@ pub mod config_keys;
 pub mod firedancer;
 #[cfg(test)]
 pub mod golden;
+pub mod health;
 pub mod input;
 pub mod knobs;
 pub mod nodeos;
@@ -69,6 +70,23 @@ pub fn admission_rules() -> Vec<Rule> {
             let mut rules = c.knobs().rules();
             rules.extend(c.rules());
             rules.extend(profile_rule(*c));
+            rules
+        })
+        .collect();
+    rules.extend(config_keys::admission_rules());
+    rules
+}
+
+/// The rules on what the template says (its knobs, each client's own, its config keys),
+/// the same for every kind holding a template at `spec.template` (an experiment, a
+/// Validator). They also read `spec.sweep`, which only an experiment has: the Validator's
+/// schema declares it to refuse it (crd.rs).
+pub fn template_rules() -> Vec<Rule> {
+    let mut rules: Vec<Rule> = CLIENTS
+        .iter()
+        .flat_map(|c| {
+            let mut rules = c.knobs().rules();
+            rules.extend(c.rules());
             rules
         })
         .collect();
@@ -185,6 +203,21 @@ pub trait ValidatorClient: Send + Sync {
     fn report_notes(&self, _trials: &[ValidatorTrial]) -> Vec<String> {
         Vec::new()
     }
+    /// Where a long-running validator answers whether it is healthy; None: valtune does
+    /// not read this client's health yet.
+    fn health(&self, _t: &ValidatorTemplate) -> Option<health::HealthProbe> {
+        None
+    }
+    /// Where it shows its head and the chain's, if it does.
+    fn position(&self, _t: &ValidatorTemplate) -> Option<health::PositionProbe> {
+        None
+    }
+    /// When a change of a long-running validator's pod may be applied.
+    fn restart_window(&self) -> health::RestartWindow {
+        health::RestartWindow::NotImplemented(
+            "valtune does not compute this client's restart window yet",
+        )
+    }
     /// Why the trial cannot run as measured on the node its pod was bound to, if it
     /// cannot (what the node gives it that admission could not know: e.g. the swap the
     /// kubelet grants nodeos there). Pure.
@@ -212,6 +245,8 @@ pub struct Rendered {
     pub pod: Pod,
     pub config_maps: Vec<ConfigMap>,
     pub secrets: Vec<pod::GeneratedSecret>,
+    /// Claims created beside the pod and kept after it (a long-running validator's state).
+    pub claims: Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]

@@ -1,17 +1,18 @@
 //! The parts of a validator's pod every client shares: labels and ownership, Guaranteed
 //! QoS with whole cores, hugepages as hugetlbfs, one local NVMe volume per role (for one
-//! attempt, a generic ephemeral volume, so it lives and goes with the attempt's pod),
-//! placement (selector, tolerations, one valtune pod per node) and what the pod's
-//! [`Lifecycle`] decides; plus the pod-level [`Tweaks`] a client may ask for.
+//! attempt, a generic ephemeral volume, so it lives and goes with the attempt's pod; for
+//! a long-running validator, a claim of its own that outlives every pod), placement
+//! (selector, tolerations, one valtune pod per node, the validator's node) and what the
+//! pod's [`Lifecycle`] decides; plus the pod-level [`Tweaks`] a client may ask for.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     Affinity, ConfigMap, EmptyDirVolumeSource, EphemeralVolumeSource, NodeAffinity, NodeSelector,
-    NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimTemplate, Pod, PodAffinityTerm, PodAntiAffinity, PodSecurityContext,
-    PodSpec, ResourceRequirements, Secret, Toleration, Volume, VolumeMount,
-    VolumeResourceRequirements,
+    NodeSelectorRequirement, NodeSelectorTerm, PersistentVolumeClaim, PersistentVolumeClaimSpec,
+    PersistentVolumeClaimTemplate, PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm,
+    PodAntiAffinity, PodSecurityContext, PodSpec, ResourceRequirements, Secret, Toleration, Volume,
+    VolumeMount, VolumeResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
@@ -142,6 +143,8 @@ pub struct Skeleton {
     /// The template's volumes and hugetlbfs mounts, at the client's paths.
     pub mounts: Vec<VolumeMount>,
     pub volumes: Vec<Volume>,
+    /// Claims the operator creates beside the pod (a long-running validator's state).
+    pub claims: Vec<PersistentVolumeClaim>,
 }
 
 impl Skeleton {
@@ -161,12 +164,18 @@ fn owned_by(input: &RenderInput) -> Option<Vec<OwnerReference>> {
     input.owner.reference.clone().map(|o| vec![o])
 }
 
-/// A volume of the template's storage, claimed as the lifecycle needs.
+/// The claim of a long-running validator's volume of `role`.
+pub fn claim_name(owner: &str, role: &str) -> String {
+    format!("{owner}-{role}")
+}
+
+/// A volume of the template's storage, claimed as the lifecycle needs, and the claim the
+/// operator creates for it if the pod does not make its own.
 fn storage_volume(
-    lifecycle: &Lifecycle,
+    input: &RenderInput,
     v: &VolumeSpec,
     pod_labels: &BTreeMap<String, String>,
-) -> Volume {
+) -> (Volume, Option<PersistentVolumeClaim>) {
     let role = v.role.as_str().to_string();
     let mut claim_labels = pod_labels.clone();
     claim_labels.insert(labels::VOLUME_ROLE.into(), role.clone());
@@ -182,23 +191,52 @@ fn storage_volume(
         }),
         ..Default::default()
     };
-    match lifecycle {
+    match &input.lifecycle {
         // The claim is `<pod>-<volume>`, created by the ephemeral volume controller with
         // the pod, bound where the scheduler puts the pod (WaitForFirstConsumer), and
         // deleted with the pod: the attempt's local disks come and go with it.
-        Lifecycle::OneAttempt { .. } => Volume {
-            name: role,
-            ephemeral: Some(EphemeralVolumeSource {
-                volume_claim_template: Some(PersistentVolumeClaimTemplate {
-                    metadata: Some(ObjectMeta {
-                        labels: Some(claim_labels),
-                        ..Default::default()
+        Lifecycle::OneAttempt { .. } => (
+            Volume {
+                name: role,
+                ephemeral: Some(EphemeralVolumeSource {
+                    volume_claim_template: Some(PersistentVolumeClaimTemplate {
+                        metadata: Some(ObjectMeta {
+                            labels: Some(claim_labels),
+                            ..Default::default()
+                        }),
+                        spec: claim,
                     }),
-                    spec: claim,
                 }),
-            }),
-            ..Default::default()
-        },
+                ..Default::default()
+            },
+            None,
+        ),
+        // A claim by name, bound on the validator's node at its first pod (the local
+        // volume's WaitForFirstConsumer) and kept through restarts and upgrades. Nothing
+        // owns it: like a StatefulSet's claims, the ledger stays when the Validator is
+        // deleted, until someone deletes the claim.
+        Lifecycle::LongRunning { .. } => {
+            let name = claim_name(&input.owner.name, &role);
+            let volume = Volume {
+                name: role,
+                persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                    claim_name: name.clone(),
+                    read_only: None,
+                }),
+                ..Default::default()
+            };
+            let pvc = PersistentVolumeClaim {
+                metadata: ObjectMeta {
+                    name: Some(name),
+                    namespace: input.owner.namespace.clone(),
+                    labels: Some(claim_labels),
+                    ..Default::default()
+                },
+                spec: Some(claim),
+                status: None,
+            };
+            (volume, Some(pvc))
+        }
     }
 }
 
@@ -228,6 +266,7 @@ pub fn skeleton(
     ]);
     let mut mounts = Vec::new();
     let mut volumes = Vec::new();
+    let mut claims = Vec::new();
     let huge = client.hugetlbfs_path();
     for (resource, pages, medium, dir) in [
         (
@@ -264,7 +303,9 @@ pub fn skeleton(
         });
     }
     for v in &t.storage {
-        volumes.push(storage_volume(&input.lifecycle, v, &labels));
+        let (volume, claim) = storage_volume(input, v, &labels);
+        volumes.push(volume);
+        claims.extend(claim);
         mounts.push(VolumeMount {
             name: v.role.as_str().into(),
             mount_path: client.mount_path(v.role),
@@ -281,6 +322,7 @@ pub fn skeleton(
         },
         mounts,
         volumes,
+        claims,
     })
 }
 
@@ -306,14 +348,22 @@ pub fn assemble(input: &RenderInput, skeleton: Skeleton, part: ClientPod) -> Ren
             ..Default::default()
         });
     }
-    if !avoid_nodes.is_empty() {
+    // Placement on nodes by hostname: away from the nodes earlier attempts lost, or onto
+    // the validator's node. Through the scheduler, not `spec.nodeName`: a pod bound by
+    // name skips it, and a WaitForFirstConsumer claim (local NVMe) is only bound by the
+    // scheduler, so such a pod would wait for its volumes forever.
+    let by_hostname = match input.lifecycle.node() {
+        Some(node) => Some(("In", vec![node.to_string()])),
+        None => (!avoid_nodes.is_empty()).then(|| ("NotIn", avoid_nodes.to_vec())),
+    };
+    if let Some((operator, values)) = by_hostname {
         affinity.node_affinity = Some(NodeAffinity {
             required_during_scheduling_ignored_during_execution: Some(NodeSelector {
                 node_selector_terms: vec![NodeSelectorTerm {
                     match_expressions: Some(vec![NodeSelectorRequirement {
                         key: "kubernetes.io/hostname".into(),
-                        operator: "NotIn".into(),
-                        values: Some(avoid_nodes.to_vec()),
+                        operator: operator.into(),
+                        values: Some(values),
                     }]),
                     ..Default::default()
                 }],
@@ -365,6 +415,7 @@ pub fn assemble(input: &RenderInput, skeleton: Skeleton, part: ClientPod) -> Ren
         pod,
         config_maps: part.config_maps,
         secrets: Vec::new(),
+        claims: skeleton.claims,
     }
 }
 

@@ -9,6 +9,7 @@ pub mod pod_monitor;
 pub mod preflight;
 pub mod status;
 pub mod trial;
+pub mod validator;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -24,7 +25,7 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use tracing::{debug, info, warn};
 
-use crate::api::{ValidatorExperiment, ValidatorTrial, labels};
+use crate::api::{Validator, ValidatorExperiment, ValidatorTrial, labels};
 use crate::operator_metrics::OperatorMetrics;
 use crate::results::prometheus::Prometheus;
 
@@ -210,7 +211,7 @@ fn on_error<K: Resource<DynamicType = ()>>(
     Action::requeue(wait)
 }
 
-/// Runs both controllers until `shutdown` resolves; in-flight reconciles finish first.
+/// Runs the three controllers until `shutdown` resolves; in-flight reconciles finish first.
 pub async fn run(
     client: Client,
     opts: &RunOptions,
@@ -289,8 +290,28 @@ pub async fn run(
             }
         });
 
+    let validators = Controller::new(
+        api::<Validator>(&client, &opts.namespace),
+        watcher::Config::default(),
+    )
+    .owns(
+        api::<Pod>(&client, &opts.namespace),
+        watcher::Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGER)),
+    )
+    .graceful_shutdown_on(stop(rx.clone()))
+    .run(
+        validator::reconcile,
+        |v, err, ctx| on_error("validator", v.as_ref(), err, &ctx),
+        ctx.clone(),
+    )
+    .for_each(|r| async move {
+        if let Err(e) = r {
+            tracing::debug!(error = %e, "validator reconcile");
+        }
+    });
+
     info!(namespace = ?opts.namespace, "controllers started");
-    let controllers = futures::future::join(experiments, trials);
+    let controllers = futures::future::join3(experiments, trials, validators);
     tokio::pin!(controllers);
     tokio::select! {
         _ = &mut controllers => {}

@@ -489,6 +489,7 @@ async fn helm_upgrade_with_a_changed_crd_schema_updates_the_crd_and_uninstall_ke
     for crd in [
         "validatorexperiments.valtune.dev",
         "validatortrials.valtune.dev",
+        "validators.valtune.dev",
     ] {
         let adopt = json!({"metadata": {
             "labels": {"app.kubernetes.io/managed-by": "Helm"},
@@ -539,6 +540,7 @@ async fn helm_upgrade_with_a_changed_crd_schema_updates_the_crd_and_uninstall_ke
     for crd in [
         "validatorexperiments.valtune.dev",
         "validatortrials.valtune.dev",
+        "validators.valtune.dev",
     ] {
         let kept = crds.get_opt(crd).await.unwrap();
         assert!(

@@ -20,3 +20,4 @@ mod manifests;
 mod nodeos;
 mod paired;
 mod search;
+mod validator;

@@ -140,6 +140,21 @@ pub trait Process: Send + Sync {
     fn metrics_ports(&self) -> Vec<u16> {
         Vec::new()
     }
+    /// Other HTTP GET pages it serves (health endpoints): the status and body for a path
+    /// with its query, asked with a Host header; None: no such page (404).
+    fn http_get(
+        &self,
+        _t: f64,
+        _port: u16,
+        _path: &str,
+        _host: Option<&str>,
+    ) -> Option<(u16, String)> {
+        None
+    }
+    /// Pod-local ports it listens on for [`Process::http_get`].
+    fn http_ports(&self) -> Vec<u16> {
+        Vec::new()
+    }
 }
 
 /// An HTTP POST a process makes: where (an address as the pod sees it) and what.

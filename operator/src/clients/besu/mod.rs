@@ -12,6 +12,7 @@ mod render;
 
 use kube::core::Rule;
 
+use super::health::{Health, HealthProbe, PositionProbe, RestartWindow};
 use super::knobs::{Dim, KnobTable};
 use super::pod::{GeneratedSecret, Skeleton};
 use super::profile::{Layout, MetricProfile, Objective};
@@ -182,11 +183,73 @@ impl ValidatorClient for Besu {
     fn summary(&self) -> fn(&TrialResults) -> String {
         profile::summary
     }
+
+    /// `GET /readiness` on the Engine API's port: 200 `{"status" : "UP"}` with at least
+    /// one peer and at most 2 blocks behind the best known, else 503 `"DOWN"`
+    /// (ethereum/api/.../jsonrpc/health/HealthService.java and ReadinessCheck.java
+    /// @25.12.0; the Engine service routes it before its JWT check:
+    /// EngineJsonRpcService.java L436-443, RunnerBuilder.java L907-908). That service
+    /// answers 403 to a Host header off `--engine-host-allowlist` (default
+    /// `localhost,127.0.0.1`: EngineRPCOptions.java L57-63; EngineJsonRpcService.java
+    /// L604-616), so the operator, reaching the pod by its IP, names `localhost`.
+    fn health(&self, t: &ValidatorTemplate) -> Option<HealthProbe> {
+        let besu = t.client.besu.as_ref()?;
+        Some(HealthProbe {
+            port: besu.engine_port,
+            path: "/readiness".into(),
+            host: Some("localhost".into()),
+            judge: readiness,
+        })
+    }
+
+    /// `ethereum_blockchain_height` (DefaultBlockchain.java L202-203) and
+    /// `ethereum_best_known_block_number` (DefaultSynchronizer.java L196-198) @25.12.0,
+    /// on the metrics page valtune opens to the pod's network.
+    fn position(&self, t: &ValidatorTemplate) -> Option<PositionProbe> {
+        let besu = t.client.besu.as_ref()?;
+        Some(PositionProbe {
+            port: besu.metrics_port,
+            path: "/metrics".into(),
+            head: "ethereum_blockchain_height",
+            best: "ethereum_best_known_block_number",
+        })
+    }
+
+    /// An execution client proposes nothing itself (the consensus client beside it
+    /// does): a restart misses no slot of its own.
+    fn restart_window(&self) -> RestartWindow {
+        RestartWindow::Immediate
+    }
+}
+
+/// Besu's readiness answer: the HTTP code is the verdict (HealthService.java @25.12.0).
+fn readiness(code: u16, body: &str) -> Health {
+    match code {
+        200 if body.contains("UP") => Health::Healthy,
+        503 if body.contains("DOWN") => Health::Behind,
+        _ => Health::Unknown,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn readiness_is_the_code_and_the_body() {
+        assert_eq!(
+            readiness(200, "{\n  \"status\" : \"UP\"\n}"),
+            Health::Healthy
+        );
+        assert_eq!(
+            readiness(503, "{\n  \"status\" : \"DOWN\"\n}"),
+            Health::Behind
+        );
+        assert_eq!(
+            readiness(403, "{\"message\":\"Host not authorized.\"}"),
+            Health::Unknown
+        );
+    }
     use crate::clients::golden;
     use crate::clients::knobs::Place;
 

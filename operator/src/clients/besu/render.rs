@@ -28,6 +28,9 @@ use crate::clients::{ClientPod, RenderError, RenderInput};
 /// /opt/besu, its bin/ on PATH).
 const BESU_BIN: &str = "/opt/besu/bin/besu";
 
+/// Where a Validator's identity Secret is mounted.
+const IDENTITY_DIR: &str = "/etc/valtune/identity";
+
 /// Runs before Besu: preloads the trial's allocator the way Besu's start script tests
 /// jemalloc (`LD_PRELOAD=lib sh -c true` prints ld.so's error when the image lacks the
 /// library: unixStartScript.txt @25.12.0 L199-212), and fails the trial with that error
@@ -169,7 +172,10 @@ pub fn pod(
             "Besu's block times are remote-written to Prometheus, and no Prometheus is configured: set spec.metrics.prometheusUrl (or remoteWriteUrl), or start the operator with --prometheus-url".into(),
         )
     })?;
-    let Command { args, env: own_env } = args::command(template, besu, version)?;
+    let Command {
+        mut args,
+        env: own_env,
+    } = args::command(template, besu, version)?;
     let mut validator_env: Vec<EnvVar> = own_env.iter().map(|(k, v)| env(k, v)).collect();
     validator_env.extend(template.env.iter().cloned());
 
@@ -183,6 +189,23 @@ pub fn pod(
     let mut mounts = skeleton.mounts.clone();
     mounts.push(mount("besu-config", CONFIG_DIR, true));
     mounts.push(mount("engine-jwt", JWT_DIR, true));
+    let mut volumes = Vec::new();
+    // A Validator's identity: Besu's node key (the enode's secp256k1 key, a hex file;
+    // read, not written, when it exists: --node-private-key-file, KeyPairUtil). A trial
+    // keeps the key Besu makes in its data directory.
+    if let Some(id) = input.role.keys().and_then(|k| k.identity.as_ref()) {
+        mounts.push(mount("identity", IDENTITY_DIR, true));
+        args.push(format!("--node-private-key-file={IDENTITY_DIR}/{}", id.key));
+        volumes.push(Volume {
+            name: "identity".into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(id.secret.clone()),
+                default_mode: Some(0o440),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
     let validator = Container {
         name: VALIDATOR_CONTAINER.into(),
         image: Some(besu.image.clone()),
@@ -229,7 +252,10 @@ pub fn pod(
                 ..Default::default()
             },
             parts::empty_dir(parts::VMAGENT_VOLUME),
-        ],
+        ]
+        .into_iter()
+        .chain(volumes)
+        .collect(),
         config_maps: vec![config],
         tweaks: Tweaks {
             // Both images' user; fsGroup makes the data volume theirs (the image's entry

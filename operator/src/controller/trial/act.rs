@@ -112,7 +112,7 @@ static ENSURED_SECRETS: std::sync::LazyLock<std::sync::Mutex<std::collections::H
     std::sync::LazyLock::new(Default::default);
 
 /// Random bytes from the kernel's CSPRNG.
-fn random_bytes(n: usize) -> std::io::Result<Vec<u8>> {
+pub(crate) fn random_bytes(n: usize) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let mut buf = vec![0u8; n];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;

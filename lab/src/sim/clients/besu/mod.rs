@@ -219,6 +219,18 @@ impl SimClient for BesuSim {
             .map(|xml| log4j::http_sinks(&xml, NEW_PAYLOAD_LOGGER))
             .unwrap_or_default();
         let heap = s.heap.unwrap_or(limit * s.max_ram_percentage / 100.0);
+        // The Engine API's port also serves /liveness and /readiness, to Host headers on
+        // --engine-host-allowlist (EngineRPCOptions.java @25.12.0 L57-63: default
+        // localhost,127.0.0.1; EngineJsonRpcService.java L604-616 answers 403 otherwise).
+        let engine_port = o("--engine-rpc-port")
+            .or(o("--engine-rpc-http-port"))
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(8551);
+        let engine_hosts = o("--engine-host-allowlist")
+            .unwrap_or("localhost,127.0.0.1")
+            .split(',')
+            .map(|h| h.trim().to_lowercase())
+            .collect();
         let model = BesuModel::new(
             seed(&pod.name),
             Config {
@@ -249,6 +261,8 @@ impl SimClient for BesuSim {
             clock: clock.clone(),
             start: started_at(&pod.pod, &container.name),
             wiring: wired.err(),
+            engine_port,
+            engine_hosts,
         }))
     }
 }
@@ -264,6 +278,8 @@ pub struct Besu {
     start: Timestamp,
     /// Why the consensus client does not drive it, if it does not.
     pub wiring: Option<String>,
+    engine_port: u16,
+    engine_hosts: Vec<String>,
 }
 
 impl Besu {
@@ -387,6 +403,63 @@ impl Process for Besu {
 
     fn metrics_ports(&self) -> Vec<u16> {
         self.metrics_port.into_iter().collect()
+    }
+
+    fn http_ports(&self) -> Vec<u16> {
+        vec![self.engine_port]
+    }
+
+    /// `/readiness` on the Engine port as Besu answers it (HealthService.java and
+    /// ReadinessCheck.java @25.12.0): 200 `{"status" : "UP"}` with at least `minPeers`
+    /// peers (default 1) and at most `maxBlocksBehind` blocks (default 2) between the
+    /// best known block and its head, 503 `"DOWN"` otherwise or for a parameter that is
+    /// not a number; `/liveness` always UP. A Host off the allowlist gets 403.
+    fn http_get(&self, t: f64, port: u16, path: &str, host: Option<&str>) -> Option<(u16, String)> {
+        if port != self.engine_port {
+            return None;
+        }
+        let host = host
+            .map(|h| {
+                h.rsplit_once(':')
+                    .map(|(n, _)| n)
+                    .unwrap_or(h)
+                    .to_lowercase()
+            })
+            .unwrap_or_default();
+        if !self
+            .engine_hosts
+            .iter()
+            .any(|h| h == "*" || h == "all" || *h == host)
+        {
+            return Some((403, r#"{"message":"Host not authorized."}"#.into()));
+        }
+        let (route, query) = path.split_once('?').unwrap_or((path, ""));
+        let param = |name: &str| {
+            query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+        };
+        let up = match route {
+            "/liveness" => true,
+            "/readiness" => {
+                let min_peers = param("minPeers")
+                    .map(|v| v.parse::<u64>().ok())
+                    .unwrap_or(Some(1));
+                let max_behind = param("maxBlocksBehind")
+                    .map(|v| v.parse::<u64>().ok())
+                    .unwrap_or(Some(2));
+                let m = &self.model;
+                let head = m.head(t).map(|b| b.number).unwrap_or(0);
+                let best = m.chain_number(t).max(head);
+                match (min_peers, max_behind) {
+                    (Some(p), Some(b)) => m.peers(t) >= p && best - head <= b,
+                    _ => false,
+                }
+            }
+            _ => return None,
+        };
+        let (code, text) = if up { (200, "UP") } else { (503, "DOWN") };
+        Some((code, format!("{{\n  \"status\" : \"{text}\"\n}}")))
     }
 
     fn metrics(&self, t: f64, port: u16, path: &str) -> Option<String> {

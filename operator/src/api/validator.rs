@@ -1,0 +1,223 @@
+//! `Validator`: a long-running validator from the same template as an experiment (one
+//! schema, the same generated admission rules: crd.rs), on one node, in a role, with its
+//! keys from Secrets. The operator runs its pod, holds its identity (a Lease per identity,
+//! so two Validators never sign with one key), reads the client's own health answer into
+//! status, and never writes `spec`.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::template::ValidatorTemplate;
+
+/// Validator names leave room in 63 characters for a claim's volume role.
+pub const MAX_NAME_LEN: usize = 48;
+
+/// A validator in production: runs the template on `nodeName` until deleted.
+// clippy reads the repeated `type_ = ...` of printcolumn(...) as duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[kube(
+    group = "valtune.dev",
+    version = "v1alpha1",
+    kind = "Validator",
+    namespaced,
+    shortname = "vv",
+    category = "valtune",
+    status = "ValidatorStatus",
+    doc = "A long-running validator: the template of an experiment, on one node, in a role, with its keys",
+    printcolumn(name = "Node", type_ = "string", json_path = ".spec.nodeName"),
+    printcolumn(name = "Role", type_ = "string", json_path = ".spec.role"),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Health", type_ = "string", json_path = ".status.health"),
+    printcolumn(name = "Head", type_ = "integer", json_path = ".status.head"),
+    printcolumn(name = "Lag", type_ = "integer", json_path = ".status.lag"),
+    printcolumn(name = "Version", type_ = "string", json_path = ".status.version", priority = 1),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    validation = Rule::new(format!("size(self.metadata.name) <= {MAX_NAME_LEN}"))
+        .message(format!("metadata.name is longer than {MAX_NAME_LEN} characters: the state's claims add the volume role to it, so choose a shorter name").as_str())
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("self.role != 'standby' || has(self.identity)")
+        .message("a standby needs an identity of its own (an unstaked keypair): set identity.secretName; it must never run with the voting identity it stands by for")
+        .field_path(".identity"),
+    validation = Rule::new("self.role != 'voting' || (has(self.identity) && has(self.voteAccount))")
+        .message("a voting validator needs its identity and its vote account: set identity.secretName and voteAccount.secretName")
+        .field_path(".voteAccount"),
+    validation = Rule::new("self.role == 'voting' || !has(self.voteAccount)")
+        .message("only a voting validator uses a vote account: remove voteAccount, or set role: voting")
+        .field_path(".voteAccount"),
+    validation = Rule::new("has(self.template.resources.memory)")
+        .message("no memory given: set template.resources.memory")
+        .field_path(".template.resources.memory"),
+    validation = Rule::new("has(self.template.besu)")
+        .message("this version of valtune runs Validators of Besu only (Agave, Firedancer and nodeos need their restart windows first: docs/validators.md); run the others as experiments")
+        .field_path(".template"),
+    validation = Rule::new("!has(self.template.besu) || self.role != 'voting'")
+        .message("Besu is an execution client: it does not vote, and valtune does not render a consensus validator client; use role: nonVoting")
+        .field_path(".role"),
+)]
+pub struct ValidatorSpec {
+    /// The validator, exactly as an experiment's template writes it (tuning included).
+    pub template: ValidatorTemplate,
+    /// The node the validator runs on, and keeps its state on. Required: a validator's
+    /// ledger lives on one machine's NVMe.
+    #[schemars(length(min = 1, max = 253))]
+    pub node_name: String,
+    /// voting (signs and votes with `identity` and `voteAccount`), nonVoting (follows the
+    /// chain under `identity`) or standby (a hot spare under its own identity).
+    #[serde(default)]
+    pub role: ValidatorRole,
+    /// The validator's identity keypair. One Validator at a time holds an identity (a
+    /// Lease per identity Secret); the client uses it as its identity (Agave's
+    /// `--identity`; Besu's node key, `--node-private-key-file`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<KeyRef>,
+    /// The vote account keypair (voting only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vote_account: Option<KeyRef>,
+}
+
+/// What the validator does with its identity.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum ValidatorRole {
+    Voting,
+    #[default]
+    NonVoting,
+    Standby,
+}
+
+/// A key in a Secret of the Validator's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyRef {
+    #[schemars(length(min = 1, max = 253))]
+    pub secret_name: String,
+    /// The key of the Secret holding the keypair file.
+    #[serde(default = "default_key")]
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+fn default_key() -> String {
+    "keypair".into()
+}
+
+/// What the validator is doing.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+pub enum ValidatorPhase {
+    /// No pod yet, or its process has not answered its health endpoint.
+    #[default]
+    Starting,
+    /// Running, and the client says it is behind the chain.
+    CatchingUp,
+    /// Running, and the client says it is healthy.
+    Running,
+    /// The rendered pod changed: the running one is replaced in the client's restart
+    /// window (`pendingChange` says what and why it waits).
+    RestartPending,
+    /// The old pod is being deleted; the new one starts once it is gone.
+    Restarting,
+    /// A standby, healthy and following the chain.
+    Standby,
+    /// It cannot run as written (the reason is in Ready's message).
+    Failed,
+}
+
+/// What the client answers at its health endpoint.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ValidatorStatus {
+    #[serde(default)]
+    pub phase: ValidatorPhase,
+    /// The pod running the validator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    /// The client's own health answer, verbatim (Besu's `/readiness` body, Agave's
+    /// `/health` body), with the HTTP status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<String>,
+    /// The chain head the validator has (Besu's block number, Agave's slot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<i64>,
+    /// How far behind the chain's head it is, in the client's unit (blocks, slots).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag: Option<i64>,
+    /// The image the running pod runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// A change to the pod that has not reached it yet, and why it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_change: Option<PendingChange>,
+    /// The generation of the spec this status reflects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Ready, CaughtUp, IdentityHeld, RestartPending.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// When the last health answer was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_probe_time: Option<Time>,
+}
+
+/// A rendered pod that differs from the running one.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingChange {
+    /// The rendered pod's hash (`valtune.dev/pod-hash` on the pod that will run it).
+    pub hash: String,
+    /// Why it has not been applied yet.
+    pub waiting_for: String,
+}
+
+/// The annotation on a Validator's pod: the hash of what was rendered, so a change of
+/// the rendering (image, tuning, resources) is seen without comparing defaulted pods.
+pub const POD_HASH: &str = "valtune.dev/pod-hash";
+/// The label on a Validator's pod and Lease: the identity Secret it runs with.
+pub const IDENTITY_LABEL: &str = "valtune.dev/identity";
+/// The label on a Validator's pod: the Validator.
+pub const VALIDATOR_LABEL: &str = "valtune.dev/validator";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::validator::observe;
+
+    fn example() -> Validator {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../manifests/validators/besu.yaml"
+        );
+        serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    /// The example renders a long-running pod with its node key, on its node.
+    #[test]
+    fn the_example_renders_with_its_identity_on_its_node() {
+        let mut v = example();
+        v.metadata.namespace = Some("validators".into());
+        let (rendered, hash) = observe::render(&v, Some("http://prometheus:9090"));
+        let r = rendered.unwrap();
+        assert_eq!(r.pod.metadata.name.as_deref(), Some("besu-mainnet"));
+        assert_eq!(r.pod.metadata.annotations.unwrap()[POD_HASH], hash);
+        let labels = r.pod.metadata.labels.unwrap();
+        assert_eq!(labels[IDENTITY_LABEL], "besu-node-key");
+        assert_eq!(labels[VALIDATOR_LABEL], "besu-mainnet");
+        let spec = r.pod.spec.unwrap();
+        let args = spec.containers[0].args.clone().unwrap();
+        assert!(args.contains(&"--node-private-key-file=/etc/valtune/identity/key".to_string()));
+        assert_eq!(spec.termination_grace_period_seconds, Some(600));
+        assert_eq!(r.claims.len(), 1);
+        assert_eq!(
+            r.secrets[0].metadata.name.as_deref(),
+            Some("besu-mainnet-engine-jwt")
+        );
+        // The same spec renders the same hash: an unchanged Validator is never restarted.
+        assert_eq!(observe::render(&v, Some("http://prometheus:9090")).1, hash);
+        v.spec.template.resources.cpu = 16;
+        assert_ne!(observe::render(&v, Some("http://prometheus:9090")).1, hash);
+    }
+}

@@ -1,0 +1,134 @@
+//! A Validator's decision, done against the API server: the identity's Lease first (a
+//! pass that loses it stops there), then the claims, generated Secrets, ConfigMaps and
+//! the pod (each created once: an existing one is kept), a deletion, events, status.
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret};
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+
+use super::decide::Decision;
+use super::observe::Observed;
+use crate::api::validator::IDENTITY_LABEL;
+use crate::api::{FIELD_MANAGER, Validator, labels};
+use crate::controller::status::apply_status;
+use crate::controller::trial::act::random_bytes;
+use crate::controller::{Context, Error, Result, name_of};
+
+pub async fn act(v: &Validator, ctx: &Context, obs: &Observed, d: &Decision) -> Result<()> {
+    let ns = v.namespace().unwrap_or_default();
+    let name = v.name_any();
+    let client = &ctx.client;
+    if let Some(lease) = &d.take_lease {
+        take_lease(v, ctx, lease).await?;
+    }
+    if d.create_pod
+        && let Ok(r) = &obs.rendered
+    {
+        let created = |e: kube::Error, what: String| match e {
+            kube::Error::Api(s) if s.code == 409 => Ok(()),
+            e => Err(Error::kube(what, e)),
+        };
+        let pp = PostParams::default();
+        let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+        for c in &r.claims {
+            if let Err(e) = claims.create(&pp, c).await {
+                created(e, format!("creating claim {ns}/{}", c.name_any()))?;
+            }
+        }
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        for g in &r.secrets {
+            let random = random_bytes(g.bytes)
+                .map_err(|e| Error::Invalid(format!("reading /dev/urandom: {e}")))?;
+            if let Err(e) = secrets.create(&pp, &g.secret(&random)).await {
+                created(
+                    e,
+                    format!(
+                        "creating Secret {ns}/{}",
+                        g.metadata.name.clone().unwrap_or_default()
+                    ),
+                )?;
+            }
+        }
+        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+        let apply = PatchParams::apply(FIELD_MANAGER).force();
+        for cm in &r.config_maps {
+            cms.patch(&cm.name_any(), &apply, &Patch::Apply(cm))
+                .await
+                .map_err(|e| {
+                    Error::kube(format!("applying ConfigMap {ns}/{}", cm.name_any()), e)
+                })?;
+        }
+        // Created, never applied over: the name is the guard against a second pod, and a
+        // create fails while any pod of that name exists, terminating or not.
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        match pods.create(&pp, &r.pod).await {
+            Ok(_) => {
+                ctx.publish(
+                    v,
+                    false,
+                    "PodCreated",
+                    &format!("pod {name} created on {}", v.spec.node_name),
+                    false,
+                )
+                .await
+            }
+            Err(e) => created(e, format!("creating pod {ns}/{name}"))?,
+        }
+    }
+    if d.delete_pod {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        // The pod's own grace period (the long-running one: the client closes its
+        // databases), never a forced deletion.
+        match pods.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(Error::kube(format!("deleting pod {ns}/{name}"), e)),
+        }
+    }
+    for (warning, reason, text) in &d.events {
+        ctx.publish(v, *warning, reason, text, true).await;
+    }
+    let api: Api<Validator> = Api::namespaced(client.clone(), &ns);
+    apply_status(&api, v, &d.status)
+        .await
+        .map_err(|e| Error::kube(format!("writing the status of {}", name_of(v)), e))
+}
+
+/// Creates the identity's Lease held by `v` and owned by it (it goes with the Validator).
+/// Losing the race to another Validator is an error: the pass runs again and sees the
+/// holder.
+async fn take_lease(v: &Validator, ctx: &Context, lease: &str) -> Result<()> {
+    let ns = v.namespace().unwrap_or_default();
+    let secret = v
+        .spec
+        .identity
+        .as_ref()
+        .map(|i| i.secret_name.clone())
+        .unwrap_or_default();
+    let obj = Lease {
+        metadata: ObjectMeta {
+            name: Some(lease.to_string()),
+            namespace: Some(ns.clone()),
+            labels: Some(
+                [
+                    (labels::MANAGED_BY.to_string(), labels::MANAGER.to_string()),
+                    (IDENTITY_LABEL.to_string(), secret),
+                ]
+                .into(),
+            ),
+            owner_references: v.controller_owner_ref(&()).map(|o| vec![o]),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(v.name_any()),
+            ..Default::default()
+        }),
+    };
+    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &ns);
+    leases
+        .create(&PostParams::default(), &obj)
+        .await
+        .map(|_| ())
+        .map_err(|e| Error::kube(format!("taking Lease {ns}/{lease}"), e))
+}

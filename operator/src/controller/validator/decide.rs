@@ -1,0 +1,702 @@
+//! What a Validator's pass does, from what it observed: pure, so every rule is a row of a
+//! table test.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::observe::{Answer, LeaseState, Observed};
+use crate::api::validator::{
+    PendingChange, ValidatorPhase, ValidatorRole, ValidatorSpec, ValidatorStatus,
+};
+use crate::clients::health::{Health, RestartWindow};
+use crate::controller::status::condition;
+
+/// What the pass asks of [`super::act`], in this order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// Create the identity's Lease, held by this Validator (a pass that loses the race
+    /// stops there and runs again).
+    pub take_lease: Option<String>,
+    /// Create the claims, generated Secrets, ConfigMaps and the pod.
+    pub create_pod: bool,
+    /// Delete the running pod (with its own, long, grace period).
+    pub delete_pod: bool,
+    pub status: ValidatorStatus,
+    /// (warning, reason, text), each published once.
+    pub events: Vec<(bool, &'static str, String)>,
+    pub requeue: Duration,
+}
+
+/// Conditions and phase being built for a pass.
+struct Status<'a> {
+    previous: &'a ValidatorStatus,
+    generation: Option<i64>,
+    now: Timestamp,
+    out: ValidatorStatus,
+}
+
+impl Status<'_> {
+    fn set(&mut self, type_: &str, ok: bool, reason: &str, message: impl Into<String>) {
+        let c = condition(
+            &self.previous.conditions,
+            type_,
+            ok,
+            reason,
+            message,
+            self.generation,
+            self.now,
+        );
+        self.out.conditions.retain(|x| x.type_ != type_);
+        self.out.conditions.push(c);
+    }
+}
+
+pub fn decide(
+    spec: &ValidatorSpec,
+    generation: Option<i64>,
+    previous: &ValidatorStatus,
+    obs: &Observed,
+    now: Timestamp,
+) -> Decision {
+    let mut s = Status {
+        previous,
+        generation,
+        now,
+        out: ValidatorStatus {
+            observed_generation: generation,
+            conditions: previous.conditions.clone(),
+            ..Default::default()
+        },
+    };
+    let mut d = Decision {
+        take_lease: None,
+        create_pod: false,
+        delete_pod: false,
+        status: ValidatorStatus::default(),
+        events: Vec::new(),
+        requeue: Duration::from_secs(10),
+    };
+    let pod = obs.pod.as_ref();
+    s.out.pod = pod.map(|p| p.name.clone());
+    s.out.version = pod.and_then(|p| p.image.clone());
+
+    let rendered = match &obs.rendered {
+        Ok(r) => r,
+        Err(why) => {
+            // Admission refuses what it can judge; what only rendering can (a config key
+            // of the version's table, no Prometheus for Besu's block times) ends here.
+            s.out.phase = ValidatorPhase::Failed;
+            s.set(
+                "Ready",
+                false,
+                "CannotRender",
+                format!("the pod cannot be rendered: {why}"),
+            );
+            d.events.push((true, "CannotRender", why.clone()));
+            d.requeue = Duration::from_secs(60);
+            d.status = s.out;
+            return d;
+        }
+    };
+
+    // One signer per identity.
+    let identity = spec.identity.as_ref().map(|i| i.secret_name.as_str());
+    match (&obs.lease, identity) {
+        (LeaseState::HeldBy { name, holder }, Some(secret)) => {
+            let why = format!(
+                "identity Secret {secret} is held by Validator {holder} (Lease {name}): no pod starts for this Validator while that one holds it"
+            );
+            return held_back(s, d, why);
+        }
+        (LeaseState::Free { name }, _) => {
+            d.take_lease = Some(name.clone());
+            s.set(
+                "IdentityHeld",
+                true,
+                "Taken",
+                format!("this Validator holds Lease {name}"),
+            );
+        }
+        (LeaseState::Ours { name }, _) => {
+            s.set(
+                "IdentityHeld",
+                true,
+                "Held",
+                format!("this Validator holds Lease {name}"),
+            );
+        }
+        _ => {
+            s.set(
+                "IdentityHeld",
+                true,
+                "NoIdentity",
+                "no identity given: nothing to hold",
+            );
+        }
+    }
+    if let (Some(other), Some(secret)) = (obs.others.first(), identity) {
+        let why = format!(
+            "pod {other} still runs with identity Secret {secret}: no second pod starts until it is gone"
+        );
+        return held_back(s, d, why);
+    }
+
+    let Some(pod) = pod else {
+        d.create_pod = true;
+        s.out.phase = ValidatorPhase::Starting;
+        s.set("Ready", false, "PodCreated", "the pod is created");
+        s.set(
+            "RestartPending",
+            false,
+            "UpToDate",
+            "the pod runs what is rendered",
+        );
+        d.requeue = Duration::from_secs(2);
+        d.status = s.out;
+        return d;
+    };
+    let node = pod.node.clone().unwrap_or_default();
+    if pod.terminating {
+        s.out.phase = ValidatorPhase::Restarting;
+        let why = if pod.node_ready == Some(false) {
+            format!(
+                "node {node} does not answer: pod {} is not replaced until it is confirmed gone (by its kubelet, or by an operator who knows the machine is off: kubectl delete pod {} --force --grace-period=0)",
+                pod.name, pod.name
+            )
+        } else {
+            format!("waiting for pod {} to stop on {node}", pod.name)
+        };
+        s.set("Ready", false, "Restarting", why);
+        d.requeue = Duration::from_secs(2);
+        d.status = s.out;
+        return d;
+    }
+    if pod.node_ready == Some(false) {
+        s.out.phase = previous.phase;
+        let why = format!(
+            "node {node} does not answer: its pod {} may still run, so no other starts until it is confirmed gone (kubectl delete pod {} --force --grace-period=0 once the machine is known to be off)",
+            pod.name, pod.name
+        );
+        s.set("Ready", false, "NodeNotAnswering", why.clone());
+        d.events.push((true, "NodeNotAnswering", why));
+        d.status = s.out;
+        return d;
+    }
+    if matches!(pod.phase.as_str(), "Failed" | "Succeeded") {
+        // Evicted, or its node rebooted it away: with restart policy Always nothing else
+        // ends a pod. The name is freed for its replacement.
+        d.delete_pod = true;
+        s.out.phase = ValidatorPhase::Restarting;
+        s.set(
+            "Ready",
+            false,
+            "PodEnded",
+            format!("pod {} ended ({}): replaced", pod.name, pod.phase),
+        );
+        d.requeue = Duration::from_secs(2);
+        d.status = s.out;
+        return d;
+    }
+
+    // A change of the rendered pod waits for the client's window.
+    if pod.hash.as_deref() != Some(obs.hash.as_str()) {
+        let change = format!(
+            "the rendered pod changed ({} -> {})",
+            pod.hash.as_deref().unwrap_or("none"),
+            obs.hash
+        );
+        match obs.window {
+            RestartWindow::Immediate => {
+                d.delete_pod = true;
+                s.out.phase = ValidatorPhase::Restarting;
+                s.set(
+                    "RestartPending",
+                    true,
+                    "Restarting",
+                    format!("{change}: restarting now (the client has no restart window)"),
+                );
+                s.set("Ready", false, "Restarting", "the pod is replaced");
+                d.events.push((
+                    false,
+                    "Restarting",
+                    format!("{change}: deleting pod {} to start the new one", pod.name),
+                ));
+                d.requeue = Duration::from_secs(2);
+                d.status = s.out;
+                return d;
+            }
+            RestartWindow::NotImplemented(why) => {
+                s.out.pending_change = Some(PendingChange {
+                    hash: obs.hash.clone(),
+                    waiting_for: format!(
+                        "the client's restart window: {why}; the pod keeps running as it is"
+                    ),
+                });
+                s.set(
+                    "RestartPending",
+                    true,
+                    "WaitingForWindow",
+                    format!("{change}; {why}"),
+                );
+            }
+        }
+    } else {
+        s.set(
+            "RestartPending",
+            false,
+            "UpToDate",
+            "the pod runs what is rendered",
+        );
+    }
+    let _ = rendered;
+
+    // Health, from the client's own answer.
+    s.out.last_probe_time = Some(Time(now));
+    if let Some((head, lag)) = obs.position {
+        s.out.head = Some(head);
+        s.out.lag = Some(lag);
+    }
+    let running = match &obs.answer {
+        None => {
+            s.set(
+                "Ready",
+                false,
+                "NoAnswer",
+                "the client does not answer its health endpoint yet",
+            );
+            s.set("CaughtUp", false, "NoAnswer", "no health answer yet");
+            ValidatorPhase::Starting
+        }
+        Some(a) => {
+            s.out.health = Some(verbatim(a));
+            match a.health {
+                Health::Healthy => {
+                    s.set(
+                        "Ready",
+                        true,
+                        "Healthy",
+                        format!("the client says: {}", verbatim(a)),
+                    );
+                    s.set(
+                        "CaughtUp",
+                        true,
+                        "Healthy",
+                        "in sync with the chain, as the client says",
+                    );
+                    if spec.role == ValidatorRole::Standby {
+                        ValidatorPhase::Standby
+                    } else {
+                        ValidatorPhase::Running
+                    }
+                }
+                Health::Behind => {
+                    s.set(
+                        "Ready",
+                        false,
+                        "Behind",
+                        format!("the client says: {}", verbatim(a)),
+                    );
+                    s.set("CaughtUp", false, "Behind", "catching up with the chain");
+                    ValidatorPhase::CatchingUp
+                }
+                Health::Unknown => {
+                    s.set(
+                        "Ready",
+                        false,
+                        "Unknown",
+                        format!("the client says: {}", verbatim(a)),
+                    );
+                    s.set("CaughtUp", false, "Unknown", "the client cannot tell yet");
+                    ValidatorPhase::Starting
+                }
+            }
+        }
+    };
+    s.out.phase = if s.out.pending_change.is_some() {
+        ValidatorPhase::RestartPending
+    } else {
+        running
+    };
+    if running != ValidatorPhase::Running && running != ValidatorPhase::Standby {
+        d.requeue = Duration::from_secs(3);
+    }
+    d.status = s.out;
+    d
+}
+
+/// The answer as the client gave it: the HTTP status and the body on one line.
+fn verbatim(a: &Answer) -> String {
+    let body: String = a.body.split_whitespace().collect::<Vec<_>>().join(" ");
+    format!("HTTP {}: {body}", a.code)
+}
+
+fn held_back(mut s: Status<'_>, mut d: Decision, why: String) -> Decision {
+    s.out.phase = ValidatorPhase::Starting;
+    s.out.pod = None;
+    s.out.version = None;
+    s.set("IdentityHeld", false, "HeldElsewhere", why.clone());
+    s.set("Ready", false, "IdentityHeldElsewhere", why.clone());
+    d.take_lease = None;
+    d.create_pod = false;
+    d.events.push((true, "IdentityHeldElsewhere", why));
+    d.requeue = Duration::from_secs(15);
+    d.status = s.out;
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::validator::KeyRef;
+    use crate::clients::Rendered;
+    use crate::controller::validator::observe::PodState;
+    use k8s_openapi::api::core::v1::Pod;
+
+    fn spec(yaml: &str) -> ValidatorSpec {
+        serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    const SPEC: &str = r#"
+nodeName: bm-01
+role: nonVoting
+identity:
+  secretName: node-key
+template:
+  besu:
+    image: hyperledger/besu:25.12.0
+"#;
+
+    fn pod(hash: &str) -> PodState {
+        PodState {
+            name: "v".into(),
+            hash: Some(hash.into()),
+            terminating: false,
+            phase: "Running".into(),
+            node: Some("bm-01".into()),
+            node_ready: Some(true),
+            image: Some("hyperledger/besu:25.12.0".into()),
+        }
+    }
+
+    fn observed(
+        lease: LeaseState,
+        p: Option<PodState>,
+        answer: Option<(u16, &str, Health)>,
+    ) -> Observed {
+        Observed {
+            rendered: Ok(Rendered {
+                pod: Pod::default(),
+                config_maps: Vec::new(),
+                secrets: Vec::new(),
+                claims: Vec::new(),
+            }),
+            hash: "h1".into(),
+            lease,
+            pod: p,
+            others: Vec::new(),
+            answer: answer.map(|(code, body, health)| Answer {
+                code,
+                body: body.into(),
+                health,
+            }),
+            position: Some((100, 3)),
+            window: RestartWindow::Immediate,
+        }
+    }
+
+    fn ours() -> LeaseState {
+        LeaseState::Ours {
+            name: "valtune-identity-node-key".into(),
+        }
+    }
+
+    fn cond<'a>(d: &'a Decision, t: &str) -> (&'a str, &'a str, &'a str) {
+        let c = d.status.conditions.iter().find(|c| c.type_ == t).unwrap();
+        (c.status.as_str(), c.reason.as_str(), c.message.as_str())
+    }
+
+    fn at() -> Timestamp {
+        "2026-11-27T22:00:00Z".parse().unwrap()
+    }
+
+    /// What a pass should do and say.
+    struct Expect {
+        lease: bool,
+        create: bool,
+        delete: bool,
+        phase: ValidatorPhase,
+        /// Ready's status and reason.
+        ready: &'static str,
+        reason: &'static str,
+    }
+
+    /// (what, observed, expected)
+    #[test]
+    fn the_table() {
+        let up = Some((200, "{\n  \"status\" : \"UP\"\n}", Health::Healthy));
+        let down = Some((503, "{\n  \"status\" : \"DOWN\"\n}", Health::Behind));
+        let mut terminating = pod("h1");
+        terminating.terminating = true;
+        let mut lost = pod("h1");
+        lost.node_ready = Some(false);
+        let mut lost_terminating = lost.clone();
+        lost_terminating.terminating = true;
+        let mut evicted = pod("h1");
+        evicted.phase = "Failed".into();
+        let free = LeaseState::Free {
+            name: "valtune-identity-node-key".into(),
+        };
+        let held = LeaseState::HeldBy {
+            name: "valtune-identity-node-key".into(),
+            holder: "first".into(),
+        };
+        let rows: Vec<(&str, Observed, Expect)> = vec![
+            (
+                "a free identity is taken and the pod created",
+                observed(free, None, None),
+                Expect {
+                    lease: true,
+                    create: true,
+                    delete: false,
+                    phase: ValidatorPhase::Starting,
+                    ready: "False",
+                    reason: "PodCreated",
+                },
+            ),
+            (
+                "an identity held by another: no pod",
+                observed(held.clone(), None, None),
+                Expect {
+                    lease: false,
+                    create: false,
+                    delete: false,
+                    phase: ValidatorPhase::Starting,
+                    ready: "False",
+                    reason: "IdentityHeldElsewhere",
+                },
+            ),
+            (
+                "no answer yet",
+                observed(ours(), Some(pod("h1")), None),
+                Expect {
+                    lease: false,
+                    create: false,
+                    delete: false,
+                    phase: ValidatorPhase::Starting,
+                    ready: "False",
+                    reason: "NoAnswer",
+                },
+            ),
+            (
+                "behind: catching up",
+                observed(ours(), Some(pod("h1")), down),
+                Expect {
+                    lease: false,
+                    create: false,
+                    delete: false,
+                    phase: ValidatorPhase::CatchingUp,
+                    ready: "False",
+                    reason: "Behind",
+                },
+            ),
+            (
+                "healthy: running",
+                observed(ours(), Some(pod("h1")), up),
+                Expect {
+                    lease: false,
+                    create: false,
+                    delete: false,
+                    phase: ValidatorPhase::Running,
+                    ready: "True",
+                    reason: "Healthy",
+                },
+            ),
+            (
+                "a changed rendering restarts Besu at once",
+                observed(ours(), Some(pod("h0")), up),
+                Expect {
+                    lease: false,
+                    create: false,
+                    delete: true,
+                    phase: ValidatorPhase::Restarting,
+                    ready: "False",
+                    reason: "Restarting",
+                },
+            ),
+            (
+                "the old pod terminating: nothing new",
+                observed(ours(), Some(terminating), None),
+                Expect {
+                    lease: false,
+                    create: false,
+                    delete: false,
+                    phase: ValidatorPhase::Restarting,
+                    ready: "False",
+                    reason: "Restarting",
+                },
+            ),
+            (
+                "its node does not answer: no second pod",
+                observed(ours(), Some(lost), up),
+                Expect {
+                    lease: false,
+                    create: false,
+                    delete: false,
+                    phase: ValidatorPhase::Starting,
+                    ready: "False",
+                    reason: "NodeNotAnswering",
+                },
+            ),
+            (
+                "terminating on a silent node: still none",
+                observed(ours(), Some(lost_terminating), None),
+                Expect {
+                    lease: false,
+                    create: false,
+                    delete: false,
+                    phase: ValidatorPhase::Restarting,
+                    ready: "False",
+                    reason: "Restarting",
+                },
+            ),
+            (
+                "an evicted pod frees the name",
+                observed(ours(), Some(evicted), None),
+                Expect {
+                    lease: false,
+                    create: false,
+                    delete: true,
+                    phase: ValidatorPhase::Restarting,
+                    ready: "False",
+                    reason: "PodEnded",
+                },
+            ),
+        ];
+        let s = spec(SPEC);
+        for (what, obs, e) in rows {
+            let d = decide(&s, Some(1), &ValidatorStatus::default(), &obs, at());
+            assert_eq!(d.take_lease.is_some(), e.lease, "{what}");
+            assert_eq!(d.create_pod, e.create, "{what}");
+            assert_eq!(d.delete_pod, e.delete, "{what}");
+            assert_eq!(d.status.phase, e.phase, "{what}");
+            let (status, why, _) = cond(&d, "Ready");
+            assert_eq!((status, why), (e.ready, e.reason), "{what}");
+        }
+    }
+
+    #[test]
+    fn a_second_validator_says_who_holds_the_identity() {
+        let held = LeaseState::HeldBy {
+            name: "valtune-identity-node-key".into(),
+            holder: "first".into(),
+        };
+        let d = decide(
+            &spec(SPEC),
+            Some(1),
+            &ValidatorStatus::default(),
+            &observed(held, None, None),
+            at(),
+        );
+        let (status, reason, message) = cond(&d, "IdentityHeld");
+        assert_eq!((status, reason), ("False", "HeldElsewhere"));
+        assert!(
+            message.contains("held by Validator first") && message.contains("node-key"),
+            "{message}"
+        );
+        let mut other = observed(ours(), None, None);
+        other.others = vec!["first".into()];
+        let d = decide(
+            &spec(SPEC),
+            Some(1),
+            &ValidatorStatus::default(),
+            &other,
+            at(),
+        );
+        assert!(!d.create_pod);
+        assert!(cond(&d, "IdentityHeld").2.contains("pod first still runs"));
+    }
+
+    #[test]
+    fn the_health_answer_is_kept_verbatim_with_head_and_lag() {
+        let d = decide(
+            &spec(SPEC),
+            Some(1),
+            &ValidatorStatus::default(),
+            &observed(
+                ours(),
+                Some(pod("h1")),
+                Some((200, "{\n  \"status\" : \"UP\"\n}", Health::Healthy)),
+            ),
+            at(),
+        );
+        assert_eq!(
+            d.status.health.as_deref(),
+            Some("HTTP 200: { \"status\" : \"UP\" }")
+        );
+        assert_eq!((d.status.head, d.status.lag), (Some(100), Some(3)));
+        assert_eq!(cond(&d, "CaughtUp").0, "True");
+        assert_eq!(
+            d.status.version.as_deref(),
+            Some("hyperledger/besu:25.12.0")
+        );
+    }
+
+    #[test]
+    fn a_change_without_a_window_waits_and_says_why() {
+        let mut obs = observed(ours(), Some(pod("h0")), Some((200, "UP", Health::Healthy)));
+        obs.window = RestartWindow::NotImplemented("valtune does not compute Agave's window yet");
+        let d = decide(
+            &spec(SPEC),
+            Some(1),
+            &ValidatorStatus::default(),
+            &obs,
+            at(),
+        );
+        assert!(!d.delete_pod);
+        assert_eq!(d.status.phase, ValidatorPhase::RestartPending);
+        let p = d.status.pending_change.clone().unwrap();
+        assert_eq!(p.hash, "h1");
+        assert!(
+            p.waiting_for.contains("Agave's window"),
+            "{}",
+            p.waiting_for
+        );
+        assert_eq!(cond(&d, "RestartPending").0, "True");
+    }
+
+    #[test]
+    fn a_healthy_standby_is_standby() {
+        let mut s = spec(SPEC);
+        s.role = ValidatorRole::Standby;
+        s.identity = Some(KeyRef {
+            secret_name: "spare".into(),
+            key: "keypair".into(),
+        });
+        let d = decide(
+            &s,
+            Some(1),
+            &ValidatorStatus::default(),
+            &observed(ours(), Some(pod("h1")), Some((200, "UP", Health::Healthy))),
+            at(),
+        );
+        assert_eq!(d.status.phase, ValidatorPhase::Standby);
+    }
+
+    #[test]
+    fn what_cannot_render_fails_with_the_reason() {
+        let mut obs = observed(ours(), None, None);
+        obs.rendered = Err("no Prometheus is configured".into());
+        let d = decide(
+            &spec(SPEC),
+            Some(1),
+            &ValidatorStatus::default(),
+            &obs,
+            at(),
+        );
+        assert_eq!(d.status.phase, ValidatorPhase::Failed);
+        assert!(!d.create_pod && d.take_lease.is_none());
+        assert!(cond(&d, "Ready").2.contains("no Prometheus"));
+    }
+}

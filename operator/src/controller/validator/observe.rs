@@ -1,0 +1,286 @@
+//! What a Validator's pass needs from the cluster and the pod: the rendered objects and
+//! their hash, the identity's Lease, the Validator's pod and any other pod of its
+//! identity, the pod's node, and the client's answers at its own endpoints.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams};
+use kube::{Resource, ResourceExt};
+
+use crate::api::labels;
+use crate::api::settings::MetricsSettings;
+use crate::api::validator::{IDENTITY_LABEL, POD_HASH, VALIDATOR_LABEL, Validator, ValidatorRole};
+use crate::clients::health::{Health, RestartWindow};
+use crate::clients::input::{Group, Keys, Lifecycle, Owner, Role, SecretKey};
+use crate::clients::{self, RenderInput, Rendered};
+use crate::controller::{Context, Error, Result};
+
+/// Everything [`super::decide::decide`] judges.
+#[derive(Debug, Clone)]
+pub struct Observed {
+    /// The objects of the Validator's pod, or why they cannot be rendered.
+    pub rendered: Result<Rendered, String>,
+    /// The rendered pod's hash (also on it, as [`POD_HASH`]).
+    pub hash: String,
+    pub lease: LeaseState,
+    /// The Validator's pod, if one exists (terminating included).
+    pub pod: Option<PodState>,
+    /// Pods of the same identity that are not the Validator's.
+    pub others: Vec<String>,
+    /// The client's health answer, if the pod runs and answered.
+    pub answer: Option<Answer>,
+    /// (head, lag), if the client shows them.
+    pub position: Option<(i64, i64)>,
+    pub window: RestartWindow,
+}
+
+/// The identity's Lease as seen.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LeaseState {
+    /// No identity given: nothing to hold.
+    NoIdentity,
+    /// Nobody holds it: this Validator takes it (`name`).
+    Free { name: String },
+    /// This Validator holds it.
+    Ours { name: String },
+    /// Another Validator holds it.
+    HeldBy { name: String, holder: String },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodState {
+    pub name: String,
+    /// The hash of what it was rendered from.
+    pub hash: Option<String>,
+    pub terminating: bool,
+    /// Pending, Running, Succeeded, Failed.
+    pub phase: String,
+    pub node: Option<String>,
+    /// Whether its node reports Ready (None: not bound yet).
+    pub node_ready: Option<bool>,
+    pub image: Option<String>,
+}
+
+/// What the health endpoint said: the HTTP status and body, verbatim, and its meaning.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub code: u16,
+    pub body: String,
+    pub health: Health,
+}
+
+/// The Lease of an identity Secret.
+pub fn lease_name(secret: &str) -> String {
+    format!("valtune-identity-{secret}")
+}
+
+/// What the Validator's pod is rendered from.
+pub fn input(v: &Validator, prometheus_url: Option<&str>) -> RenderInput {
+    let name = v.name_any();
+    let mut owner_labels = BTreeMap::from([
+        (labels::MANAGED_BY.to_string(), labels::MANAGER.to_string()),
+        (VALIDATOR_LABEL.to_string(), name.clone()),
+    ]);
+    if let Some(id) = &v.spec.identity {
+        owner_labels.insert(IDENTITY_LABEL.into(), id.secret_name.clone());
+    }
+    let key = |k: &crate::api::validator::KeyRef| SecretKey {
+        secret: k.secret_name.clone(),
+        key: k.key.clone(),
+    };
+    let keys = Keys {
+        identity: v.spec.identity.as_ref().map(key),
+        vote: v.spec.vote_account.as_ref().map(key),
+    };
+    let reference = v.controller_owner_ref(&());
+    RenderInput {
+        owner: Owner {
+            name: name.clone(),
+            namespace: v.namespace(),
+            reference: reference.clone(),
+            labels: owner_labels.clone(),
+        },
+        // A Validator is a group of one: its generated Secrets go with it.
+        group: Group {
+            name,
+            labels: owner_labels,
+            owners: reference.into_iter().collect(),
+        },
+        template: v.spec.template.clone(),
+        remote_write: MetricsSettings::default().remote_write(prometheus_url),
+        max_lag: None,
+        role: match v.spec.role {
+            ValidatorRole::Voting => Role::Voting(keys),
+            ValidatorRole::NonVoting => Role::NonVoting(keys),
+            ValidatorRole::Standby => Role::Standby(keys),
+        },
+        lifecycle: Lifecycle::LongRunning {
+            node: v.spec.node_name.clone(),
+        },
+    }
+}
+
+/// The objects rendered for `v`, the pod annotated with their hash.
+pub fn render(v: &Validator, prometheus_url: Option<&str>) -> (Result<Rendered, String>, String) {
+    match clients::render(&input(v, prometheus_url)) {
+        Ok(mut r) => {
+            let hash = hash_of(&r);
+            r.pod
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(POD_HASH.into(), hash.clone());
+            (Ok(r), hash)
+        }
+        Err(e) => (Err(e.to_string()), String::new()),
+    }
+}
+
+/// A hash of the pod and its ConfigMaps as rendered (before any defaulting). FNV-1a, not
+/// std's `DefaultHasher`, whose output Rust may change between releases: an operator
+/// built with another toolchain would then see every pod as changed and restart them all.
+fn hash_of(r: &Rendered) -> String {
+    let text = serde_json::to_string(&(&r.pod, &r.config_maps)).unwrap_or_default();
+    let h = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    format!("{h:016x}")
+}
+
+pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
+    let ns = v.namespace().unwrap_or_default();
+    let name = v.name_any();
+    let (rendered, hash) = render(v, ctx.prometheus_url.as_deref());
+    let client = clients::client_for(&v.spec.template).ok();
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+
+    let mut lease = LeaseState::NoIdentity;
+    let mut others = Vec::new();
+    if let Some(id) = &v.spec.identity {
+        let lname = lease_name(&id.secret_name);
+        let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &ns);
+        let found = leases
+            .get_opt(&lname)
+            .await
+            .map_err(|e| Error::kube(format!("reading Lease {ns}/{lname}"), e))?;
+        let holder = found
+            .and_then(|l| l.spec?.holder_identity)
+            .filter(|h| !h.is_empty());
+        lease = match holder {
+            None => LeaseState::Free { name: lname },
+            Some(h) if h == name => LeaseState::Ours { name: lname },
+            Some(h) => LeaseState::HeldBy {
+                name: lname,
+                holder: h,
+            },
+        };
+        let lp = ListParams::default().labels(&format!("{IDENTITY_LABEL}={}", id.secret_name));
+        others = pods
+            .list(&lp)
+            .await
+            .map_err(|e| Error::kube(format!("listing pods of identity {}", id.secret_name), e))?
+            .items
+            .into_iter()
+            .map(|p| p.name_any())
+            .filter(|p| *p != name)
+            .collect();
+    }
+
+    let pod = pods
+        .get_opt(&name)
+        .await
+        .map_err(|e| Error::kube(format!("reading pod {ns}/{name}"), e))?;
+    let mut state = None;
+    let mut answer = None;
+    let mut position = None;
+    if let Some(p) = &pod {
+        let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
+        let node_ready = match &node {
+            Some(n) => {
+                let nodes: Api<Node> = Api::all(ctx.client.clone());
+                let got = nodes
+                    .get_opt(n)
+                    .await
+                    .map_err(|e| Error::kube(format!("reading node {n}"), e))?;
+                Some(got.is_some_and(|n| node_is_ready(&n)))
+            }
+            None => None,
+        };
+        let phase = p
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_else(|| "Pending".into());
+        let ip = p.status.as_ref().and_then(|s| s.pod_ip.clone());
+        if let (Some(c), Some(ip), "Running", None) =
+            (client, &ip, phase.as_str(), &p.metadata.deletion_timestamp)
+        {
+            let t = &v.spec.template;
+            if let Some(probe) = c.health(t) {
+                let url = format!("http://{ip}:{}{}", probe.port, probe.path);
+                answer = get(ctx, &url, probe.host.as_deref())
+                    .await
+                    .map(|(code, body)| Answer {
+                        health: (probe.judge)(code, &body),
+                        code,
+                        body,
+                    });
+            }
+            if let Some(probe) = c.position(t) {
+                let url = format!("http://{ip}:{}{}", probe.port, probe.path);
+                position = get(ctx, &url, None)
+                    .await
+                    .filter(|(code, _)| *code == 200)
+                    .and_then(|(_, page)| probe.read(&page));
+            }
+        }
+        state = Some(PodState {
+            name: p.name_any(),
+            hash: p.annotations().get(POD_HASH).cloned(),
+            terminating: p.metadata.deletion_timestamp.is_some(),
+            phase,
+            node,
+            node_ready,
+            image: p
+                .spec
+                .as_ref()
+                .and_then(|s| s.containers.first())
+                .and_then(|c| c.image.clone()),
+        });
+    }
+    Ok(Observed {
+        rendered,
+        hash,
+        lease,
+        pod: state,
+        others,
+        answer,
+        position,
+        window: client
+            .map(|c| c.restart_window())
+            .unwrap_or(RestartWindow::Immediate),
+    })
+}
+
+fn node_is_ready(n: &Node) -> bool {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+/// GET with a short timeout: (status, body), or None when nothing answered.
+async fn get(ctx: &Context, url: &str, host: Option<&str>) -> Option<(u16, String)> {
+    let mut req = ctx.http.get(url).timeout(std::time::Duration::from_secs(3));
+    if let Some(h) = host {
+        req = req.header(reqwest::header::HOST, h);
+    }
+    let resp = req.send().await.ok()?;
+    let code = resp.status().as_u16();
+    let body = resp.text().await.ok()?;
+    Some((code, body.chars().take(512).collect()))
+}
