@@ -44,7 +44,7 @@ impl Machine {
         Machine {
             memory: parse_bytes(&node.memory).unwrap_or(0),
             prepared: node.prepared.clone(),
-            chain_load: node.chain_load.clone(),
+            chain_load: node.chain_load,
         }
     }
 

@@ -140,10 +140,19 @@ fn frankendancer(patch: Value) -> Value {
     )
 }
 
+/// (case, example, patch, node, exit code, texts of its last words)
+type Case = (
+    &'static str,
+    &'static str,
+    Value,
+    &'static str,
+    i32,
+    Vec<&'static str>,
+);
+
 #[tokio::test]
 async fn what_the_image_or_the_node_cannot_run_exits_as_the_client_does() {
-    // (case, example, patch, node, exit code, texts of its last words)
-    let cases: Vec<(&str, &str, Value, &str, i32, Vec<&str>)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "a flag the version lacks (--cuda, removed in Agave 4.0)",
             AGAVE,
