@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 use kube::api::Api;
 
-use super::transition::{Needs, Observed, Settings};
+use super::transition::{Needs, Observed, Partner, Settings};
 use crate::api::trial::{TrialPhase, ValidatorTrial, ValidatorTrialStatus};
 use crate::clients::pod::{PREFLIGHT_CONTAINER, pod_name};
 use crate::clients::{self, RenderInput, profile::MetricProfile};
@@ -209,6 +209,25 @@ pub fn selector(trial: &ValidatorTrial, st: &ValidatorTrialStatus) -> String {
 }
 
 /// Observes what `needs` asks for.
+/// A paired trial's partner, read when this one is ready for its window (one GET a pass
+/// while one side waits for the other).
+async fn partner(trial: &ValidatorTrial, ctx: &Context, name: &str) -> Result<Partner, Error> {
+    let ns = trial.namespace().unwrap_or_default();
+    let api: Api<ValidatorTrial> = Api::namespaced(ctx.client.clone(), &ns);
+    let found = api.get_opt(name).await;
+    let Some(p) =
+        found.map_err(|e| Error::kube(format!("reading its pair's trial {ns}/{name}"), e))?
+    else {
+        return Ok(Partner::Gone);
+    };
+    let st = p.status.unwrap_or_default();
+    Ok(match (&st.caught_up_at, st.phase.is_finished()) {
+        (Some(at), _) => Partner::CaughtUp(at.0),
+        (None, true) => Partner::Gone,
+        (None, false) => Partner::Waiting(name.to_string()),
+    })
+}
+
 pub async fn observe(
     trial: &ValidatorTrial,
     ctx: &Context,
@@ -263,6 +282,9 @@ pub async fn observe(
                 let within = format!("({q}) <= {}", s.max_lag);
                 let r = analysis::first_time(prom, &within, since, now(), s.step).await;
                 obs.caught_up = Some(reading(&mut obs, r));
+            }
+            if let (Some(pair), None) = (&trial.spec.pair, &st.window_start) {
+                obs.partner = Some(partner(trial, ctx, &pair.partner).await?);
             }
             if let (true, Some(prom), Some(q)) = (
                 *tps,

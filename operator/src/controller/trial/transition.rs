@@ -230,6 +230,9 @@ pub struct Observed {
     pub caught_up: Option<Reading<Timestamp>>,
     /// The first moment since the pod started that it processed a transaction (TPS > 0).
     pub first_execution: Option<Reading<Timestamp>>,
+    /// A paired trial's partner, while this one has no window yet: both measure one
+    /// window, from the later catch-up. None: not paired.
+    pub partner: Option<Partner>,
     /// One verdict per abort rule, in order.
     pub aborts: Vec<Verdict>,
     /// The lag series early abort judges from, or why it could not be read.
@@ -245,6 +248,17 @@ pub struct Observed {
     /// Before measuring: the node the pod is bound to, and why it cannot run the trial as
     /// measured (the client's [`crate::clients::ValidatorClient::node_shortfall`]).
     pub node_shortfall: Option<(String, String)>,
+}
+
+/// Where a paired trial's partner is, as this one decides its window.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Partner {
+    /// Still warming up: wait for it.
+    Waiting(String),
+    /// It caught up at this moment (dated by its samples).
+    CaughtUp(Timestamp),
+    /// Gone, or ended without catching up: measure alone.
+    Gone,
 }
 
 /// Something the reconciler does after the transition.

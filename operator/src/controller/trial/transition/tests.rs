@@ -1328,3 +1328,56 @@ fn a_finished_trial_is_collected_again_when_asked() {
     let again = transition(&oom, &Observed::default(), &s, at(3600));
     assert_eq!(again.status.outcome, Some(TrialOutcome::OOMKilled));
 }
+
+/// A pair measures one window: the side that caught up first waits for its partner, and
+/// both windows start at the later catch-up; a partner gone leaves it to measure alone.
+#[test]
+fn a_pair_measures_one_window_from_the_later_catch_up() {
+    let caught = |partner| Observed {
+        caught_up: Some(Ok(Some(at(3600)))),
+        partner: Some(partner),
+        ..lag(Ok(Some(0.0)))
+    };
+    let waiting = transition(
+        &warming(0),
+        &caught(Partner::Waiting("t-b".into())),
+        &settings(),
+        at(3700),
+    );
+    assert_eq!(waiting.status.phase, TrialPhase::WarmingUp);
+    assert_eq!(waiting.status.caught_up_at, Some(Time(at(3600))));
+    assert_eq!(waiting.status.window_start, None);
+    assert!(
+        waiting
+            .status
+            .message
+            .clone()
+            .unwrap()
+            .contains("waiting for its pair's t-b"),
+        "{:?}",
+        waiting.status.message
+    );
+    let later = transition(
+        &waiting.status,
+        &caught(Partner::CaughtUp(at(4000))),
+        &settings(),
+        at(4100),
+    );
+    assert_eq!(later.status.phase, TrialPhase::Measuring);
+    assert_eq!(later.status.caught_up_at, Some(Time(at(3600))));
+    assert_eq!(later.status.window_start, Some(Time(at(4000))));
+    let earlier = transition(
+        &warming(0),
+        &caught(Partner::CaughtUp(at(3000))),
+        &settings(),
+        at(3700),
+    );
+    assert_eq!(earlier.status.window_start, Some(Time(at(3600))));
+    let alone = transition(
+        &waiting.status,
+        &caught(Partner::Gone),
+        &settings(),
+        at(5000),
+    );
+    assert_eq!(alone.status.window_start, Some(Time(at(3600))));
+}

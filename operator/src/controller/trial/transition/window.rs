@@ -156,18 +156,45 @@ pub(super) fn warm_up(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
         return;
     }
     if s.from == WindowStart::CaughtUp
-        && let Some(at) = caught_up
+        && let Some(own) = caught_up
     {
+        // A pair measures one window, from the later of the two catch-ups, so both see
+        // the same chain (the paired design's point); a partner gone or ended without
+        // catching up leaves this one to measure alone.
+        let at = match &obs.partner {
+            Some(Partner::Waiting(partner)) => {
+                st.caught_up_at = Some(Time(own));
+                st.lag = lag.map(|value| LagReading {
+                    value,
+                    unit: unit.to_string(),
+                    at: Time(now),
+                });
+                st.message = Some(format!(
+                    "caught up after {}s (within {} {unit}); waiting for its pair's {partner} to catch up, so both measure one window",
+                    own.duration_since(started).as_secs(),
+                    s.max_lag
+                ));
+                step.requeue = Some(s.step);
+                return;
+            }
+            Some(Partner::CaughtUp(theirs)) => own.max(*theirs),
+            Some(Partner::Gone) | None => own,
+        };
         let end = at + s.measurement;
-        st.caught_up_at = Some(Time(at));
+        st.caught_up_at = Some(Time(own));
         st.window_start = Some(Time(at));
         st.window_end = Some(Time(end));
         st.phase = TrialPhase::Measuring;
         st.lag = None;
         st.message = Some(format!(
-            "caught up after {}s (within {} {unit}); measuring until {end}",
-            at.duration_since(started).as_secs(),
-            s.max_lag
+            "caught up after {}s (within {} {unit}); measuring {}until {end}",
+            own.duration_since(started).as_secs(),
+            s.max_lag,
+            if at > own {
+                format!("from {at}, when its pair's partner caught up, ")
+            } else {
+                String::new()
+            }
         ));
         step.requeue = Some(until(end, now).min(s.step * 2));
         return;
