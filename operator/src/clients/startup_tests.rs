@@ -17,23 +17,7 @@ use valtune_lab::sim::pod_view::{Machine, PodView};
 use valtune_lab::topology::Topology;
 
 use super::golden;
-
-fn merge(base: &Value, patch: &Value) -> Value {
-    match (base, patch) {
-        (Value::Object(b), Value::Object(p)) => {
-            let mut out = b.clone();
-            for (k, v) in p {
-                if v.is_null() {
-                    out.remove(k);
-                } else {
-                    out.insert(k.clone(), merge(b.get(k).unwrap_or(&Value::Null), v));
-                }
-            }
-            Value::Object(out)
-        }
-        (_, p) => p.clone(),
-    }
-}
+use crate::report::patch::merge_apply as merge;
 
 /// How the first point of `example` patched by `patch` ends when it starts on `node` of
 /// the test lab's topology: the init step's or the validator's exit.

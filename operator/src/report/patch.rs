@@ -12,6 +12,25 @@ use crate::api::resolve::resolve_template;
 use crate::api::sweep::TrialPoint;
 use crate::api::tuning::PointValueError;
 
+/// RFC 7386's apply of `patch` to `base`: objects merge, null deletes, anything else
+/// replaces (what `kubectl patch --type merge` does).
+pub fn merge_apply(base: &Value, patch: &Value) -> Value {
+    match (base, patch) {
+        (Value::Object(b), Value::Object(p)) => {
+            let mut out = b.clone();
+            for (k, v) in p {
+                if v.is_null() {
+                    out.remove(k);
+                } else {
+                    out.insert(k.clone(), merge_apply(b.get(k).unwrap_or(&Value::Null), v));
+                }
+            }
+            Value::Object(out)
+        }
+        (_, p) => p.clone(),
+    }
+}
+
 /// The RFC 7386 merge patch that turns `from` into `to`: objects are compared key by key
 /// (a key `to` lacks becomes null, which deletes it), anything else, lists included (a
 /// merge patch replaces a list whole), is written as `to` has it. None when equal.
@@ -219,30 +238,11 @@ mod tests {
 
     fn apply(vx: &ValidatorExperiment, patch: &Value) -> crate::api::template::ValidatorTemplate {
         let base = serde_json::to_value(vx).unwrap();
-        let merged = merge(&base, patch);
+        let merged = super::merge_apply(&base, patch);
         serde_json::from_value::<ValidatorExperiment>(merged)
             .unwrap()
             .spec
             .template
-    }
-
-    /// RFC 7386's apply, written out here to check the diff against it.
-    fn merge(base: &Value, patch: &Value) -> Value {
-        match (base, patch) {
-            (Value::Object(b), Value::Object(p)) => {
-                let mut out = b.clone();
-                for (k, v) in p {
-                    if v.is_null() {
-                        out.remove(k);
-                    } else {
-                        let m = merge(b.get(k).unwrap_or(&Value::Null), v);
-                        out.insert(k.clone(), m);
-                    }
-                }
-                Value::Object(out)
-            }
-            (_, p) => p.clone(),
-        }
     }
 
     #[test]

@@ -81,24 +81,7 @@ pub fn example(path: &str) -> Value {
     v
 }
 
-/// RFC 7386 JSON merge patch: objects merge, null deletes, anything else replaces.
-pub fn merge(base: &Value, patch: &Value) -> Value {
-    match (base, patch) {
-        (Value::Object(b), Value::Object(p)) => {
-            let mut out = b.clone();
-            for (k, v) in p {
-                if v.is_null() {
-                    out.remove(k);
-                } else {
-                    let merged = merge(b.get(k).unwrap_or(&Value::Null), v);
-                    out.insert(k.clone(), merged);
-                }
-            }
-            Value::Object(out)
-        }
-        (_, p) => p.clone(),
-    }
-}
+pub use valtune::report::patch::merge_apply as merge;
 
 /// A `valtune operator` process watching one namespace, killed when dropped. Its log goes
 /// to target/test-logs/<namespace>-<n>.log (n counts the processes started).
