@@ -93,58 +93,36 @@ pub fn write(dir: &Path, r: &Report) -> Result<Vec<PathBuf>, DirError> {
     if let Some(table) = &r.table_csv {
         written.push(write_file(dir.join("table.csv"), table.as_bytes())?);
     }
-    let mut summary_svgs = Vec::new();
+    // Each figure as SVG and PNG, and its entry on the page.
+    let mut figure = |name: &str, title: String, svg: String, png: Vec<u8>| {
+        written.push(write_file(
+            figures_dir.join(format!("{name}.svg")),
+            svg.as_bytes(),
+        )?);
+        written.push(write_file(figures_dir.join(format!("{name}.png")), &png)?);
+        Ok::<_, DirError>((title, name.to_string(), svg))
+    };
+    let mut summaries = Vec::new();
     for f in &r.summaries {
-        let svg = figures::summary_svg(f)?;
-        written.push(write_file(
-            figures_dir.join(format!("{}.svg", f.name)),
-            svg.as_bytes(),
-        )?);
-        written.push(write_file(
-            figures_dir.join(format!("{}.png", f.name)),
-            &figures::summary_png(f)?,
-        )?);
-        summary_svgs.push((f, svg));
+        let (svg, png) = (figures::summary_svg(f)?, figures::summary_png(f)?);
+        summaries.push(figure(&f.name, format!("{} per point", f.title), svg, png)?);
     }
-    let mut series_svgs = Vec::new();
+    let mut series = Vec::new();
     for f in &r.series {
-        let svg = figures::series_svg(f)?;
-        written.push(write_file(
-            figures_dir.join(format!("{}.svg", f.name)),
-            svg.as_bytes(),
+        let (svg, png) = (figures::series_svg(f)?, figures::series_png(f)?);
+        series.push(figure(
+            &f.name,
+            format!("{} over the window", f.title),
+            svg,
+            png,
         )?);
-        written.push(write_file(
-            figures_dir.join(format!("{}.png", f.name)),
-            &figures::series_png(f)?,
-        )?);
-        series_svgs.push((f, svg));
     }
-    let summaries: Vec<(String, &str, &str)> = summary_svgs
-        .iter()
-        .map(|(f, svg)| {
-            (
-                format!("{} per point", f.title),
-                f.name.as_str(),
-                svg.as_str(),
-            )
-        })
-        .collect();
-    let series: Vec<(String, &str, &str)> = series_svgs
-        .iter()
-        .map(|(f, svg)| {
-            (
-                format!("{} over the window", f.title),
-                f.name.as_str(),
-                svg.as_str(),
-            )
-        })
-        .collect();
     let page = html::render(&r.page, &as_drawn(&summaries), &as_drawn(&series));
     written.push(write_file(dir.join("index.html"), page.as_bytes())?);
     Ok(written)
 }
 
-fn as_drawn<'a>(v: &'a [(String, &'a str, &'a str)]) -> Vec<html::Drawn<'a>> {
+fn as_drawn(v: &[(String, String, String)]) -> Vec<html::Drawn<'_>> {
     v.iter()
         .map(|(title, name, svg)| html::Drawn { name, title, svg })
         .collect()

@@ -119,18 +119,12 @@ fn rows(data: &Dataset, layout: &Layout, wide: bool) -> Vec<Vec<String>> {
         .zip(&results)
         .enumerate()
         .map(|(i, (t, r))| {
-            let mut row = vec![
-                t.name.clone(),
-                t.point.describe(),
-                t.repetition.to_string(),
-                format!("{:?}", t.phase),
-                t.outcome
-                    .map(|o| o.as_str().to_string())
-                    .unwrap_or_else(|| "-".into()),
+            let mut row = trial_cells(t);
+            row.push(
                 r.coverage
                     .map(|c| format!("{:.0}", c * 100.0))
                     .unwrap_or_else(|| "-".into()),
-            ];
+            );
             let n = layout.numbers.len() + layout.saved.len();
             row.extend(figures[..n].iter().map(|col| col[i].clone()));
             row.extend(
@@ -147,6 +141,19 @@ fn rows(data: &Dataset, layout: &Layout, wide: bool) -> Vec<Vec<String>> {
             row
         })
         .collect()
+}
+
+/// The cells every trial table starts with: trial, point, repetition, phase, outcome.
+pub(crate) fn trial_cells(t: &crate::results::dataset::TrialRecord) -> Vec<String> {
+    vec![
+        t.name.clone(),
+        t.point.describe(),
+        t.repetition.to_string(),
+        format!("{:?}", t.phase),
+        t.outcome
+            .map(|o| o.as_str().to_string())
+            .unwrap_or_else(|| "-".into()),
+    ]
 }
 
 /// One line per point: its measured repetitions, how many kept up, and the objective's

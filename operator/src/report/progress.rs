@@ -92,17 +92,9 @@ pub fn progress(
         .trials()
         .map(|t| {
             let (elapsed, remaining) = window(t, length, now);
-            vec![
-                t.name.clone(),
-                t.point.describe(),
-                t.repetition.to_string(),
-                format!("{:?}", t.phase),
-                t.outcome
-                    .map(|o| o.as_str().to_string())
-                    .unwrap_or_else(|| "-".into()),
-                elapsed,
-                remaining,
-            ]
+            let mut row = super::trial_cells(t);
+            row.extend([elapsed, remaining]);
+            row
         })
         .collect();
     out.push_str(&aligned(header, rows));
