@@ -261,6 +261,26 @@ pub struct SeriesFigure {
     pub traces: Vec<Trace>,
 }
 
+impl SeriesFigure {
+    /// The figure of `spec` over the traces with data: a trial with no datapoint gets no
+    /// line (an OOM-killed run may end before its first), and a series no trial has data
+    /// for gets no figure. What is drawn is then what series.csv holds, so `--from`
+    /// redraws the same figure.
+    pub fn of(spec: &SeriesSpec, caption: &str, traces: Vec<Trace>) -> Option<SeriesFigure> {
+        let traces: Vec<Trace> = traces
+            .into_iter()
+            .filter(|t| !t.samples.is_empty())
+            .collect();
+        (!traces.is_empty()).then(|| SeriesFigure {
+            name: spec.name.clone(),
+            title: spec.title.clone(),
+            unit: spec.unit.clone(),
+            caption: caption.to_string(),
+            traces,
+        })
+    }
+}
+
 /// One point's bar: the mean of a column over its finished repetitions, its 95% interval
 /// (two repetitions on), and how its repetitions ended.
 #[derive(Clone, Debug, PartialEq)]
@@ -770,6 +790,33 @@ mod tests {
         }];
         let text = series_csv(&f);
         assert_eq!(read_series_csv(&text, "c").unwrap(), f);
+        // A trial without a datapoint has no line, so the CSV redraws the figure as drawn.
+        let spec = SeriesSpec {
+            name: "tps".into(),
+            title: "Transactions, per second".into(),
+            unit: "TPS".into(),
+            query: String::new(),
+            scale: 1.0,
+            bucketed: false,
+        };
+        let mut traces = f[0].traces.clone();
+        traces.insert(
+            0,
+            Trace {
+                trial: "c".into(),
+                point: "64Gi".into(),
+                repetition: 1,
+                outcome: "OOMKilled".into(),
+                samples: vec![],
+            },
+        );
+        let drawn = SeriesFigure::of(&spec, "c", traces).unwrap();
+        assert_eq!(drawn, f[0]);
+        assert_eq!(
+            read_series_csv(&series_csv(&[drawn.clone()]), "c").unwrap(),
+            [drawn]
+        );
+        assert_eq!(SeriesFigure::of(&spec, "c", vec![]), None);
         let bad = text.replace(",1.5", ",x");
         let err = read_series_csv(&bad, "c").unwrap_err().to_string();
         assert_eq!(err, "series.csv line 2: value \"x\" is not a number");
