@@ -45,6 +45,13 @@ pub const NAME: &str = "lab";
 /// labelled [`NO_RECEIVER_NAMESPACE_LABEL`], so tests can run a trial against it.
 pub const NO_RECEIVER_NAME: &str = "lab-no-receiver";
 pub const NO_RECEIVER_NAMESPACE_LABEL: (&str, &str) = ("valtune.dev/lab-prometheus", "no-receiver");
+/// A third Prometheus, like the first, that tests stop and start for an outage: it scrapes
+/// only namespaces labelled [`OUTAGE_NAMESPACE_LABEL`], so an outage there leaves every
+/// other test's Prometheus running and the outage tests run beside the others.
+pub const OUTAGE_NAME: &str = "lab-outage";
+pub const OUTAGE_NAMESPACE_LABEL: (&str, &str) = ("valtune.dev/lab-prometheus", "outage");
+/// The lab's process of that Prometheus (what `control_plane::stop_one` takes).
+pub const OUTAGE_PROCESS: &str = "prometheus-outage";
 
 /// The Prometheus resource: every PodMonitor, ServiceMonitor and PrometheusRule in every
 /// namespace. Its StatefulSet has no replicas: the lab runs the Prometheus process itself
@@ -94,9 +101,27 @@ spec:
   podMonitorSelector: {{}}
   podMonitorNamespaceSelector:
     matchLabels: {{{label}: {value}}}
+---
+apiVersion: monitoring.coreos.com/v1
+kind: Prometheus
+metadata:
+  name: {OUTAGE_NAME}
+  namespace: {NAMESPACE}
+spec:
+  version: v3.2.1
+  replicas: 0
+  scrapeInterval: {scrape_interval}
+  evaluationInterval: {scrape_interval}
+  enableRemoteWriteReceiver: true
+  tsdb:
+    outOfOrderTimeWindow: {OUT_OF_ORDER_WINDOW}
+  podMonitorSelector: {{}}
+  podMonitorNamespaceSelector:
+    matchLabels: {{{label}: {outage}}}
 ",
         label = NO_RECEIVER_NAMESPACE_LABEL.0,
         value = NO_RECEIVER_NAMESPACE_LABEL.1,
+        outage = OUTAGE_NAMESPACE_LABEL.1,
     )
 }
 
@@ -124,6 +149,13 @@ impl Instance {
                 config: no_receiver_config(&state.dir),
             });
         }
+        if !state.prometheus_outage_url.is_empty() {
+            out.push(Instance {
+                name: OUTAGE_NAME,
+                url: state.prometheus_outage_url.clone(),
+                config: outage_config(&state.dir),
+            });
+        }
         out
     }
 }
@@ -131,4 +163,9 @@ impl Instance {
 /// The configuration file of the receiver-less Prometheus.
 pub fn no_receiver_config(dir: &std::path::Path) -> std::path::PathBuf {
     dir.join("prometheus-no-receiver.yml")
+}
+
+/// The configuration file of the Prometheus the outage tests stop.
+pub fn outage_config(dir: &std::path::Path) -> std::path::PathBuf {
+    dir.join("prometheus-outage.yml")
 }
