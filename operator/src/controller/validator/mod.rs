@@ -45,6 +45,7 @@ pub fn watching(
     metrics: &OperatorMetrics,
 ) -> Controller<Validator> {
     let named = c.store();
+    metrics.watch_validators(c.store());
     c.watches(experiments, watcher::Config::default(), move |vx| {
         tuning::naming(&named.state(), &vx)
     })
