@@ -265,7 +265,7 @@ status:
         assert_eq!(applied.trial, "heap-jemalloc-8gi-1");
         assert_eq!(template.tuning.heap.as_deref(), Some("8Gi"));
         assert_eq!(
-            serde_json::to_value(&template.tuning.allocator).unwrap(),
+            serde_json::to_value(template.tuning.allocator).unwrap(),
             "jemalloc"
         );
         // The rest of the Validator's template stays as written.
