@@ -263,6 +263,12 @@ pub struct Recommendation {
     /// 100%]; 256Gi: kept up 0/3 [0%, 56%]").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub support: Option<String>,
+    /// The recommended point itself, as its trials ran it (the swept values: memory,
+    /// thread counts, typed settings, generic knobs by name): what a Validator's
+    /// `spec.tuning.fromExperiment` applies and `valtune recommend --for` patches in.
+    /// Absent in statuses written before valtune recorded it (`summary` stays the line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub point: Option<super::sweep::TrialPoint>,
 }
 
 /// Results of one point, averaged over its finished repetitions.

@@ -305,6 +305,7 @@ pub fn recommend(
             reason,
             trial: first_trial(best)?,
             support,
+            point: Some(best.point.clone()),
         });
     }
     // Otherwise the client's objective: e.g. the highest TPS, or the lowest block time.
@@ -355,6 +356,7 @@ pub fn recommend(
         ),
         trial: first_trial(best)?,
         support: (!support.is_empty()).then_some(support),
+        point: Some(best.point.clone()),
     })
 }
 
@@ -400,6 +402,7 @@ fn bisection_answer(
         reason,
         trial: best.finished().next()?.name.clone(),
         support: (!support.is_empty()).then_some(support),
+        point: Some(best.point.clone()),
     })
 }
 

@@ -9,9 +9,13 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
+use super::tuning::{self, Tuned};
 use crate::api::labels;
 use crate::api::settings::MetricsSettings;
-use crate::api::validator::{IDENTITY_LABEL, POD_HASH, VALIDATOR_LABEL, Validator, ValidatorRole};
+use crate::api::validator::{
+    IDENTITY_LABEL, POD_HASH, VALIDATOR_LABEL, Validator, ValidatorRole, identity_label,
+};
+use crate::api::{ValidatorExperiment, ValidatorTrial};
 use crate::clients::health::{Health, RestartWindow};
 use crate::clients::input::{Group, Keys, Lifecycle, Owner, Role, SecretKey};
 use crate::clients::{self, RenderInput, Rendered};
@@ -34,6 +38,8 @@ pub struct Observed {
     /// (head, lag), if the client shows them.
     pub position: Option<(i64, i64)>,
     pub window: RestartWindow,
+    /// `spec.tuning.fromExperiment`, resolved (what `rendered` runs) or refused.
+    pub tuning: Tuned,
 }
 
 /// The identity's Lease as seen.
@@ -84,7 +90,7 @@ pub fn input(v: &Validator, prometheus_url: Option<&str>) -> RenderInput {
         (VALIDATOR_LABEL.to_string(), name.clone()),
     ]);
     if let Some(id) = &v.spec.identity {
-        owner_labels.insert(IDENTITY_LABEL.into(), id.secret_name.clone());
+        owner_labels.insert(IDENTITY_LABEL.into(), identity_label(&id.secret_name));
     }
     let key = |k: &crate::api::validator::KeyRef| SecretKey {
         secret: k.secret_name.clone(),
@@ -152,7 +158,15 @@ fn hash_of(r: &Rendered) -> String {
 pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
     let ns = v.namespace().unwrap_or_default();
     let name = v.name_any();
-    let (rendered, hash) = render(v, ctx.prometheus_url.as_deref());
+    let tuning = tuning_of(v, ctx).await?;
+    let (rendered, hash) = match &tuning {
+        Tuned::Resolved { template, .. } => {
+            let mut tuned = v.clone();
+            tuned.spec.template = (**template).clone();
+            render(&tuned, ctx.prometheus_url.as_deref())
+        }
+        _ => render(v, ctx.prometheus_url.as_deref()),
+    };
     let client = clients::client_for(&v.spec.template).ok();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
 
@@ -176,7 +190,10 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
                 holder: h,
             },
         };
-        let lp = ListParams::default().labels(&format!("{IDENTITY_LABEL}={}", id.secret_name));
+        let lp = ListParams::default().labels(&format!(
+            "{IDENTITY_LABEL}={}",
+            identity_label(&id.secret_name)
+        ));
         others = pods
             .list(&lp)
             .await
@@ -261,7 +278,54 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
         window: client
             .map(|c| c.restart_window())
             .unwrap_or(RestartWindow::Immediate),
+        tuning,
     })
+}
+
+/// The experiment `spec.tuning.fromExperiment` names, read with the labels of the
+/// Validator's node and of the node its recommended trial ran on (the node class check).
+async fn tuning_of(v: &Validator, ctx: &Context) -> Result<Tuned> {
+    let Some(source) = &v.spec.tuning else {
+        return Ok(Tuned::NotAsked);
+    };
+    let ns = v.namespace().unwrap_or_default();
+    let name = &source.from_experiment;
+    let vxs: Api<ValidatorExperiment> = Api::namespaced(ctx.client.clone(), &ns);
+    let vx = vxs
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("reading experiment {ns}/{name}"), e))?;
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    let labels_of = |node: String| {
+        let nodes = nodes.clone();
+        async move {
+            nodes
+                .get_opt(&node)
+                .await
+                .map_err(|e| Error::kube(format!("reading node {node}"), e))
+                .map(|n| n.map(|n| n.labels().clone()))
+        }
+    };
+    let mut seen = tuning::Nodes {
+        validator: labels_of(v.spec.node_name.clone()).await?,
+        trial: None,
+    };
+    let trial = vx
+        .as_ref()
+        .and_then(|x| x.status.as_ref()?.recommendation.as_ref())
+        .map(|r| r.trial.clone());
+    if let Some(trial) = trial {
+        let trials: Api<ValidatorTrial> = Api::namespaced(ctx.client.clone(), &ns);
+        let node = trials
+            .get_opt(&trial)
+            .await
+            .map_err(|e| Error::kube(format!("reading trial {ns}/{trial}"), e))?
+            .and_then(|t| t.status?.node_name);
+        if let Some(node) = node {
+            seen.trial = labels_of(node).await?;
+        }
+    }
+    Ok(tuning::resolve(&v.spec.template, name, vx.as_ref(), &seen))
 }
 
 fn node_is_ready(n: &Node) -> bool {
