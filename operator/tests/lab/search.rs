@@ -35,11 +35,18 @@ async fn the_bisection_example_finds_the_least_memory_that_keeps_up_and_confirms
                 .iter()
                 .filter(|t| phase.is_none_or(|p| t.status.as_ref().is_some_and(|s| s.phase == p)))
                 .count();
-            if n >= at_least { Ok(()) } else { Err(format!("{n} trials")) }
+            if n >= at_least {
+                Ok(())
+            } else {
+                Err(format!("{n} trials"))
+            }
         }
     };
     let limit = Duration::from_secs(600);
-    wait_for("a first-round trial measuring", limit, || count(1, Some(TrialPhase::Measuring))).await;
+    wait_for("a first-round trial measuring", limit, || {
+        count(1, Some(TrialPhase::Measuring))
+    })
+    .await;
     operator.kill();
     let operator = lab.start_operator(&ns);
     wait_for("a second-round trial", limit, || count(4, None)).await;
@@ -292,7 +299,11 @@ async fn successive_halving_finds_the_grids_answer_for_fewer_node_hours() {
     let answer = |st: &valtune::api::experiment::ValidatorExperimentStatus| {
         st.recommendation.clone().unwrap().summary
     };
-    assert_eq!(answer(&grid), "allocator=jemalloc heap=8Gi mallocArenaMax=1", "{grid:?}");
+    assert_eq!(
+        answer(&grid),
+        "allocator=jemalloc heap=8Gi mallocArenaMax=1",
+        "{grid:?}"
+    );
     assert_eq!(answer(&sh), answer(&grid), "{tried:?}");
     // Rungs of 4 and 1: the first at a quarter of the window, the winner at all of it.
     assert_eq!(
