@@ -451,6 +451,18 @@ async fn ranges_and_bisection_are_refused_with_the_field_and_the_fix() {
             "exactly one ordered parameter",
         ),
         (
+            "two strategies",
+            json!({"spec": {"strategy": {"successiveHalving": {}}}}),
+            "spec.strategy",
+            "set one strategy",
+        ),
+        (
+            "successive halving with repetitions",
+            json!({"spec": {"strategy": {"bisection": null, "successiveHalving": {"eta": 2}}, "trial": {"repetitions": 2}}}),
+            "spec.trial.repetitions",
+            "its repetitions are its rungs",
+        ),
+        (
             "bisection over an unordered parameter",
             json!({"spec": {"sweep": {"sigverify": ["cpu"]}}}),
             "spec.sweep.sigverify",
