@@ -274,6 +274,7 @@ pub fn recommend(
             ),
             trial,
             support: best.kept_up_support(),
+            point: Some(best.point.clone()),
         });
     }
     if vx.spec.sweep.resolved().memory.is_some() {
