@@ -118,12 +118,18 @@ mod tests {
         let c = Some(&LOAD);
         let window = |from: f64| {
             let (blocks, txs) = solana::made(c, from, from + 7200.0);
-            (txs / blocks, 1.0 - blocks / (7200.0 * solana::SLOTS_PER_SECOND))
+            (
+                txs / blocks,
+                1.0 - blocks / (7200.0 * solana::SLOTS_PER_SECOND),
+            )
         };
         let (busy, busy_skip) = window(DAY_S / 4.0 - 3600.0);
         let (quiet, quiet_skip) = window(3.0 * DAY_S / 4.0 - 3600.0);
         assert!(busy > 1.3 * quiet, "{busy} {quiet}");
-        assert!(busy_skip > quiet_skip && quiet_skip > 0.0, "{busy_skip} {quiet_skip}");
+        assert!(
+            busy_skip > quiet_skip && quiet_skip > 0.0,
+            "{busy_skip} {quiet_skip}"
+        );
         // Summed in pieces or at once: the same count.
         let (b1, t1) = solana::made(c, 1000.0, 1990.5);
         let (b2, t2) = solana::made(c, 1990.5, 5000.0);

@@ -11,9 +11,13 @@
 //!   the work replaying it is (a skipped slot has none);
 //! - `skipRatePct` = 1 - blocks / slots, in percent.
 //!
-//! Each is the growth of a gauge over the window (its largest less its smallest value), so
-//! no rate is extrapolated. The exporter starts its gauges at 0 until its first poll: a
-//! sample of 0 is left out, or a restarted exporter would count everything since genesis.
+//! Each is the growth of a gauge over the window: its last sample in the window less its
+//! last before the window (within a window's length), so no rate is extrapolated and one
+//! scrape in each is enough (a slow exporter's failed scrapes leave gaps: the lab's busy
+//! machines showed windows of a single sample). The three gauges come from one
+//! `getEpochInfo` and one scrape, so their growths span the same slots. The exporter
+//! starts its gauges at 0 until its first poll: a 0 before the window gives no figure,
+//! or a restarted exporter would count everything since genesis.
 
 use crate::clients::profile::{Column, Figure};
 
@@ -26,11 +30,12 @@ pub const TRANSACTIONS: &str = "solana_node_transactions_total";
 pub const SLOTS: &str = "solana_node_slot_height";
 pub const BLOCKS: &str = "solana_node_block_height";
 
-/// How much a gauge that only grows grew over the window, its zeros (an exporter that has
-/// not polled yet) left out.
+/// How much a gauge that only grows grew over the window: from its last sample before
+/// the window to its last in it; none when the first is 0 (an exporter that had not
+/// polled yet).
 fn grown(series: &str) -> String {
     format!(
-        "(max_over_time((max({series}{{$selector}}))$range) - min_over_time((max({series}{{$selector}}) > 0)$range))"
+        "(max(last_over_time({series}{{$selector}}[$window])) - (max(last_over_time({series}{{$selector}}[$window] offset $window)) > 0))"
     )
 }
 
@@ -74,11 +79,16 @@ mod tests {
         let tx = &f.iter().find(|f| f.name == TX_PER_SLOT).unwrap().query;
         assert_eq!(
             tx,
-            "(max_over_time((max(solana_node_transactions_total{$selector}))$range) - min_over_time((max(solana_node_transactions_total{$selector}) > 0)$range)) / (max_over_time((max(solana_node_block_height{$selector}))$range) - min_over_time((max(solana_node_block_height{$selector}) > 0)$range))"
+            "(max(last_over_time(solana_node_transactions_total{$selector}[$window])) - (max(last_over_time(solana_node_transactions_total{$selector}[$window] offset $window)) > 0)) / (max(last_over_time(solana_node_block_height{$selector}[$window])) - (max(last_over_time(solana_node_block_height{$selector}[$window] offset $window)) > 0))"
         );
         let skip = f.iter().find(|f| f.name == SKIP_RATE_PCT).unwrap();
-        assert!(skip.query.starts_with("1 - (max_over_time((max(solana_node_block_height"));
-        assert!(skip.query.ends_with("(max(solana_node_slot_height{$selector}) > 0)$range))"));
+        assert!(
+            skip.query
+                .starts_with("1 - (max(last_over_time(solana_node_block_height{")
+        );
+        assert!(skip.query.ends_with(
+            "(max(last_over_time(solana_node_slot_height{$selector}[$window] offset $window)) > 0))"
+        ));
         assert_eq!(skip.scale, 100.0);
         // Only names the exporter serves (slots.go at v3.0.2).
         for f in &f {

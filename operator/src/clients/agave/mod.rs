@@ -225,12 +225,14 @@ impl ValidatorClient for Agave {
             Layout::ram()
         };
         // A follower's chain load beside its results (a bench's is the benchmark's).
-        if t.client.agave.as_ref().map(|a| a.workload).unwrap_or_default()
+        if t.client
+            .agave
+            .as_ref()
+            .map(|a| a.workload)
+            .unwrap_or_default()
             == AgaveWorkload::Follow
         {
-            layout
-                .numbers
-                .extend(crate::clients::solana_load::COLUMNS);
+            layout.numbers.extend(crate::clients::solana_load::COLUMNS);
         }
         layout
     }

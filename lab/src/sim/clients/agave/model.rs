@@ -269,7 +269,9 @@ impl AgaveModel {
             // paper's 3x-mean outlier rule to set them apart.
             let p_burst = (1.0 - (-self.stretch_s / (2.0 * 3600.0)).exp()).min(0.05);
             if uniform(seed, SPIKE, i) < p_burst {
-                return self.a.busy_tps * load * (12.0 + 14.0 * uniform(seed, SPIKE, i + 1_000_000));
+                return self.a.busy_tps
+                    * load
+                    * (12.0 + 14.0 * uniform(seed, SPIKE, i + 1_000_000));
             }
         }
         let idle = if behind {
@@ -563,7 +565,10 @@ mod tests {
         // replayed per second (the paper's outliers aside).
         let c = on("c", origin + 12.0 * HOUR);
         let (_, per_block_c) = grown(&c, from, to);
-        assert!(per_block_c < 0.75 * per_block_a, "{per_block_a} then {per_block_c}");
+        assert!(
+            per_block_c < 0.75 * per_block_a,
+            "{per_block_a} then {per_block_c}"
+        );
         let (tps_a, _, _) = average(&a, from, to);
         let (tps_c, _, _) = average(&c, from, to);
         assert!(tps_c < 0.8 * tps_a, "{tps_a} then {tps_c}");

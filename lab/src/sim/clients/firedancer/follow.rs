@@ -53,13 +53,7 @@ fn lab(simulated: f64, scale: f64) -> u64 {
 }
 
 /// The Agave child's JSON-RPC answer at `t`; None while it is not listening.
-pub fn rpc(
-    m: &AgaveModel,
-    full: bool,
-    agave: &str,
-    t: f64,
-    method: &str,
-) -> Option<Rpc> {
+pub fn rpc(m: &AgaveModel, full: bool, agave: &str, t: f64, method: &str) -> Option<Rpc> {
     if t < m.rpc_start_seconds() {
         return None;
     }

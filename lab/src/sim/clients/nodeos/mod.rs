@@ -92,7 +92,11 @@ impl SimClient for NodeosSim {
             clock.scrapes_s(model::HOG_WAIT_SCRAPES),
             reading.spring,
         )
-        .with_chain(crate::sim::chain_load::of(pod, &container.name, clock.scale));
+        .with_chain(crate::sim::chain_load::of(
+            pod,
+            &container.name,
+            clock.scale,
+        ));
         // A state larger than its file, or a lock chainbase cannot take (chainbase
         // src/pinnable_mapped_file.cpp: mlock without IPC_LOCK under a smaller
         // RLIMIT_MEMLOCK), ends the start part way through loading.

@@ -277,8 +277,9 @@ impl NodeosModel {
 
     /// The chain's load when the blocks applied at `t`, `lag_s` behind, were produced.
     fn load(&self, t: f64, lag_s: f64) -> f64 {
-        self.chain
-            .map_or(1.0, |(c, origin)| chain_load::factor(&c, origin + t - lag_s))
+        self.chain.map_or(1.0, |(c, origin)| {
+            chain_load::factor(&c, origin + t - lag_s)
+        })
     }
 
     fn hog_at(&self, t: f64) -> f64 {
@@ -682,7 +683,8 @@ mod tests {
             seed: 19,
         };
         let origin = 86_400.0 * 11_574.0;
-        let on = |name: &str, origin: f64| model(seed_setup(0.0), name).with_chain(Some((load, origin)));
+        let on =
+            |name: &str, origin: f64| model(seed_setup(0.0), name).with_chain(Some((load, origin)));
         let per_block = |m: &NodeosModel, t0: f64, t1: f64| {
             (m.reported_txs(t1) - m.reported_txs(t0)) / (m.reported(t1).0 - m.reported(t0).0)
         };
