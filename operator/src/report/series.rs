@@ -921,7 +921,7 @@ mod tests {
         let drawn = SeriesFigure::of(&spec, "c", traces).unwrap();
         assert_eq!(drawn, f[0]);
         assert_eq!(
-            read_series_csv(&series_csv(&[drawn.clone()]), "c").unwrap(),
+            read_series_csv(&series_csv(std::slice::from_ref(&drawn)), "c").unwrap(),
             [drawn]
         );
         assert_eq!(SeriesFigure::of(&spec, "c", vec![]), None);
