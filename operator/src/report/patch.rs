@@ -71,16 +71,7 @@ pub fn template_patch(
     vx: &ValidatorExperiment,
     point: &TrialPoint,
 ) -> Result<Value, PointValueError> {
-    let template = &vx.spec.template;
-    let resolved = resolve_template(template, &vx.spec.sweep, point)?;
-    let (from, to) = (
-        serde_json::to_value(template).expect("a template serializes"),
-        serde_json::to_value(&resolved).expect("a template serializes"),
-    );
-    Ok(match merge_diff(&from, &to) {
-        Some(d) => json!({"spec": {"template": d}}),
-        None => json!({}),
-    })
+    spec_template_patch(&vx.spec.template, vx, point)
 }
 
 /// The merge patch of a Validator (`{"spec": {"template": ...}}`) that writes the
@@ -92,7 +83,16 @@ pub fn validator_patch(
     vx: &ValidatorExperiment,
     point: &TrialPoint,
 ) -> Result<Value, PointValueError> {
-    let template = &v.spec.template;
+    spec_template_patch(&v.spec.template, vx, point)
+}
+
+/// `{"spec": {"template": d}}` with `d` what resolving the experiment's point over
+/// `template` changes, or `{}`.
+fn spec_template_patch(
+    template: &crate::api::template::ValidatorTemplate,
+    vx: &ValidatorExperiment,
+    point: &TrialPoint,
+) -> Result<Value, PointValueError> {
     let resolved = resolve_template(template, &vx.spec.sweep, point)?;
     let (from, to) = (
         serde_json::to_value(template).expect("a template serializes"),
