@@ -206,7 +206,63 @@ impl Strategy for Bisection {
         let mut confirming = 0;
         if !b.open.is_empty() {
             let hi = b.hi.unwrap_or(points.len());
-            start = spread(&b.open, b.lo, hi, slots)
+            // A round whose trials are created one by one can be cut short (the operator
+            // stopped between two creates): the round it was is the k-section of the same
+            // open values, k as wide as it started, and its missing trials start now, all
+            // of them or none, so a restart resumes the search exactly.
+            let in_round: Vec<usize> = b
+                .open
+                .iter()
+                .copied()
+                .filter(|i| evidence[*i].running)
+                .collect();
+            // The round was planned on today's evidence only if nothing measured ended
+            // after its trials started (else it is a round partly done: it waits).
+            let started = |i: &usize| {
+                points[*i]
+                    .trials
+                    .iter()
+                    .filter(|t| !t.phase.is_finished())
+                    .map(|t| t.started)
+                    .min()
+                    .flatten()
+            };
+            let first_start = in_round.iter().map(started).min().flatten();
+            let last_measured = points
+                .iter()
+                .flat_map(|p| p.trials.iter())
+                .filter(|t| t.phase.is_finished())
+                .map(|t| t.finished)
+                .max()
+                .flatten();
+            let planned_on_today = match (first_start, last_measured) {
+                (Some(s), Some(m)) => m <= s,
+                (Some(_), None) => !points
+                    .iter()
+                    .any(|p| p.trials.iter().any(|t| t.phase.is_finished())),
+                _ => false,
+            };
+            let all_running_in_round = planned_on_today
+                && in_round.iter().all(|i| started(i).is_some())
+                && evidence.iter().filter(|e| e.running).count() == in_round.len();
+            let picks = if in_round.is_empty() {
+                spread(&b.open, b.lo, hi, slots)
+            } else {
+                let k = (spec.parallelism.max(1) as usize).min(cap + in_round.len());
+                let round = spread(&b.open, b.lo, hi, k);
+                let missing: Vec<usize> = round
+                    .iter()
+                    .copied()
+                    .filter(|i| !evidence[*i].running)
+                    .collect();
+                let fits = missing.len() <= room(spec, &tally).min(cap);
+                if all_running_in_round && in_round.iter().all(|i| round.contains(i)) && fits {
+                    missing
+                } else {
+                    Vec::new()
+                }
+            };
+            start = picks
                 .into_iter()
                 .map(|i| TrialGroup(vec![planned(i)]))
                 .collect();
@@ -594,6 +650,45 @@ mod tests {
             }
         }
         panic!("the search did not end: {rounds:?}");
+    }
+
+    /// A round created one trial at a time and cut short (the operator killed between
+    /// two creates) starts its missing trials on the next pass, as the round it was; a
+    /// round partly measured waits for its last trial.
+    #[test]
+    fn a_round_cut_short_resumes_as_it_was_planned() {
+        let s = spec("parallelism: 3");
+        let at = |secs: i64| Some(jiff::Timestamp::from_second(1_800_000_000 + secs).unwrap());
+        let running = |index, started| TrialRecord {
+            started,
+            ..trial(&s, index, 1, Measuring, None)
+        };
+        let done = |index, finished| TrialRecord {
+            finished,
+            ..measured(&s, index, 1)
+        };
+        let decide = |trials: Vec<TrialRecord>| {
+            started(&Bisection.decide(EXPERIMENT, &s, &Dataset::new(&s.sweep, trials)))
+        };
+        // The first round (448Gi, 832Gi, 1216Gi) with one trial created.
+        assert_eq!(
+            decide(vec![running(5, at(10)), running(11, at(11))]),
+            [vec!["memory=1216Gi 1"]]
+        );
+        // The second round (512Gi, 640Gi, 704Gi) after the first was measured.
+        let first = || vec![done(5, at(100)), done(11, at(101)), done(17, at(102))];
+        let mut cut = first();
+        cut.push(running(6, at(110)));
+        assert_eq!(
+            decide(cut),
+            [vec!["memory=640Gi 1"], vec!["memory=704Gi 1"]]
+        );
+        // Not yet started (no start time): wait rather than guess.
+        let mut unknown = first();
+        unknown.push(running(6, None));
+        assert!(decide(unknown).is_empty());
+        // A round partly measured: 1216Gi ended after 448Gi started; nothing new.
+        assert!(decide(vec![running(5, at(10)), done(17, at(20))]).is_empty());
     }
 
     #[test]
