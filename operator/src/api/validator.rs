@@ -52,9 +52,15 @@ pub const MAX_NAME_LEN: usize = 48;
     validation = Rule::new("has(self.template.resources.memory)")
         .message("no memory given: set template.resources.memory")
         .field_path(".template.resources.memory"),
-    validation = Rule::new("has(self.template.besu)")
-        .message("this version of valtune runs Validators of Besu only (Agave, Firedancer and nodeos need their restart windows first: docs/validators.md); run the others as experiments")
+    validation = Rule::new("has(self.template.besu) || has(self.template.agave)")
+        .message("this version of valtune runs Validators of Besu and Agave only (Firedancer and nodeos need their health answer and restart window wired first: docs/validators.md); run them as experiments")
         .field_path(".template"),
+    validation = Rule::new("!has(self.template.agave) || !has(self.template.agave.workload) || self.template.agave.workload != 'bench'")
+        .message("a Validator follows its cluster: the bench workload is a private cluster of one for experiments; remove template.agave.workload")
+        .field_path(".template.agave.workload"),
+    validation = Rule::new("!has(self.restartWindow) || has(self.template.agave) || (!has(self.restartWindow.minIdleTime) && !has(self.restartWindow.skipNewSnapshotCheck) && !has(self.restartWindow.maxDelinquentStake))")
+        .message("minIdleTime, skipNewSnapshotCheck and maxDelinquentStake are the options of Agave's wait-for-restart-window: remove them for this client")
+        .field_path(".restartWindow"),
     validation = Rule::new("!has(self.template.besu) || self.role != 'voting'")
         .message("Besu is an execution client: it does not vote, and valtune does not render a consensus validator client; use role: nonVoting")
         .field_path(".role"),
@@ -78,7 +84,41 @@ pub struct ValidatorSpec {
     /// The vote account keypair (voting only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vote_account: Option<KeyRef>,
+    /// When a change of the pod may replace the running one (the client's restart window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_window: Option<RestartWindowSpec>,
 }
+
+/// The restart window: Agave's are the options of `agave-validator
+/// wait-for-restart-window`, with its defaults (validator/src/commands/
+/// wait_for_restart_window/mod.rs), checked by the operator over the validator's RPC.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct RestartWindowSpec {
+    /// Minutes the validator must not be leader after the restart begins (`--min-idle-time`,
+    /// default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1440))]
+    pub min_idle_time: Option<u32>,
+    /// Restart without waiting for a snapshot newer than the one seen when the window
+    /// opened (`--skip-new-snapshot-check`, default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_new_snapshot_check: Option<bool>,
+    /// The delinquent stake, in percent of all, at or above which no restart starts
+    /// (`--max-delinquent-stake`, default 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub max_delinquent_stake: Option<u8>,
+    /// Apply a pending change at once, outside the window (named in an event). It stays
+    /// in force while set: remove it once the change is applied.
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// `wait-for-restart-window`'s defaults: `DEFAULT_MIN_IDLE_TIME` ("10" minutes) and
+/// `DEFAULT_MAX_DELINQUENT_STAKE` ("5" percent).
+pub const DEFAULT_MIN_IDLE_TIME_MINUTES: u32 = 10;
+pub const DEFAULT_MAX_DELINQUENT_STAKE_PERCENT: u8 = 5;
 
 /// What the validator does with its identity.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
@@ -171,6 +211,14 @@ pub struct PendingChange {
     pub hash: String,
     /// Why it has not been applied yet.
     pub waiting_for: String,
+    /// Agave: the highest snapshot slot seen when the window first opened; the restart
+    /// waits for a newer one (wait-for-restart-window's `restart_snapshot`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_slot: Option<i64>,
+    /// Agave: an incremental snapshot was seen while waiting, so a full one alone waits
+    /// for its first incremental (`seen_incremential_snapshot`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub incremental_seen: bool,
 }
 
 /// The annotation on a Validator's pod: the hash of what was rendered, so a change of

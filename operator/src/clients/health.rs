@@ -21,6 +21,8 @@ pub struct HealthProbe {
     pub path: String,
     /// The Host header to send, for an endpoint that checks it against an allowlist.
     pub host: Option<String>,
+    /// A JSON-RPC 2.0 method to POST (no params) instead of a GET (Agave's `getHealth`).
+    pub rpc_method: Option<&'static str>,
     /// The answer (HTTP status, body) judged as the client means it.
     pub judge: fn(u16, &str) -> Health,
 }
@@ -60,6 +62,10 @@ pub enum RestartWindow {
     /// The client has a window valtune does not compute yet: the change waits, and status
     /// says so.
     NotImplemented(&'static str),
+    /// Agave's `wait-for-restart-window`: no leader slot of its identity within the
+    /// minimum idle time, a new snapshot, delinquent stake below its bound, checked over
+    /// the validator's JSON-RPC on this port (controller/validator/window.rs).
+    LeaderSchedule { rpc_port: i32 },
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 pub mod act;
 pub mod decide;
 pub mod observe;
+pub mod window;
 
 use std::sync::Arc;
 
