@@ -268,4 +268,71 @@ mod tests {
         v.spec.template.resources.cpu = 16;
         assert_ne!(observe::render(&v, Some("http://prometheus:9090")).1, hash);
     }
+
+    /// The Agave example votes with its keys from Secrets, its RPC open to the operator;
+    /// as a non-voting Validator it keeps `--no-voting`; neither makes an identity.
+    #[test]
+    fn the_agave_example_runs_with_its_keys_and_an_rpc_the_operator_reaches() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../manifests/validators/agave.yaml"
+        );
+        let mut v: Validator =
+            serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        v.metadata.namespace = Some("validators".into());
+        let spec = |v: &Validator| {
+            let r = observe::render(v, Some("http://prometheus:9090"))
+                .0
+                .unwrap();
+            r.pod.spec.unwrap()
+        };
+        let s = spec(&v);
+        let args = s.containers[0].args.clone().unwrap();
+        let flag = |args: &[String], f: &str| {
+            args.iter()
+                .position(|a| a == f)
+                .map(|i| args[i + 1].clone())
+        };
+        assert_eq!(
+            flag(&args, "--identity").as_deref(),
+            Some("/etc/valtune/identity/keypair")
+        );
+        assert_eq!(
+            flag(&args, "--vote-account").as_deref(),
+            Some("/etc/valtune/vote/keypair")
+        );
+        assert_eq!(
+            flag(&args, "--rpc-bind-address").as_deref(),
+            Some("0.0.0.0")
+        );
+        assert!(!args.contains(&"--no-voting".to_string()), "{args:?}");
+        let inits: Vec<String> = s
+            .init_containers
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        assert!(!inits.contains(&"identity".to_string()), "{inits:?}");
+        let secrets: Vec<String> = s
+            .volumes
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|v| v.secret?.secret_name)
+            .collect();
+        assert!(
+            secrets.contains(&"agave-identity".to_string())
+                && secrets.contains(&"agave-vote".to_string()),
+            "{secrets:?}"
+        );
+
+        v.spec.role = ValidatorRole::NonVoting;
+        v.spec.vote_account = None;
+        let args = spec(&v).containers[0].args.clone().unwrap();
+        assert!(args.contains(&"--no-voting".to_string()), "{args:?}");
+        assert!(flag(&args, "--vote-account").is_none());
+        assert_eq!(
+            flag(&args, "--identity").as_deref(),
+            Some("/etc/valtune/identity/keypair")
+        );
+    }
 }

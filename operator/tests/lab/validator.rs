@@ -260,7 +260,9 @@ const AGAVE_EXAMPLE: &str = "manifests/validators/agave.yaml";
 /// A keypair file as solana-keygen writes it: 64 bytes as a JSON array, the public key
 /// last (the lab reads the identity's public key from it).
 fn keypair(seed: u8) -> String {
-    let bytes: Vec<u8> = (0..64u8).map(|i| i.wrapping_mul(7).wrapping_add(seed)).collect();
+    let bytes: Vec<u8> = (0..64u8)
+        .map(|i| i.wrapping_mul(7).wrapping_add(seed))
+        .collect();
     serde_json::to_string(&bytes).unwrap()
 }
 
@@ -368,12 +370,28 @@ async fn an_agave_validator_is_ready_by_get_health_and_restarts_only_in_its_wind
     );
     let health = st.health.clone().unwrap_or_default();
     assert!(health.contains(r#""result":"ok""#), "{health}");
-    assert!(st.head.is_some_and(|h| h > 0) && st.lag == Some(0), "{st:?}");
+    assert!(
+        st.head.is_some_and(|h| h > 0) && st.lag == Some(0),
+        "{st:?}"
+    );
     let pod = pods.get("agave-a").await.unwrap();
-    let args = pod.spec.clone().unwrap().containers[0].args.clone().unwrap_or_default();
-    let flag = |f: &str| args.iter().position(|a| a == f).map(|i| args[i + 1].clone());
-    assert_eq!(flag("--identity").as_deref(), Some("/etc/valtune/identity/keypair"));
-    assert_eq!(flag("--vote-account").as_deref(), Some("/etc/valtune/vote/keypair"));
+    let args = pod.spec.clone().unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap_or_default();
+    let flag = |f: &str| {
+        args.iter()
+            .position(|a| a == f)
+            .map(|i| args[i + 1].clone())
+    };
+    assert_eq!(
+        flag("--identity").as_deref(),
+        Some("/etc/valtune/identity/keypair")
+    );
+    assert_eq!(
+        flag("--vote-account").as_deref(),
+        Some("/etc/valtune/vote/keypair")
+    );
     assert!(!args.iter().any(|a| a == "--no-voting"), "{args:?}");
     let old_uid = pod.metadata.uid.clone();
 
@@ -383,9 +401,13 @@ async fn an_agave_validator_is_ready_by_get_health_and_restarts_only_in_its_wind
     let patch = |p: Value| {
         let api = api.clone();
         async move {
-            api.patch("agave-a", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(p))
-                .await
-                .unwrap();
+            api.patch(
+                "agave-a",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(p),
+            )
+            .await
+            .unwrap();
         }
     };
     patch(json!({"spec": {
@@ -393,17 +415,21 @@ async fn an_agave_validator_is_ready_by_get_health_and_restarts_only_in_its_wind
         "template": {"agave": {"image": "registry.example.com/agave:v4.0.3-pc1024"}},
     }}))
     .await;
-    let waiting = wait_for("agave-a waits for its window", Duration::from_secs(120), || {
-        let api = api.clone();
-        async move {
-            let v = api.get("agave-a").await.map_err(|e| e.to_string())?;
-            let st = v.status.clone().ok_or("no status")?;
-            match st.pending_change {
-                Some(p) if p.waiting_for.contains("no idle window") => Ok(p.waiting_for),
-                other => Err(format!("{:?} {other:?}", st.phase)),
+    let waiting = wait_for(
+        "agave-a waits for its window",
+        Duration::from_secs(120),
+        || {
+            let api = api.clone();
+            async move {
+                let v = api.get("agave-a").await.map_err(|e| e.to_string())?;
+                let st = v.status.clone().ok_or("no status")?;
+                match st.pending_change {
+                    Some(p) if p.waiting_for.contains("no idle window") => Ok(p.waiting_for),
+                    other => Err(format!("{:?} {other:?}", st.phase)),
+                }
             }
-        }
-    })
+        },
+    )
     .await;
     assert!(
         waiting.contains("image anzaxyz/agave:v4.0.3 -> registry.example.com/agave:v4.0.3-pc1024")
@@ -414,7 +440,10 @@ async fn an_agave_validator_is_ready_by_get_health_and_restarts_only_in_its_wind
         tokio::time::sleep(Duration::from_secs(1)).await;
         let p = pods.get("agave-a").await.unwrap();
         assert_eq!(p.metadata.uid, old_uid, "restarted with a leader slot near");
-        assert!(p.metadata.deletion_timestamp.is_none(), "deleted with a leader slot near");
+        assert!(
+            p.metadata.deletion_timestamp.is_none(),
+            "deleted with a leader slot near"
+        );
         let v = api.get("agave-a").await.unwrap();
         assert_eq!(v.status.unwrap().phase, ValidatorPhase::RestartPending);
     }
@@ -422,23 +451,30 @@ async fn an_agave_validator_is_ready_by_get_health_and_restarts_only_in_its_wind
     // The command's default (10 minutes, 1,500 slots): the window opens between two of
     // its leader groups, and the pod is replaced, on the new image, and Ready again.
     patch(json!({"spec": {"restartWindow": {"minIdleTime": null}}})).await;
-    wait_for("agave-a restarted and Ready", Duration::from_secs(300), || {
-        let (api, pods, old_uid) = (api.clone(), pods.clone(), old_uid.clone());
-        async move {
-            let p = pods.get("agave-a").await.map_err(|e| e.to_string())?;
-            let image = p.spec.as_ref().unwrap().containers[0].image.clone();
-            let v = api.get("agave-a").await.map_err(|e| e.to_string())?;
-            let ready = condition(&v, "Ready").is_some_and(|c| c.0 == "True");
-            if p.metadata.uid != old_uid
-                && image.as_deref() == Some("registry.example.com/agave:v4.0.3-pc1024")
-                && ready
-            {
-                Ok(())
-            } else {
-                Err(format!("{image:?} ready {ready} {:?}", v.status.map(|s| s.phase)))
+    wait_for(
+        "agave-a restarted and Ready",
+        Duration::from_secs(300),
+        || {
+            let (api, pods, old_uid) = (api.clone(), pods.clone(), old_uid.clone());
+            async move {
+                let p = pods.get("agave-a").await.map_err(|e| e.to_string())?;
+                let image = p.spec.as_ref().unwrap().containers[0].image.clone();
+                let v = api.get("agave-a").await.map_err(|e| e.to_string())?;
+                let ready = condition(&v, "Ready").is_some_and(|c| c.0 == "True");
+                if p.metadata.uid != old_uid
+                    && image.as_deref() == Some("registry.example.com/agave:v4.0.3-pc1024")
+                    && ready
+                {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{image:?} ready {ready} {:?}",
+                        v.status.map(|s| s.phase)
+                    ))
+                }
             }
-        }
-    })
+        },
+    )
     .await;
     // The restart was decided in a window, as the event says.
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(lab.client.clone(), &ns);
@@ -452,8 +488,10 @@ async fn an_agave_validator_is_ready_by_get_health_and_restarts_only_in_its_wind
         .filter_map(|e| e.message)
         .collect();
     assert!(
-        restarts.iter().any(|m| m.contains("slots away (at least 1500 idle)")
-            || m.contains("no leader slot of this identity")),
+        restarts
+            .iter()
+            .any(|m| m.contains("slots away (at least 1500 idle)")
+                || m.contains("no leader slot of this identity")),
         "{restarts:?}"
     );
     // At no moment two pods of the identity.

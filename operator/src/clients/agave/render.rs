@@ -9,11 +9,11 @@ use crate::api::agave::AgaveWorkload;
 use crate::api::sweep::Sigverify;
 use crate::api::template::{AgaveSpec, Tuning};
 use crate::api::version::Version;
+use crate::clients::input::{Lifecycle, Role, SecretKey};
 use crate::clients::parts::{self, env, port, sidecar};
 use crate::clients::pod::{
     PREFLIGHT_CONTAINER, Skeleton, Tweaks, preflight_head, sidecar_resources,
 };
-use crate::clients::input::{Lifecycle, Role, SecretKey};
 use crate::clients::{ClientPod, RenderError, RenderInput, ValidatorClient};
 
 /// Where a Validator's identity and vote account keypairs are mounted.

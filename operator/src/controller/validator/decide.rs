@@ -270,7 +270,12 @@ pub fn decide(
                 d.delete_pod = true;
                 s.out.phase = ValidatorPhase::Restarting;
                 s.out.pending_change = None;
-                s.set("RestartPending", true, "Restarting", format!("{change}: {why}"));
+                s.set(
+                    "RestartPending",
+                    true,
+                    "Restarting",
+                    format!("{change}: {why}"),
+                );
                 s.set("Ready", false, "Restarting", "the pod is replaced");
                 d.events.push((
                     force,
@@ -758,9 +763,27 @@ template:
         };
         let rows: Vec<(&str, Option<Result<Look, String>>, bool, bool, &str)> = vec![
             ("open", Some(Ok(open.clone())), false, true, "Restarting"),
-            ("a leader slot near", Some(Ok(near.clone())), false, false, "WaitingForWindow"),
-            ("a leader slot near, forced", Some(Ok(near)), true, true, "Restarting"),
-            ("the figures unreadable", Some(Err("getVoteAccounts: no answer".into())), false, false, "WaitingForWindow"),
+            (
+                "a leader slot near",
+                Some(Ok(near.clone())),
+                false,
+                false,
+                "WaitingForWindow",
+            ),
+            (
+                "a leader slot near, forced",
+                Some(Ok(near)),
+                true,
+                true,
+                "Restarting",
+            ),
+            (
+                "the figures unreadable",
+                Some(Err("getVoteAccounts: no answer".into())),
+                false,
+                false,
+                "WaitingForWindow",
+            ),
         ];
         for (what, look, force, delete, reason) in rows {
             let mut s = spec(SPEC);
@@ -776,12 +799,19 @@ template:
             assert_eq!(cond(&d, "RestartPending").1, reason, "{what}");
             if delete {
                 assert_eq!(d.status.phase, ValidatorPhase::Restarting, "{what}");
-                let forced = d.events.iter().any(|e| e.1 == "ForcedRestart" && e.2.contains("force"));
+                let forced = d
+                    .events
+                    .iter()
+                    .any(|e| e.1 == "ForcedRestart" && e.2.contains("force"));
                 assert_eq!(forced, force, "{what}: {:?}", d.events);
             } else {
                 assert_eq!(d.status.phase, ValidatorPhase::RestartPending, "{what}");
                 let p = d.status.pending_change.clone().unwrap();
-                assert!(p.waiting_for.contains("waiting:"), "{what}: {}", p.waiting_for);
+                assert!(
+                    p.waiting_for.contains("waiting:"),
+                    "{what}: {}",
+                    p.waiting_for
+                );
             }
         }
         // Not answering its RPC at all: nothing to wait for.
@@ -793,11 +823,21 @@ template:
         let mut obs = observed(ours(), Some(pod("h0")), Some((200, ok, Health::Healthy)));
         obs.window = RestartWindow::LeaderSchedule { rpc_port: 8899 };
         obs.look = Some(Ok(open));
-        let d = decide(&spec(SPEC), Some(1), &ValidatorStatus::default(), &obs, at());
+        let d = decide(
+            &spec(SPEC),
+            Some(1),
+            &ValidatorStatus::default(),
+            &obs,
+            at(),
+        );
         assert!(!d.delete_pod);
         let p = d.status.pending_change.unwrap();
         assert_eq!(p.snapshot_slot, Some(999_900));
-        assert!(p.waiting_for.contains("Waiting for a new snapshot"), "{}", p.waiting_for);
+        assert!(
+            p.waiting_for.contains("Waiting for a new snapshot"),
+            "{}",
+            p.waiting_for
+        );
     }
 
     #[test]

@@ -303,8 +303,7 @@ async fn solana_look(
         let (_, body) = post(ctx, url, method, params)
             .await
             .ok_or_else(|| format!("{method}: no answer from {url}"))?;
-        let v: Value =
-            serde_json::from_str(&body).map_err(|e| format!("{method}: {e}: {body}"))?;
+        let v: Value = serde_json::from_str(&body).map_err(|e| format!("{method}: {e}: {body}"))?;
         match v.get("result") {
             Some(r) => Ok(r.clone()),
             None => Err(format!("{method}: {}", v["error"])),

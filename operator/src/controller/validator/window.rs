@@ -252,54 +252,119 @@ mod tests {
             l
         };
         let rows: Vec<(&str, Look, Settings, Memory, Result<(), &str>)> = vec![
-            ("open: leader far, a new snapshot, little delinquency", look(), defaults(), seen(), Ok(())),
-            ("unhealthy", Look { healthy: false, ..look() }, defaults(), seen(), Err("Node is unhealthy")),
-            ("a leader slot within the idle time", near(look()), defaults(), seen(), Err("Validator will be leader soon")),
+            (
+                "open: leader far, a new snapshot, little delinquency",
+                look(),
+                defaults(),
+                seen(),
+                Ok(()),
+            ),
+            (
+                "unhealthy",
+                Look {
+                    healthy: false,
+                    ..look()
+                },
+                defaults(),
+                seen(),
+                Err("Node is unhealthy"),
+            ),
+            (
+                "a leader slot within the idle time",
+                near(look()),
+                defaults(),
+                seen(),
+                Err("Validator will be leader soon"),
+            ),
             (
                 "a leader slot near, but a shorter idle time",
                 near(look()),
-                Settings { min_idle_slots: 300, ..defaults() },
+                Settings {
+                    min_idle_slots: 300,
+                    ..defaults()
+                },
                 seen(),
                 Ok(()),
             ),
             (
                 "no idle window long enough in the epoch",
-                Look { leader_slots: (0..277).map(|i| 1_000_100 + i * 1_200).collect(), ..look() },
+                Look {
+                    leader_slots: (0..277).map(|i| 1_000_100 + i * 1_200).collect(),
+                    ..look()
+                },
                 defaults(),
                 seen(),
                 Err("no idle window of at least 1500 slots"),
             ),
             (
                 "the epoch almost over",
-                Look { slot_index: 431_000, ..look() },
+                Look {
+                    slot_index: 431_000,
+                    ..look()
+                },
                 defaults(),
                 seen(),
                 Err("Current epoch is almost complete"),
             ),
-            ("no leader slots at all: open", Look { leader_slots: vec![], ..look() }, defaults(), seen(), Ok(())),
-            ("the first look in the window: waits for a new snapshot", look(), defaults(), Memory::default(), Err("Waiting for a new snapshot")),
+            (
+                "no leader slots at all: open",
+                Look {
+                    leader_slots: vec![],
+                    ..look()
+                },
+                defaults(),
+                seen(),
+                Ok(()),
+            ),
+            (
+                "the first look in the window: waits for a new snapshot",
+                look(),
+                defaults(),
+                Memory::default(),
+                Err("Waiting for a new snapshot"),
+            ),
             (
                 "the snapshot check skipped",
                 look(),
-                Settings { skip_new_snapshot_check: true, ..defaults() },
+                Settings {
+                    skip_new_snapshot_check: true,
+                    ..defaults()
+                },
                 Memory::default(),
                 Ok(()),
             ),
             (
                 "delinquency at the bound",
-                Look { current_stake: 95, delinquent_stake: 5, ..look() },
+                Look {
+                    current_stake: 95,
+                    delinquent_stake: 5,
+                    ..look()
+                },
                 defaults(),
                 seen(),
                 Err("Delinquency too high"),
             ),
             (
                 "a new full snapshot without its incremental yet",
-                Look { snapshot: Some((1_000_000, None)), ..look() },
+                Look {
+                    snapshot: Some((1_000_000, None)),
+                    ..look()
+                },
                 defaults(),
                 seen(),
                 Err("Waiting for incremental snapshot"),
             ),
-            ("no stake known: not delinquent", Look { current_stake: 0, delinquent_stake: 0, ..look() }, defaults(), seen(), Ok(())),
+            (
+                "no stake known: not delinquent",
+                Look {
+                    current_stake: 0,
+                    delinquent_stake: 0,
+                    ..look()
+                },
+                defaults(),
+                seen(),
+                Ok(()),
+            ),
         ];
         for (what, l, s, m, want) in rows {
             let (v, _) = judge(&l, s, m);
@@ -331,7 +396,13 @@ mod tests {
         l.leader_slots = vec![1_000_400, 1_000_401, 1_000_402, 1_000_403, 1_010_000];
         let (v, _) = judge(&l, defaults(), seen());
         let Verdict::Wait(why) = v else { panic!() };
-        assert!(why.contains("next leader slot 1000400, 400 slots away"), "{why}");
-        assert!(why.contains("Next idle window in 403 slots, for 9597 slots"), "{why}");
+        assert!(
+            why.contains("next leader slot 1000400, 400 slots away"),
+            "{why}"
+        );
+        assert!(
+            why.contains("Next idle window in 403 slots, for 9597 slots"),
+            "{why}"
+        );
     }
 }

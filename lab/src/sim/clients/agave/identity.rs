@@ -113,8 +113,14 @@ mod tests {
         bytes.extend([0u8; 31]);
         bytes.push(1);
         let text = serde_json::to_string(&bytes).unwrap();
-        assert_eq!(pubkey_of_keypair(&text).unwrap(), "11111111111111111111111111111112");
-        assert_eq!(base58(&[0xff; 32]), "JEKNVnkbo3jma5nREBBJCDoXFVeKkD56V3xKrvRmWxFG");
+        assert_eq!(
+            pubkey_of_keypair(&text).unwrap(),
+            "11111111111111111111111111111112"
+        );
+        assert_eq!(
+            base58(&[0xff; 32]),
+            "JEKNVnkbo3jma5nREBBJCDoXFVeKkD56V3xKrvRmWxFG"
+        );
         assert!(pubkey_of_keypair("[1,2,3]").is_none());
         assert!(pubkey_of_keypair("not json").is_none());
     }
@@ -124,8 +130,15 @@ mod tests {
         let s = leader_slots("Va1tune", 3);
         assert_eq!(s.len() as u64 % CONSECUTIVE, 0);
         assert!(s.windows(2).all(|w| w[1] > w[0]));
-        let gaps: Vec<u64> = s.windows(2).map(|w| w[1] - w[0]).filter(|g| *g > 1).collect();
-        assert!(gaps.iter().all(|g| *g == LEADER_EVERY - CONSECUTIVE + 1), "{gaps:?}");
+        let gaps: Vec<u64> = s
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .filter(|g| *g > 1)
+            .collect();
+        assert!(
+            gaps.iter().all(|g| *g == LEADER_EVERY - CONSECUTIVE + 1),
+            "{gaps:?}"
+        );
         assert!(*s.last().unwrap() < SLOTS_PER_EPOCH);
     }
 }

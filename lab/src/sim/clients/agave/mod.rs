@@ -600,10 +600,7 @@ impl Process for Agave {
             })),
             "getIdentity" => Rpc::Result(json!({"identity": self.identity})),
             "getGenesisHash" => Rpc::Result(json!("5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d")),
-            "getVoteAccounts" => Rpc::Result(identity::vote_accounts(
-                &self.identity,
-                self.staked,
-            )),
+            "getVoteAccounts" => Rpc::Result(identity::vote_accounts(&self.identity, self.staked)),
             // rpc.rs get_leader_schedule: the epoch of the slot given (the current one by
             // default), null for an epoch whose schedule is not known yet; with
             // `identity`, only that identity's entry, as slot indexes in the epoch. The
