@@ -495,10 +495,12 @@ async fn an_agave_validator_is_ready_by_get_health_and_restarts_only_in_its_wind
         "{restarts:?}"
     );
     // At no moment two pods of the identity.
-    let s = signers.lock().unwrap();
-    assert!(s.seen.len() >= 2, "the watch saw {} pods", s.seen.len());
-    assert_eq!(s.most, 1, "two pods of one identity at once");
-    drop(s);
+    let (seen, most) = {
+        let s = signers.lock().unwrap();
+        (s.seen.len(), s.most)
+    };
+    assert!(seen >= 2, "the watch saw {seen} pods");
+    assert_eq!(most, 1, "two pods of one identity at once");
     watch.abort();
     lab.delete_namespace(&ns).await;
 }

@@ -761,7 +761,8 @@ template:
             }),
             ..Default::default()
         };
-        let rows: Vec<(&str, Option<Result<Look, String>>, bool, bool, &str)> = vec![
+        type Row<'a> = (&'a str, Option<Result<Look, String>>, bool, bool, &'a str);
+        let rows: Vec<Row> = vec![
             ("open", Some(Ok(open.clone())), false, true, "Restarting"),
             (
                 "a leader slot near",

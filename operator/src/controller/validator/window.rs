@@ -251,7 +251,8 @@ mod tests {
             l.leader_slots = vec![1_000_400, 1_000_401, 1_000_402, 1_000_403, 1_010_000];
             l
         };
-        let rows: Vec<(&str, Look, Settings, Memory, Result<(), &str>)> = vec![
+        type Row<'a> = (&'a str, Look, Settings, Memory, Result<(), &'a str>);
+        let rows: Vec<Row> = vec![
             (
                 "open: leader far, a new snapshot, little delinquency",
                 look(),
