@@ -52,9 +52,12 @@ pub const MAX_NAME_LEN: usize = 48;
     validation = Rule::new("has(self.template.resources.memory)")
         .message("no memory given: set template.resources.memory")
         .field_path(".template.resources.memory"),
-    validation = Rule::new("has(self.template.besu) || has(self.template.agave)")
-        .message("this version of valtune runs Validators of Besu and Agave only (Firedancer and nodeos need their health answer and restart window wired first: docs/validators.md); run them as experiments")
+    validation = Rule::new("!has(self.template.firedancer)")
+        .message("this version of valtune runs Validators of Besu, Agave and nodeos only (Firedancer needs its keys, RPC and restart window wired first: docs/validators.md); run it as an experiment")
         .field_path(".template"),
+    validation = Rule::new("!has(self.template.nodeos) || self.role == 'nonVoting'")
+        .message("a nodeos Validator is a non-producing node: valtune does not compute a producer's round to restart after it, nor swap a producer's key; use role: nonVoting")
+        .field_path(".role"),
     validation = Rule::new("!has(self.template.agave) || !has(self.template.agave.workload) || self.template.agave.workload != 'bench'")
         .message("a Validator follows its cluster: the bench workload is a private cluster of one for experiments; remove template.agave.workload")
         .field_path(".template.agave.workload"),

@@ -25,6 +25,9 @@ pub struct HealthProbe {
     pub rpc_method: Option<&'static str>,
     /// The answer (HTTP status, body) judged as the client means it.
     pub judge: fn(u16, &str) -> Health,
+    /// (head, lag) read from the answer's body, for a client whose health answer shows
+    /// them (nodeos' get_info).
+    pub position: Option<fn(&str) -> Option<(i64, i64)>>,
 }
 
 /// A Prometheus page of the client's and the two gauges that place it on the chain.

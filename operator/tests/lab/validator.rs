@@ -237,6 +237,12 @@ async fn bad_validators_are_refused_naming_the_field() {
                 "a Validator runs one configuration",
             ),
             (
+                "a producing nodeos",
+                json!({"spec": {"role": "voting", "voteAccount": {"secretName": "v"}, "identity": {"secretName": "k"}, "template": {"besu": null, "nodeos": {"image": "waxteam/waxnode:v5.0.3wax02"}}}}),
+                "spec.role",
+                "a nodeos Validator is a non-producing node",
+            ),
+            (
                 "Agave's restart window options on Besu",
                 json!({"spec": {"restartWindow": {"minIdleTime": 5}}}),
                 "spec.restartWindow",
@@ -502,5 +508,53 @@ async fn an_agave_validator_is_ready_by_get_health_and_restarts_only_in_its_wind
     assert!(seen >= 2, "the watch saw {seen} pods");
     assert_eq!(most, 1, "two pods of one identity at once");
     watch.abort();
+    lab.delete_namespace(&ns).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn a_nodeos_validator_is_ready_by_its_get_info() {
+    let lab = lab().await;
+    let ns = lab.namespace("validator-nodeos").await;
+    let _op = lab.start_operator(&ns);
+    let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
+    let mut v = crate::common::yaml_file("manifests/validators/nodeos.yaml");
+    v["metadata"] = json!({"name": "wax-api", "namespace": ns});
+    v["spec"]["nodeName"] = json!("bm-09");
+    let v: Validator = serde_json::from_value(v).unwrap();
+    api.create(&PostParams::default(), &v).await.unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let ready = wait_for("wax-api Ready", Duration::from_secs(300), || {
+        let (api, seen) = (api.clone(), seen.clone());
+        async move {
+            let v = api.get("wax-api").await.map_err(|e| e.to_string())?;
+            let st = v.status.clone().ok_or("no status yet")?;
+            let mut seen = seen.lock().unwrap();
+            if seen.last() != Some(&st.phase) {
+                seen.push(st.phase);
+            }
+            match condition(&v, "Ready") {
+                Some(c) if c.0 == "True" => Ok(v),
+                other => Err(format!("{:?} {other:?} {:?}", st.phase, st.health)),
+            }
+        }
+    })
+    .await;
+    let seen = seen.lock().unwrap().clone();
+    let st = ready.status.clone().unwrap();
+    assert_eq!(st.phase, ValidatorPhase::Running, "{st:?}");
+    assert!(
+        seen.first() != Some(&ValidatorPhase::Running),
+        "Ready before nodeos answered: {seen:?}"
+    );
+    let health = st.health.clone().unwrap_or_default();
+    assert!(
+        health.starts_with("HTTP 200:") && health.contains("head_block_time"),
+        "{health}"
+    );
+    assert!(
+        st.head.is_some_and(|h| h > 0) && st.lag.is_some_and(|l| l <= 120),
+        "{st:?}"
+    );
     lab.delete_namespace(&ns).await;
 }

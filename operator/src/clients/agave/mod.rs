@@ -249,6 +249,7 @@ impl ValidatorClient for Agave {
             host: None,
             rpc_method: Some("getHealth"),
             judge: get_health,
+            position: None,
         })
     }
 

@@ -200,6 +200,7 @@ impl ValidatorClient for Besu {
             host: Some("localhost".into()),
             rpc_method: None,
             judge: readiness,
+            position: None,
         })
     }
 

@@ -390,9 +390,11 @@ pub fn decide(
     d
 }
 
-/// The answer as the client gave it: the HTTP status and the body on one line.
+/// The answer as the client gave it: the HTTP status and the body on one line, its
+/// first 512 characters (nodeos' get_info is longer than a status column needs).
 fn verbatim(a: &Answer) -> String {
     let body: String = a.body.split_whitespace().collect::<Vec<_>>().join(" ");
+    let body: String = body.chars().take(512).collect();
     format!("HTTP {}: {body}", a.code)
 }
 

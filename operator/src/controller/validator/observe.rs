@@ -230,6 +230,9 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
                     Some(m) => post(ctx, &url, m, serde_json::Value::Null).await,
                     None => get(ctx, &url, probe.host.as_deref()).await,
                 };
+                if let (Some(read), Some((200, body))) = (probe.position, &got) {
+                    position = read(body);
+                }
                 answer = got.map(|(code, body)| Answer {
                     health: (probe.judge)(code, &body),
                     code,
@@ -406,5 +409,6 @@ async fn get(ctx: &Context, url: &str, host: Option<&str>) -> Option<(u16, Strin
     let resp = req.send().await.ok()?;
     let code = resp.status().as_u16();
     let body = resp.text().await.ok()?;
-    Some((code, body.chars().take(512).collect()))
+    // Whole: the judge parses it (status keeps its first 512 characters).
+    Some((code, body))
 }
