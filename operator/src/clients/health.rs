@@ -27,8 +27,11 @@ pub struct HealthProbe {
     pub judge: fn(u16, &str) -> Health,
     /// (head, lag) read from the answer's body, for a client whose health answer shows
     /// them (nodeos' get_info).
-    pub position: Option<fn(&str) -> Option<(i64, i64)>>,
+    pub position: Option<ReadPosition>,
 }
+
+/// Reads (head, lag) from a health answer's body.
+pub type ReadPosition = fn(&str) -> Option<(i64, i64)>;
 
 /// A Prometheus page of the client's and the two gauges that place it on the chain.
 #[derive(Debug, Clone, PartialEq)]
