@@ -92,6 +92,7 @@ pub async fn up(opts: &UpOptions) -> anyhow::Result<LabState> {
         prometheus_url: String::new(),
         prometheus_config: dir.join("prometheus.yml"),
         prometheus_no_receiver_url: String::new(),
+        prometheus_outage_url: String::new(),
         pod_cidr: network.cidr(),
         pod_network_lock: network.lock.clone(),
         time_scale: opts.time_scale,
@@ -227,9 +228,11 @@ async fn start(
     let api_port = free_port()?;
     let prom_port = free_port()?;
     let bare_port = free_port()?;
+    let outage_port = free_port()?;
     state.apiserver_url = format!("https://127.0.0.1:{api_port}");
     state.prometheus_url = format!("http://127.0.0.1:{prom_port}");
     state.prometheus_no_receiver_url = format!("http://127.0.0.1:{bare_port}");
+    state.prometheus_outage_url = format!("http://127.0.0.1:{outage_port}");
 
     // etcd
     let etcd_url = format!("http://127.0.0.1:{etcd_port}");
@@ -359,7 +362,8 @@ async fn start(
     )?;
 
     // Prometheus, scraping itself until the simulator hands it the operator's config;
-    // and a second one without the remote-write receiver, as many clusters run theirs.
+    // a second one without the remote-write receiver, as many clusters run theirs; a
+    // third that outage tests stop.
     for (name, port, config, receiver) in [
         (
             "prometheus",
@@ -372,6 +376,12 @@ async fn start(
             bare_port,
             prometheus::no_receiver_config(&dir),
             false,
+        ),
+        (
+            prometheus::OUTAGE_PROCESS,
+            outage_port,
+            prometheus::outage_config(&dir),
+            true,
         ),
     ] {
         std::fs::write(
@@ -400,6 +410,10 @@ async fn start(
         (
             "prometheus-no-receiver",
             state.prometheus_no_receiver_url.clone(),
+        ),
+        (
+            prometheus::OUTAGE_PROCESS,
+            state.prometheus_outage_url.clone(),
         ),
     ] {
         wait_http(

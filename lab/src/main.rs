@@ -93,7 +93,11 @@ enum Command {
     },
 }
 
-#[tokio::main]
+// More workers than cores: the simulator replays its validators' slots on the runtime (the
+// Agave program cache, tens of milliseconds per pod and datapoint), and a kubelet's or an
+// exporter's answer must not wait behind that for a free worker, as on a busy machine
+// two workers would make it (a real validator's RPC does not wait on another's replay).
+#[tokio::main(worker_threads = 8)]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     valtune_lab::init_crypto();
@@ -211,6 +215,13 @@ fn print_env(state: &LabState) {
         println!(
             "export PROMETHEUS_NO_RECEIVER_URL={}",
             state.prometheus_no_receiver_url
+        );
+    }
+    if !state.prometheus_outage_url.is_empty() {
+        // The lab's third Prometheus, which outage tests stop.
+        println!(
+            "export PROMETHEUS_OUTAGE_URL={}",
+            state.prometheus_outage_url
         );
     }
 }

@@ -45,33 +45,26 @@ pub const NAME: &str = "lab";
 /// labelled [`NO_RECEIVER_NAMESPACE_LABEL`], so tests can run a trial against it.
 pub const NO_RECEIVER_NAME: &str = "lab-no-receiver";
 pub const NO_RECEIVER_NAMESPACE_LABEL: (&str, &str) = ("valtune.dev/lab-prometheus", "no-receiver");
+/// A third Prometheus, like the first, that tests stop and start for an outage: it scrapes
+/// only namespaces labelled [`OUTAGE_NAMESPACE_LABEL`], so an outage there leaves every
+/// other test's Prometheus running and the outage tests run beside the others.
+pub const OUTAGE_NAME: &str = "lab-outage";
+pub const OUTAGE_NAMESPACE_LABEL: (&str, &str) = ("valtune.dev/lab-prometheus", "outage");
+/// The lab's process of that Prometheus (what `control_plane::stop_one` takes).
+pub const OUTAGE_PROCESS: &str = "prometheus-outage";
 
-/// The Prometheus resource: every PodMonitor, ServiceMonitor and PrometheusRule in every
-/// namespace. Its StatefulSet has no replicas: the lab runs the Prometheus process itself
-/// (on loopback), and the simulator feeds it the configuration the operator renders.
+/// The lab's Prometheus resources. Their StatefulSets have no replicas: the lab runs the
+/// Prometheus processes itself (on loopback), and the simulator feeds each the
+/// configuration prometheus-operator renders for it.
+/// - [`NAME`]: every PodMonitor, ServiceMonitor and PrometheusRule in every namespace;
+/// - [`NO_RECEIVER_NAME`]: PodMonitors of namespaces labelled for it, no receiver;
+/// - [`OUTAGE_NAME`]: PodMonitors of namespaces labelled for it, with the receiver.
 pub fn resource_yaml(scrape_interval: &str) -> String {
-    format!(
-        "apiVersion: v1
-kind: Namespace
-metadata:
-  name: {NAMESPACE}
----
-apiVersion: monitoring.coreos.com/v1
-kind: Prometheus
-metadata:
-  name: {NAME}
-  namespace: {NAMESPACE}
-spec:
-  version: v3.2.1
-  replicas: 0
-  scrapeInterval: {scrape_interval}
-  evaluationInterval: {scrape_interval}
-  enableRemoteWriteReceiver: true
-  tsdb:
-    outOfOrderTimeWindow: {OUT_OF_ORDER_WINDOW}
-  # Every PodMonitor but those labelled to be left alone (a test's stand-in for a
-  # PodMonitor a kube-prometheus-stack Prometheus does not select).
-  podMonitorSelector:
+    let label = NO_RECEIVER_NAMESPACE_LABEL.0;
+    // Every PodMonitor but those labelled to be left alone (a test's stand-in for a
+    // PodMonitor a kube-prometheus-stack Prometheus does not select).
+    let everything = format!(
+        "  podMonitorSelector:
     matchExpressions:
     - {{key: {UNSELECTED_LABEL}, operator: DoesNotExist}}
   podMonitorNamespaceSelector: {{}}
@@ -79,24 +72,51 @@ spec:
   serviceMonitorNamespaceSelector: {{}}
   ruleSelector: {{}}
   ruleNamespaceSelector: {{}}
----
+"
+    );
+    let labelled = |value: &str| {
+        format!(
+            "  podMonitorSelector: {{}}
+  podMonitorNamespaceSelector:
+    matchLabels: {{{label}: {value}}}
+"
+        )
+    };
+    let resource = |name: &str, receiver: bool, selectors: &str| {
+        let tsdb = if receiver {
+            format!("  tsdb:\n    outOfOrderTimeWindow: {OUT_OF_ORDER_WINDOW}\n")
+        } else {
+            String::new()
+        };
+        format!(
+            "---
 apiVersion: monitoring.coreos.com/v1
 kind: Prometheus
 metadata:
-  name: {NO_RECEIVER_NAME}
+  name: {name}
   namespace: {NAMESPACE}
 spec:
   version: v3.2.1
   replicas: 0
   scrapeInterval: {scrape_interval}
   evaluationInterval: {scrape_interval}
-  enableRemoteWriteReceiver: false
-  podMonitorSelector: {{}}
-  podMonitorNamespaceSelector:
-    matchLabels: {{{label}: {value}}}
-",
-        label = NO_RECEIVER_NAMESPACE_LABEL.0,
-        value = NO_RECEIVER_NAMESPACE_LABEL.1,
+  enableRemoteWriteReceiver: {receiver}
+{tsdb}{selectors}"
+        )
+    };
+    format!(
+        "apiVersion: v1
+kind: Namespace
+metadata:
+  name: {NAMESPACE}
+{}{}{}",
+        resource(NAME, true, &everything),
+        resource(
+            NO_RECEIVER_NAME,
+            false,
+            &labelled(NO_RECEIVER_NAMESPACE_LABEL.1)
+        ),
+        resource(OUTAGE_NAME, true, &labelled(OUTAGE_NAMESPACE_LABEL.1)),
     )
 }
 
@@ -124,6 +144,13 @@ impl Instance {
                 config: no_receiver_config(&state.dir),
             });
         }
+        if !state.prometheus_outage_url.is_empty() {
+            out.push(Instance {
+                name: OUTAGE_NAME,
+                url: state.prometheus_outage_url.clone(),
+                config: outage_config(&state.dir),
+            });
+        }
         out
     }
 }
@@ -131,4 +158,59 @@ impl Instance {
 /// The configuration file of the receiver-less Prometheus.
 pub fn no_receiver_config(dir: &std::path::Path) -> std::path::PathBuf {
     dir.join("prometheus-no-receiver.yml")
+}
+
+/// The configuration file of the Prometheus the outage tests stop.
+pub fn outage_config(dir: &std::path::Path) -> std::path::PathBuf {
+    dir.join("prometheus-outage.yml")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_three_prometheus_resources_select_what_they_say() {
+        let docs: Vec<serde_json::Value> =
+            serde_saphyr::from_multiple(&resource_yaml("1s")).unwrap();
+        let kinds: Vec<(&str, &str)> = docs
+            .iter()
+            .map(|d| {
+                (
+                    d["kind"].as_str().unwrap(),
+                    d["metadata"]["name"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("Namespace", NAMESPACE),
+                ("Prometheus", NAME),
+                ("Prometheus", NO_RECEIVER_NAME),
+                ("Prometheus", OUTAGE_NAME)
+            ]
+        );
+        let (lab, bare, outage) = (&docs[1]["spec"], &docs[2]["spec"], &docs[3]["spec"]);
+        assert_eq!(lab["scrapeInterval"], "1s");
+        assert_eq!(lab["ruleNamespaceSelector"], serde_json::json!({}));
+        assert_eq!(
+            lab["podMonitorSelector"]["matchExpressions"][0]["key"],
+            UNSELECTED_LABEL
+        );
+        let (key, value) = OUTAGE_NAMESPACE_LABEL;
+        assert_eq!(
+            outage["podMonitorNamespaceSelector"]["matchLabels"][key],
+            value
+        );
+        assert_eq!(
+            bare["podMonitorNamespaceSelector"]["matchLabels"][key],
+            NO_RECEIVER_NAMESPACE_LABEL.1
+        );
+        for (spec, receiver) in [(lab, true), (bare, false), (outage, true)] {
+            assert_eq!(spec["enableRemoteWriteReceiver"], receiver);
+            let window = &spec["tsdb"]["outOfOrderTimeWindow"];
+            assert_eq!(window.as_str(), receiver.then_some(OUT_OF_ORDER_WINDOW));
+        }
+    }
 }

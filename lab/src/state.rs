@@ -25,6 +25,10 @@ pub struct LabState {
     /// `NO_RECEIVER_NAME`); empty in labs started before it existed.
     #[serde(default)]
     pub prometheus_no_receiver_url: String,
+    /// A third Prometheus, for outage tests (prometheus.rs `OUTAGE_NAME`); empty in labs
+    /// started before it existed.
+    #[serde(default)]
+    pub prometheus_outage_url: String,
     pub pod_cidr: String,
     pub pod_network_lock: PathBuf,
     /// Simulated seconds per real second: validator workloads run this much faster.

@@ -22,8 +22,8 @@ use crate::api::experiment::{NodeHours, ValidatorExperimentSpec};
 use crate::api::firedancer::FiredancerWorkload;
 use crate::api::settings::{WindowStart, parse_duration};
 use crate::api::template::ValidatorTemplate;
-use crate::strategies::bisection;
 use crate::strategies::plan::plan;
+use crate::strategies::{bisection, successive_halving};
 
 /// An expected and a worst value.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -51,6 +51,8 @@ pub struct Cost {
     pub wall_clock: Bounds<Duration>,
     /// For a search: what a grid of the same points would cost (expected).
     pub grid: Option<GridCost>,
+    /// Successive halving: each rung's trials and window (empty otherwise).
+    pub rungs: Vec<(u32, Duration)>,
 }
 
 /// A grid's expected cost, beside a search's.
@@ -170,6 +172,20 @@ pub fn plan_cost(
                 worst: most(|r| r.1),
             },
         )
+    } else if let Some(h) = &spec.strategy.successive_halving {
+        let sizes = successive_halving::rungs(spec.sweep.points(), h.eta());
+        let n: usize = sizes.iter().sum();
+        let waves: usize = sizes.iter().map(|s| s.div_ceil(parallelism as usize)).sum();
+        (
+            Bounds {
+                expected: n as u32,
+                worst: n as u32,
+            },
+            Bounds {
+                expected: waves as u32,
+                worst: waves as u32,
+            },
+        )
     } else if let Some(c) = spec.comparison.as_ref().filter(|c| c.paired()) {
         // Two trials a pair, `parallelism` pairs at a time: each other point against the
         // baseline, and the A/A pair, per repetition.
@@ -196,16 +212,47 @@ pub fn plan_cost(
         expected: warmup.typical.min(warmup_limit) + window,
         worst: warmup_limit + window,
     };
+    let mut node_hours = Bounds {
+        expected: hours(per_trial.expected) * trials.expected as f64,
+        worst: hours(per_trial.worst) * trials.worst as f64,
+    };
+    let mut wall_clock = Bounds {
+        expected: per_trial.expected * waves.expected,
+        worst: per_trial.worst * waves.worst,
+    };
+    // Successive halving: each rung's trials at its own window.
+    let mut rungs = Vec::new();
+    if let Some(h) = &spec.strategy.successive_halving {
+        let sizes = successive_halving::rungs(spec.sweep.points(), h.eta());
+        let (mut nh, mut wc) = ((0.0, 0.0), (Duration::ZERO, Duration::ZERO));
+        for (r, size) in sizes.iter().enumerate() {
+            let w = successive_halving::rung_window(window, h.eta(), r, sizes.len());
+            rungs.push((*size as u32, w));
+            let waves = size.div_ceil(parallelism as usize) as u32;
+            let (e, m) = (
+                per_trial.expected - window + w,
+                per_trial.worst - window + w,
+            );
+            nh = (
+                nh.0 + hours(e) * *size as f64,
+                nh.1 + hours(m) * *size as f64,
+            );
+            wc = (wc.0 + e * waves, wc.1 + m * waves);
+        }
+        node_hours = Bounds {
+            expected: nh.0,
+            worst: nh.1,
+        };
+        wall_clock = Bounds {
+            expected: wc.0,
+            worst: wc.1,
+        };
+    }
+    let searches = spec.strategy.bisection.is_some() || spec.strategy.successive_halving.is_some();
     Ok(Cost {
-        node_hours: Bounds {
-            expected: hours(per_trial.expected) * trials.expected as f64,
-            worst: hours(per_trial.worst) * trials.worst as f64,
-        },
-        wall_clock: Bounds {
-            expected: per_trial.expected * waves.expected,
-            worst: per_trial.worst * waves.worst,
-        },
-        grid: (spec.strategy.bisection.is_some()).then(|| GridCost {
+        node_hours,
+        wall_clock,
+        grid: searches.then(|| GridCost {
             trials: n,
             node_hours: hours(per_trial.expected) * n as f64,
             wall_clock: per_trial.expected * grid_waves.expected,
@@ -216,20 +263,32 @@ pub fn plan_cost(
         warmup_limit,
         window,
         per_trial,
+        rungs,
     })
 }
 
 /// Node-hours the trials held: each from its validator's start (`status.startedAt`) to
 /// its end (`finishedAt`; now while it runs, collection included: the pod runs until
-/// then). Earlier attempts of a retried trial are not counted (their start is not kept).
+/// then), and each earlier attempt of a retried trial from its start to its end
+/// (`previousAttempts`).
 pub fn spent(trials: &[ValidatorTrial], now: Timestamp) -> f64 {
+    let held = |start: Timestamp, end: Timestamp| {
+        end.duration_since(start).as_secs_f64().max(0.0) / 3600.0
+    };
     trials
         .iter()
         .filter_map(|t| t.status.as_ref())
-        .filter_map(|st| {
-            let start = st.started_at.as_ref()?.0;
-            let end = st.finished_at.as_ref().map(|t| t.0).unwrap_or(now);
-            Some(end.duration_since(start).as_secs_f64().max(0.0) / 3600.0)
+        .map(|st| {
+            let current = st
+                .started_at
+                .as_ref()
+                .map(|start| held(start.0, st.finished_at.as_ref().map(|t| t.0).unwrap_or(now)));
+            let earlier: f64 = st
+                .previous_attempts
+                .iter()
+                .filter_map(|a| Some(held(a.started_at.as_ref()?.0, a.ended_at.0)))
+                .sum();
+            current.unwrap_or(0.0) + earlier
         })
         .sum()
 }
@@ -337,10 +396,21 @@ impl Cost {
                 )
             })
             .unwrap_or_default();
+        let window = if self.rungs.is_empty() {
+            format!("{} window", human(self.window))
+        } else {
+            let each = |f: fn(&(u32, Duration)) -> String| {
+                self.rungs.iter().map(f).collect::<Vec<_>>().join(", ")
+            };
+            format!(
+                "a {} window in rungs of {} trials",
+                each(|r| human(r.1)),
+                each(|r| r.0.to_string())
+            )
+        };
         format!(
-            "{count} x (about {} warm-up + {} window): about {} node-hours, {} at most (every warm-up at its {} limit); {} at a time: about {} wall-clock, {} at most{grid}",
+            "{count} x (about {} warm-up + {window}): about {} node-hours, {} at most (every warm-up at its {} limit); {} at a time: about {} wall-clock, {} at most{grid}",
             human(self.warmup.typical.min(self.warmup_limit)),
-            human(self.window),
             node_hours(self.node_hours.expected),
             node_hours(self.node_hours.worst),
             human(self.warmup_limit),
@@ -493,6 +563,27 @@ mod tests {
         ];
         assert_eq!(spent(&trials, now), 14.0 + 9.0);
         assert_eq!(observed_warmup(&trials), Some(Duration::from_secs(5400)));
+        // A retried trial: its earlier attempts held their nodes too (one lost after 2
+        // hours; one unschedulable, never started, held none).
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let attempt = |started: Option<i64>, ended: i64| crate::api::trial::AttemptRecord {
+            attempt: 1,
+            outcome: crate::api::trial::TrialOutcome::NodeLost,
+            started_at: started.map(|s| {
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    t0 + jiff::SignedDuration::from_secs(s),
+                )
+            }),
+            node: None,
+            message: String::new(),
+            ended_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                t0 + jiff::SignedDuration::from_secs(ended),
+            ),
+        };
+        let mut retried = trials.clone();
+        retried[0].status.as_mut().unwrap().previous_attempts =
+            vec![attempt(Some(0), 7200), attempt(None, 9000)];
+        assert_eq!(spent(&retried, now), 14.0 + 9.0 + 2.0);
         // A finished window's collection counts with the warm-up: the node is held.
         trials[0].status.as_mut().unwrap().window_end = trials[0]
             .status
@@ -510,6 +601,27 @@ mod tests {
     }
 
     /// The grid's figure is every point with a whole window, whatever the strategy: the
+    /// Successive halving: 9 Firedancer bench layouts, eta 3, 30-minute warm-ups: rungs
+    /// of 9, 3 and 1 trials at 80 minutes, 4 hours and 12 hours.
+    #[test]
+    fn successive_halving_costs_its_rungs_windows() {
+        let s = spec(
+            "template: {firedancer: {image: f, workload: bench}}\nsweep: {threads: [{name: verifyTiles, values: [2, 4, 6]}, {name: bankTiles, values: [2, 4, 6]}]}\nstrategy: {successiveHalving: {}}\ntrial: {warmup: {timeout: 1h}, measurement: {duration: 12h}}\nparallelism: 3\n",
+        );
+        let c = plan_cost(&s, None).unwrap();
+        assert_eq!(c.trials.expected, 13);
+        // 9 x (0.5 + 4/3) + 3 x (0.5 + 4) + 1 x (0.5 + 12): 16.5 + 13.5 + 12.5.
+        assert!((c.node_hours.expected - 42.5).abs() < 1e-9, "{c:?}");
+        // 3 waves of the first rung, 1 of the second, 1 of the last.
+        assert_eq!(
+            c.wall_clock.expected,
+            Duration::from_secs(3 * 6600 + 16200 + 45000)
+        );
+        let grid = c.grid.unwrap();
+        assert_eq!(grid.trials, 9);
+        assert!((grid.node_hours - 112.5).abs() < 1e-9, "{grid:?}");
+    }
+
     /// bisection example's 21 sizes, at its observed warm-up or the client's typical one.
     #[test]
     fn a_grid_of_the_same_points_costs_every_point_a_whole_window() {

@@ -17,7 +17,7 @@ use prometheus_client::registry::Registry;
 
 use crate::api::experiment::ExperimentPhase;
 use crate::api::trial::{TrialOutcome, TrialPhase};
-use crate::api::{ValidatorExperiment, ValidatorTrial};
+use crate::api::{Validator, ValidatorExperiment, ValidatorTrial};
 
 const TRIAL_PHASES: [TrialPhase; 7] = [
     TrialPhase::Pending,
@@ -84,6 +84,14 @@ pub struct TrialInfoLabels {
     pub point: String,
 }
 
+/// One Validator. `validator_namespace`, not `namespace`, for the reason of
+/// [`TrialInfoLabels`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ValidatorLabels {
+    pub validator_namespace: String,
+    pub validator: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabel {
     pub outcome: String,
@@ -127,6 +135,10 @@ pub struct OperatorMetrics {
     checks: Family<CheckLabel, Gauge>,
     trial_store: RwLock<Option<Store<ValidatorTrial>>>,
     experiment_store: RwLock<Option<Store<ValidatorExperiment>>>,
+    validator_lag: Family<ValidatorLabels, Gauge>,
+    validator_behind_since: Family<ValidatorLabels, Gauge>,
+    validator_pending_since: Family<ValidatorLabels, Gauge>,
+    validator_store: RwLock<Option<Store<Validator>>>,
 }
 
 /// Observes a reconcile's duration when dropped.
@@ -229,6 +241,24 @@ impl OperatorMetrics {
             "The start-up checks (valtune check's Prometheus part): 1 while a check fails, 0 once it passed",
             checks.clone(),
         );
+        let validator_lag = Family::<ValidatorLabels, Gauge>::default();
+        registry.register(
+            "validator_lag",
+            "How far each Validator is behind the chain's head, in its client's unit (blocks, slots), as its status says (absent when the client does not show it)",
+            validator_lag.clone(),
+        );
+        let validator_behind_since = Family::<ValidatorLabels, Gauge>::default();
+        registry.register(
+            "validator_not_caught_up_since_seconds",
+            "When each Validator that is not caught up (condition CaughtUp False: the client's own health answer, or no answer) stopped being so (Unix seconds; absent while caught up)",
+            validator_behind_since.clone(),
+        );
+        let validator_pending_since = Family::<ValidatorLabels, Gauge>::default();
+        registry.register(
+            "validator_restart_pending_since_seconds",
+            "When each Validator's pending change (condition RestartPending True) began to wait for its restart (Unix seconds; absent when none waits)",
+            validator_pending_since.clone(),
+        );
         Self {
             registry: Mutex::new(registry),
             reconciles,
@@ -245,6 +275,10 @@ impl OperatorMetrics {
             checks,
             trial_store: RwLock::new(None),
             experiment_store: RwLock::new(None),
+            validator_lag,
+            validator_behind_since,
+            validator_pending_since,
+            validator_store: RwLock::new(None),
         }
     }
 
@@ -300,6 +334,43 @@ impl OperatorMetrics {
     /// Experiments are counted from this cache at each scrape.
     pub fn watch_experiments(&self, store: Store<ValidatorExperiment>) {
         *self.experiment_store.write().expect("lock") = Some(store);
+    }
+
+    /// Validators are read from this cache at each scrape.
+    pub fn watch_validators(&self, store: Store<Validator>) {
+        *self.validator_store.write().expect("lock") = Some(store);
+    }
+
+    /// Sets the gauges read from the Validators in the cache: rebuilt at each scrape, so
+    /// a deleted Validator's series go.
+    pub fn count_validators(&self, all: &[std::sync::Arc<Validator>]) {
+        self.validator_lag.clear();
+        self.validator_behind_since.clear();
+        self.validator_pending_since.clear();
+        for v in all {
+            let Some(st) = v.status.as_ref() else {
+                continue;
+            };
+            let labels = ValidatorLabels {
+                validator_namespace: v.metadata.namespace.clone().unwrap_or_default(),
+                validator: v.metadata.name.clone().unwrap_or_default(),
+            };
+            if let Some(lag) = st.lag {
+                self.validator_lag.get_or_create(&labels).set(lag);
+            }
+            let since = |type_: &str, status: &str| {
+                st.conditions
+                    .iter()
+                    .find(|c| c.type_ == type_ && c.status == status)
+                    .map(|c| c.last_transition_time.0.as_second())
+            };
+            if let Some(t) = since("CaughtUp", "False") {
+                self.validator_behind_since.get_or_create(&labels).set(t);
+            }
+            if let Some(t) = since("RestartPending", "True") {
+                self.validator_pending_since.get_or_create(&labels).set(t);
+            }
+        }
     }
 
     /// Sets the gauges read from the trials in the cache.
@@ -369,6 +440,9 @@ impl OperatorMetrics {
                     .get_or_create(&phase_label(p))
                     .set(n as i64);
             }
+        }
+        if let Some(store) = self.validator_store.read().expect("lock").as_ref() {
+            self.count_validators(&store.state());
         }
         let mut out = String::new();
         let registry = self.registry.lock().expect("lock");
@@ -467,5 +541,79 @@ mod tests {
             !m.encode()
                 .contains("oldest_phase_start_seconds{phase=\"Measuring\"}")
         );
+    }
+
+    #[test]
+    fn validators_show_their_lag_and_since_when_they_are_behind_or_wait_to_restart() {
+        let v = |name: &str, status: &str| {
+            std::sync::Arc::new(
+                serde_saphyr::from_str::<Validator>(&format!(
+                    "apiVersion: valtune.dev/v1alpha1\nkind: Validator\nmetadata: {{name: {name}, namespace: prod}}\nspec: {{nodeName: bm-01, template: {{besu: {{image: b}}}}}}\nstatus: {status}\n"
+                ))
+                .unwrap(),
+            )
+        };
+        let cond = |t: &str, s: &str| {
+            format!(
+                "{{type: {t}, status: '{s}', reason: r, message: m, lastTransitionTime: '2026-11-27T22:00:00Z'}}"
+            )
+        };
+        let m = OperatorMetrics::new();
+        m.count_validators(&[
+            v(
+                "behind",
+                &format!(
+                    "{{phase: CatchingUp, lag: 40, conditions: [{}, {}]}}",
+                    cond("CaughtUp", "False"),
+                    cond("RestartPending", "False")
+                ),
+            ),
+            v(
+                "waiting",
+                &format!(
+                    "{{phase: RestartPending, lag: 0, conditions: [{}, {}]}}",
+                    cond("CaughtUp", "True"),
+                    cond("RestartPending", "True")
+                ),
+            ),
+        ]);
+        let text = m.encode();
+        let series = |name: &str, v: &str| {
+            format!("{name}{{validator_namespace=\"prod\",validator=\"{v}\"}}")
+        };
+        assert!(
+            text.contains(&format!("{} 40", series("valtune_validator_lag", "behind"))),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "{} 1795816800",
+                series("valtune_validator_not_caught_up_since_seconds", "behind")
+            )),
+            "{text}"
+        );
+        assert!(
+            !text.contains(&series(
+                "valtune_validator_not_caught_up_since_seconds",
+                "waiting"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "{} 1795816800",
+                series("valtune_validator_restart_pending_since_seconds", "waiting")
+            )),
+            "{text}"
+        );
+        assert!(
+            !text.contains(&series(
+                "valtune_validator_restart_pending_since_seconds",
+                "behind"
+            )),
+            "{text}"
+        );
+        m.count_validators(&[]);
+        assert!(!m.encode().contains("validator=\"behind\""));
     }
 }

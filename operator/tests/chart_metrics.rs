@@ -37,6 +37,11 @@ fn operator_series() -> BTreeSet<String> {
     let (store, mut writer) = kube::runtime::reflector::store();
     writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(vx));
     m.watch_experiments(store);
+    let v: valtune::api::Validator = serde_saphyr::from_str(
+        "apiVersion: valtune.dev/v1alpha1\nkind: Validator\nmetadata: {name: v, namespace: ns}\nspec: {nodeName: n, template: {besu: {image: b}}}\nstatus: {lag: 3, conditions: [{type: CaughtUp, status: 'False', reason: r, message: m, lastTransitionTime: '2026-01-01T00:00:00Z'}, {type: RestartPending, status: 'True', reason: r, message: m, lastTransitionTime: '2026-01-01T00:00:00Z'}]}\n",
+    )
+    .unwrap();
+    m.count_validators(&[std::sync::Arc::new(v)]);
     drop(m.reconcile_started("trial"));
     m.reconcile_error("trial", "forbidden");
     let mut names = BTreeSet::new();

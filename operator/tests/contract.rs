@@ -116,7 +116,9 @@ fn every_example_renders_a_pod_the_lab_plays_and_serves_its_profile() {
             };
 
             // What is served: the process's own pages and what the sidecars make of it.
-            let t = 6.0 * 3600.0;
+            // Two simulated hours: past every example's catch-up, and no more slots for
+            // the program cache to replay than that needs.
+            let t = 2.0 * 3600.0;
             let mut served: BTreeSet<String> = BTreeSet::from(["up".to_string()]);
             for port in process.metrics_ports() {
                 for path in ["/metrics", "/v1/prometheus/metrics"] {

@@ -80,6 +80,11 @@ a lab test that installs this chart and runs an experiment as its ServiceAccount
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
   verbs: [get, create]
+# One PodDisruptionBudget per Validator (minAvailable 1 over its one pod, owned by it):
+# read each pass, created when missing (controller/validator/pdb.rs).
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [get, create]
 # A Validator's state: one claim per volume role, created once beside its first pod and
 # kept through restarts and upgrades (never deleted by valtune).
 - apiGroups: [""]

@@ -210,6 +210,7 @@ mod tests {
             prometheus_url: "http://127.0.0.1:9090".into(),
             prometheus_config: PathBuf::from("/lab/prometheus.yml"),
             prometheus_no_receiver_url: String::new(),
+            prometheus_outage_url: String::new(),
             pod_cidr: "127.1.2.0/24".into(),
             pod_network_lock: PathBuf::new(),
             time_scale: 720.0,

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::comparison::ComparisonSpec;
 use super::settings::{MetricsSettings, TrialSettings};
 use super::strategy::StrategySpec;
-use super::sweep::{SweepSpec, trial_count_cel};
+use super::sweep::{SweepSpec, cel_swept, trial_count_cel};
 use super::template::ValidatorTemplate;
 
 /// The hard cap on `maxTrials`: keeps an experiment's trials listable and its status small.
@@ -65,10 +65,10 @@ fn max_trials_rule() -> kube::core::Rule {
 #[serde(rename_all = "camelCase")]
 #[x_kube(
     validation = max_trials_rule(),
-    validation = Rule::new("has(self.template.resources.memory) || has(self.sweep.memory)")
+    validation = Rule::new(format!("has(self.template.resources.memory) || {}", cel_swept("memory")))
         .message("no memory given: set template.resources.memory or sweep it with sweep.memory")
         .field_path(".template.resources.memory"),
-    validation = Rule::new("!has(self.sweep.memory) || !has(self.template.resources.memoryLimit)")
+    validation = Rule::new(format!("!{} || !has(self.template.resources.memoryLimit)", cel_swept("memory")))
         .message("template.resources.memoryLimit conflicts with sweep.memory (each trial's memory is its request and limit): remove memoryLimit")
         .field_path(".template.resources.memoryLimit"),
     validation = Rule::new("!has(self.maxFailedTrials) || self.maxFailedTrials <= self.maxTrials")
@@ -263,6 +263,12 @@ pub struct Recommendation {
     /// 100%]; 256Gi: kept up 0/3 [0%, 56%]").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub support: Option<String>,
+    /// The recommended point itself, as its trials ran it (the swept values: memory,
+    /// thread counts, typed settings, generic knobs by name): what a Validator's
+    /// `spec.tuning.fromExperiment` applies and `valtune recommend --for` patches in.
+    /// Absent in statuses written before valtune recorded it (`summary` stays the line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub point: Option<super::sweep::TrialPoint>,
 }
 
 /// Results of one point, averaged over its finished repetitions.

@@ -13,6 +13,28 @@ pub struct StrategySpec {
     /// program cache that keeps up, the most memory pressure that still does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bisection: Option<BisectionSpec>,
+    /// Find the best point of a categorical or multi-parameter sweep by the client's
+    /// objective: every point runs a short window, the best 1/eta run again with a
+    /// longer one, until one is left, which runs the full window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub successive_halving: Option<SuccessiveHalvingSpec>,
+}
+
+/// Successive halving: rungs of windows growing by `eta` up to `trial.measurement.duration`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SuccessiveHalvingSpec {
+    /// The fraction kept from one rung to the next is 1/eta, and each window is eta times
+    /// the one before. Unset: 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 2, max = 8))]
+    pub eta: Option<i32>,
+}
+
+impl SuccessiveHalvingSpec {
+    pub fn eta(&self) -> usize {
+        self.eta.unwrap_or(3).clamp(2, 8) as usize
+    }
 }
 
 /// A bisection (a k-section with `parallelism` points per round) over the one swept
@@ -82,16 +104,23 @@ pub const UNORDERED_FIELDS: [&str; 4] = ["allocator", "databaseMapMode", "sigver
 pub fn rules() -> Vec<kube::core::Rule> {
     use kube::core::Rule;
     let has = |f: &str| format!("has(self.sweep.{f})");
+    // Lists of ordered fields, each thread knob, and each range (a range names an
+    // ordered parameter: its own rules refuse the others).
+    let lists: Vec<String> = ORDERED_FIELDS
+        .iter()
+        .filter(|f| **f != "threads")
+        .map(|f| has(f))
+        .collect();
     let ordered_count = format!(
-        "[{}].filter(x, x).size()",
-        ORDERED_FIELDS.map(has).join(", ")
+        "[{}].filter(x, x).size() + (has(self.sweep.threads) ? size(self.sweep.threads) : 0) + (has(self.sweep.ranges) ? size(self.sweep.ranges) : 0)",
+        lists.join(", ")
     );
     let mut rules = vec![
         Rule::new(format!(
-            "!has(self.strategy) || !has(self.strategy.bisection) || ({ordered_count} == 1 && (!has(self.sweep.threads) || size(self.sweep.threads) == 1))"
+            "!has(self.strategy) || !has(self.strategy.bisection) || {ordered_count} == 1"
         ))
         .message(format!(
-            "strategy.bisection searches exactly one ordered parameter: sweep one of {} (one thread knob), or remove strategy.bisection to run the grid",
+            "strategy.bisection searches exactly one ordered parameter: sweep one of {} (one thread knob), as a list or a range, or remove strategy.bisection to run the grid",
             ORDERED_FIELDS.join(", ")
         ).as_str())
         .field_path(".strategy.bisection"),
@@ -99,6 +128,18 @@ pub fn rules() -> Vec<kube::core::Rule> {
             .message("strategy.bisection runs each point once and repeats the answer in its confirmation round: set trial.repetitions to 1")
             .field_path(".trial.repetitions"),
     ];
+    let halving = "has(self.strategy) && has(self.strategy.successiveHalving)";
+    rules.extend([
+        Rule::new(format!("!({halving}) || !has(self.strategy.bisection)"))
+            .message("set one strategy: strategy.bisection searches one ordered parameter, strategy.successiveHalving finds the best point of any sweep")
+            .field_path(".strategy"),
+        Rule::new(format!("!({halving}) || self.trial.repetitions == 1"))
+            .message("strategy.successiveHalving runs each surviving point again with a longer window (its repetitions are its rungs): set trial.repetitions to 1")
+            .field_path(".trial.repetitions"),
+        Rule::new(format!("!({halving}) || !has(self.comparison)"))
+            .message("strategy.successiveHalving ranks points by the client's objective, not against a baseline: remove comparison (or the strategy, for a paired comparison)")
+            .field_path(".comparison"),
+    ]);
     for f in UNORDERED_FIELDS {
         rules.push(
             Rule::new(format!(

@@ -406,6 +406,10 @@ pub struct LagReading {
 pub struct AttemptRecord {
     pub attempt: i32,
     pub outcome: TrialOutcome,
+    /// When its validator started (unset if it never did): the node-hours it held count
+    /// from here to `endedAt`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     pub message: String,

@@ -9,6 +9,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::sweep::TrialPoint;
 use super::template::ValidatorTemplate;
 
 /// Validator names leave room in 63 characters for a claim's volume role.
@@ -34,6 +35,7 @@ pub const MAX_NAME_LEN: usize = 48;
     printcolumn(name = "Head", type_ = "integer", json_path = ".status.head"),
     printcolumn(name = "Lag", type_ = "integer", json_path = ".status.lag"),
     printcolumn(name = "Version", type_ = "string", json_path = ".status.version", priority = 1),
+    printcolumn(name = "Tuning", type_ = "string", json_path = ".status.appliedTuning.summary", priority = 1),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new(format!("size(self.metadata.name) <= {MAX_NAME_LEN}"))
         .message(format!("metadata.name is longer than {MAX_NAME_LEN} characters: the state's claims add the volume role to it, so choose a shorter name").as_str())
@@ -64,6 +66,11 @@ pub const MAX_NAME_LEN: usize = 48;
     validation = Rule::new("!has(self.restartWindow) || has(self.template.agave) || (!has(self.restartWindow.minIdleTime) && !has(self.restartWindow.skipNewSnapshotCheck) && !has(self.restartWindow.maxDelinquentStake))")
         .message("minIdleTime, skipNewSnapshotCheck and maxDelinquentStake are the options of Agave's wait-for-restart-window: remove them for this client")
         .field_path(".restartWindow"),
+    // Besu aborts on a single-valued option given twice ("Option '...' should be
+    // specified only once": BesuCommand.java L1037-1051 @25.12.0).
+    validation = Rule::new("!has(self.template.besu) || !has(self.identity) || !has(self.template.extraArgs) || !self.template.extraArgs.exists(a, a == '--node-private-key-file' || a.startsWith('--node-private-key-file='))")
+        .message("template.extraArgs sets --node-private-key-file, which valtune already renders from identity (the node key mounted from identity.secretName), and Besu stops at an option given twice: remove it from extraArgs")
+        .field_path(".template.extraArgs"),
     validation = Rule::new("!has(self.template.besu) || self.role != 'voting'")
         .message("Besu is an execution client: it does not vote, and valtune does not render a consensus validator client; use role: nonVoting")
         .field_path(".role"),
@@ -90,6 +97,22 @@ pub struct ValidatorSpec {
     /// When a change of the pod may replace the running one (the client's restart window).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_window: Option<RestartWindowSpec>,
+    /// Tuning taken from elsewhere than `template.tuning`: an experiment's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuning: Option<TuningSource>,
+}
+
+/// Where a Validator's tuning comes from beyond its template.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TuningSource {
+    /// A ValidatorExperiment of this namespace: its finished recommendation's point is
+    /// applied over `template` (as its trials applied it) in the next restart window.
+    /// Refused, and the template runs as written, while the experiment has no final
+    /// recommendation or ran another client, version or node class
+    /// (condition TuningApplied).
+    #[schemars(length(min = 1, max = 253))]
+    pub from_experiment: String,
 }
 
 /// The restart window: Agave's are the options of `agave-validator
@@ -198,12 +221,29 @@ pub struct ValidatorStatus {
     /// The generation of the spec this status reflects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// Ready, CaughtUp, IdentityHeld, RestartPending.
+    /// Ready, CaughtUp, IdentityHeld, RestartPending, TuningApplied.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// When the last health answer was read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_probe_time: Option<Time>,
+    /// The experiment's point the running pod runs (`spec.tuning.fromExperiment`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_tuning: Option<AppliedTuning>,
+}
+
+/// An experiment's recommended point, as a Validator runs it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedTuning {
+    /// The ValidatorExperiment.
+    pub experiment: String,
+    /// The point as one line ("allocator=jemalloc heap=8Gi").
+    pub summary: String,
+    /// The point's values, as the experiment's recommendation has them.
+    pub point: TrialPoint,
+    /// The trial the recommendation names.
+    pub trial: String,
 }
 
 /// A rendered pod that differs from the running one.
@@ -227,8 +267,25 @@ pub struct PendingChange {
 /// The annotation on a Validator's pod: the hash of what was rendered, so a change of
 /// the rendering (image, tuning, resources) is seen without comparing defaulted pods.
 pub const POD_HASH: &str = "valtune.dev/pod-hash";
-/// The label on a Validator's pod and Lease: the identity Secret it runs with.
+/// The label on a Validator's pod and Lease: the identity Secret it runs with, as
+/// [`identity_label`] writes it.
 pub const IDENTITY_LABEL: &str = "valtune.dev/identity";
+
+/// The [`IDENTITY_LABEL`] value of an identity Secret. A label value is at most 63
+/// characters, a Secret's name up to 253 (a DNS subdomain, whose characters a label value
+/// allows), so a longer name would make the pod's creation fail. A name that fits is the
+/// value as it is (readable in `kubectl get pods -l`, and the same as valtune wrote
+/// before); a longer one is its first 46 characters and an FNV-1a hash of the whole name
+/// (stable across releases and toolchains, unlike std's hasher).
+pub fn identity_label(secret: &str) -> String {
+    if secret.len() <= 63 {
+        return secret.to_string();
+    }
+    let h = secret.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    format!("{}-{h:016x}", &secret[..46])
+}
 /// The label on a Validator's pod: the Validator.
 pub const VALIDATOR_LABEL: &str = "valtune.dev/validator";
 
@@ -261,6 +318,17 @@ mod tests {
         let args = spec.containers[0].args.clone().unwrap();
         assert!(args.contains(&"--node-private-key-file=/etc/valtune/identity/key".to_string()));
         assert_eq!(spec.termination_grace_period_seconds, Some(600));
+        // Ready by Besu's own /readiness (Host: localhost for the Engine port's
+        // allowlist); never killed for answering 503 while it syncs.
+        let besu = &spec.containers[0];
+        let get = besu.readiness_probe.clone().unwrap().http_get.unwrap();
+        assert_eq!(get.path.as_deref(), Some("/readiness"));
+        assert_eq!(
+            get.port,
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(8551)
+        );
+        assert_eq!(get.http_headers.unwrap()[0].value, "localhost");
+        assert!(spec.containers.iter().all(|c| c.liveness_probe.is_none()));
         assert_eq!(r.claims.len(), 1);
         assert_eq!(
             r.secrets[0].metadata.name.as_deref(),
@@ -336,6 +404,24 @@ mod tests {
         assert_eq!(
             flag(&args, "--identity").as_deref(),
             Some("/etc/valtune/identity/keypair")
+        );
+    }
+
+    #[test]
+    fn the_identity_label_is_a_valid_label_value_for_any_secret_name() {
+        assert_eq!(identity_label("besu-node-key"), "besu-node-key");
+        let long = format!("{}.node-key", "a".repeat(240));
+        let other = format!("{}.node-kez", "a".repeat(240));
+        let l = identity_label(&long);
+        assert_eq!(l.len(), 63);
+        assert!(l.starts_with(&"a".repeat(46)) && l.ends_with(|c: char| c.is_ascii_hexdigit()));
+        assert_ne!(l, identity_label(&other));
+        // Stable: the same value from every build (a pod labelled by an older operator
+        // is still found).
+        assert_eq!(l, identity_label(&long));
+        assert_eq!(
+            identity_label(&"b".repeat(64)),
+            format!("{}-{}", "b".repeat(46), "5338487becab6325")
         );
     }
 }

@@ -43,6 +43,23 @@ pub fn render(vx: &ValidatorExperiment, cost: &Cost) -> String {
     let planned = plan(&vx.spec.sweep, vx.spec.trial.repetitions);
     let mut out = match &cost.grid {
         // A search: the values it chooses among, and its trials wherever the answer is.
+        Some(grid) if !cost.rungs.is_empty() => {
+            let rungs: Vec<String> = cost
+                .rungs
+                .iter()
+                .map(|(n, w)| format!("{n} x {}", human(*w)))
+                .collect();
+            let mut out = format!(
+                "experiment {name} ({client}): successive halving over {} points, {n} trials in rungs of {}, each up to {} at a time (a grid: {} trials)\n",
+                planned.len(),
+                rungs.join(", then "),
+                cost.parallelism,
+                grid.trials
+            );
+            let values: Vec<String> = planned.iter().map(|t| t.point.describe()).collect();
+            out.push_str(&format!("  points: {}\n", values.join(", ")));
+            out
+        }
         Some(grid) => {
             let mut out = format!(
                 "experiment {name} ({client}): a bisection over {} values, about {n} trials ({} at most) wherever the answer lies, {} at a time (a grid: {} trials)\n",
@@ -82,10 +99,14 @@ pub fn render(vx: &ValidatorExperiment, cost: &Cost) -> String {
         .or(r.memory.clone())
         .unwrap_or_else(|| "-".into());
     out.push_str(&format!(
-        "each trial holds one node ({} CPUs, up to {memory} of memory) for its warm-up (at most {}) and a {} window\n",
+        "each trial holds one node ({} CPUs, up to {memory} of memory) for its warm-up (at most {}) and {}\n",
         r.cpu,
         human(cost.warmup_limit),
-        human(cost.window)
+        if cost.rungs.is_empty() {
+            format!("a {} window", human(cost.window))
+        } else {
+            format!("its rung's window (the last {})", human(cost.window))
+        }
     ));
     out.push_str(&format!(
         "{:<10} {:>12} {:>12} {:>14}\n",

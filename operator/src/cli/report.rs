@@ -156,7 +156,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     };
     let report = Report {
         page,
-        summaries: valtune::report::series::summaries(&data, &layout, &describes),
+        summaries: valtune::report::series::summaries(&data, &layout, &series, &describes),
         series,
         table_csv: Some(valtune::report::csv(&data, &layout)),
     };

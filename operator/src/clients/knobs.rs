@@ -6,7 +6,7 @@
 
 use kube::core::Rule;
 
-use crate::api::sweep::{Setting, ThreadKnob};
+use crate::api::sweep::{Setting, ThreadKnob, cel_ranged};
 use crate::api::template::Tuning;
 use crate::api::version::{Version, Versions, cel_known};
 
@@ -82,14 +82,19 @@ impl Dim {
     pub fn cel_set(&self, place: Place) -> String {
         match (self, place) {
             (Dim::Thread(t), Place::Sweep) => format!(
-                "(has(self.sweep.threads) && self.sweep.threads.exists(t, t.name == '{}'))",
-                t.as_str()
+                "((has(self.sweep.threads) && self.sweep.threads.exists(t, t.name == '{}')) || {})",
+                t.as_str(),
+                cel_ranged(t.as_str())
             ),
             (Dim::Thread(t), Place::Tuning) => format!(
                 "(has(self.template.tuning) && has(self.template.tuning.threads) && has(self.template.tuning.threads.{}))",
                 t.as_str()
             ),
-            (other, Place::Sweep) => format!("has(self.{})", other.field(place)),
+            (other, Place::Sweep) => format!(
+                "(has(self.{}) || {})",
+                other.field(place),
+                cel_ranged(other.name())
+            ),
             (other, Place::Tuning) => format!(
                 "(has(self.template.tuning) && has(self.{}))",
                 other.field(place)
@@ -359,10 +364,15 @@ impl KnobTable {
         let (cond, instead) = match place {
             Place::Sweep => {
                 let allowed: Vec<String> = threads.iter().map(|t| format!("'{t}'")).collect();
+                let all: Vec<String> = ThreadKnob::ALL
+                    .iter()
+                    .map(|t| format!("'{}'", t.as_str()))
+                    .collect();
                 (
                     format!(
-                        "!has(self.sweep.threads) || self.sweep.threads.all(t, t.name in [{}])",
-                        allowed.join(", ")
+                        "(!has(self.sweep.threads) || self.sweep.threads.all(t, t.name in [{0}])) && (!has(self.sweep.ranges) || self.sweep.ranges.all(r, !(r.name in [{1}]) || r.name in [{0}]))",
+                        allowed.join(", "),
+                        all.join(", ")
                     ),
                     "sweep the setting with sweep.knobs",
                 )

@@ -20,6 +20,7 @@ pub mod nodeos;
 pub mod parts;
 pub mod pod;
 pub mod profile;
+pub mod solana_load;
 #[cfg(test)]
 mod startup_tests;
 

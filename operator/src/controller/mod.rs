@@ -290,9 +290,13 @@ pub async fn run(
             }
         });
 
-    let validators = Controller::new(
-        api::<Validator>(&client, &opts.namespace),
-        watcher::Config::default(),
+    let validators = validator::watching(
+        Controller::new(
+            api::<Validator>(&client, &opts.namespace),
+            watcher::Config::default(),
+        ),
+        api::<ValidatorExperiment>(&client, &opts.namespace),
+        &ctx.metrics,
     )
     .owns(
         api::<Pod>(&client, &opts.namespace),

@@ -242,8 +242,9 @@ pub async fn read_trace(
         .collect())
 }
 
-/// Every series of the profile over every trial with a window, by figure; series no
-/// trial has data for are left out (a client's figure its workload does not report).
+/// Every series of the profile over every trial with a window, by figure
+/// ([`SeriesFigure::of`]: lines only for trials with data, figures only for series with
+/// some).
 pub async fn read_series(
     prom: &Prometheus,
     profile: &MetricProfile,
@@ -273,15 +274,7 @@ pub async fn read_series(
                 samples,
             });
         }
-        if traces.iter().any(|t| !t.samples.is_empty()) {
-            out.push(SeriesFigure {
-                name: spec.name.clone(),
-                title: spec.title.clone(),
-                unit: spec.unit.clone(),
-                caption: caption.to_string(),
-                traces,
-            });
-        }
+        out.extend(SeriesFigure::of(&spec, caption, traces));
     }
     Ok(out)
 }

@@ -267,10 +267,13 @@ fn draw_summary<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, f: &SummaryFi
     Ok(())
 }
 
-/// What a bar says above it: the ending, the count of repetitions from two.
+/// What a bar says above it: the ending, the count of repetitions from two, and for one
+/// run whose interval is its window's that this interval leaves out run-to-run variance.
 fn bar_note(b: &Bar) -> String {
     if b.n > 1 {
         format!("{} (n={}, {})", b.mark.describe(), b.n, b.support)
+    } else if b.within_window {
+        format!("{} (1 run, within its window)", b.mark.describe())
     } else {
         b.mark.describe().to_string()
     }
@@ -460,6 +463,7 @@ pub(crate) mod tests {
             n,
             mean,
             interval,
+            within_window: false,
             mark,
             support: "kept up 0/1".into(),
         };

@@ -6,11 +6,11 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::api::ValidatorExperiment;
 use crate::api::experiment::ExperimentPhase;
 use crate::api::resolve::resolve_template;
 use crate::api::sweep::TrialPoint;
 use crate::api::tuning::PointValueError;
+use crate::api::{Validator, ValidatorExperiment};
 
 /// RFC 7386's apply of `patch` to `base`: objects merge, null deletes, anything else
 /// replaces (what `kubectl patch --type merge` does).
@@ -71,7 +71,28 @@ pub fn template_patch(
     vx: &ValidatorExperiment,
     point: &TrialPoint,
 ) -> Result<Value, PointValueError> {
-    let template = &vx.spec.template;
+    spec_template_patch(&vx.spec.template, vx, point)
+}
+
+/// The merge patch of a Validator (`{"spec": {"template": ...}}`) that writes the
+/// experiment's point into the Validator's template, resolved as the experiment's trials
+/// were (its sweep says how each generic knob reaches the process): what a GitOps user
+/// commits instead of `spec.tuning.fromExperiment`. `{}` when the point changes nothing.
+pub fn validator_patch(
+    v: &Validator,
+    vx: &ValidatorExperiment,
+    point: &TrialPoint,
+) -> Result<Value, PointValueError> {
+    spec_template_patch(&v.spec.template, vx, point)
+}
+
+/// `{"spec": {"template": d}}` with `d` what resolving the experiment's point over
+/// `template` changes, or `{}`.
+fn spec_template_patch(
+    template: &crate::api::template::ValidatorTemplate,
+    vx: &ValidatorExperiment,
+    point: &TrialPoint,
+) -> Result<Value, PointValueError> {
     let resolved = resolve_template(template, &vx.spec.sweep, point)?;
     let (from, to) = (
         serde_json::to_value(template).expect("a template serializes"),
@@ -98,14 +119,22 @@ pub struct Evidence {
     /// Set when that trial ran another template than the point applied to the
     /// experiment's template now (the template was edited since).
     pub template_changed: bool,
+    /// The Validator the patch is of (`--for`); None: the experiment's own template.
+    pub validator: Option<String>,
 }
 
 impl Evidence {
     fn command(&self) -> String {
-        format!(
-            "kubectl patch validatorexperiment {} -n {} --type merge --patch-file FILE",
-            self.experiment, self.namespace
-        )
+        match &self.validator {
+            Some(v) => format!(
+                "a merge patch of Validator {v}'s spec.template (commit it to the Validator's manifest, or: kubectl patch validator {v} -n {} --type merge --patch-file FILE)",
+                self.namespace
+            ),
+            None => format!(
+                "a merge patch of the experiment's spec.template: kubectl patch validatorexperiment {} -n {} --type merge --patch-file FILE",
+                self.experiment, self.namespace
+            ),
+        }
     }
 
     fn notes(&self) -> Vec<String> {
@@ -160,10 +189,7 @@ pub fn render_yaml(evidence: &Evidence, patch: &Value) -> String {
         out.push_str("# the point is the template as written: nothing to change\n{}\n");
         return out;
     }
-    out.push_str(&format!(
-        "# a merge patch of the experiment's spec.template: {}\n",
-        evidence.command()
-    ));
+    out.push_str(&format!("# {}\n", evidence.command()));
     out.push_str(&serde_saphyr::to_string(patch).expect("a JSON value serializes to YAML"));
     if !out.ends_with('\n') {
         out.push('\n');
@@ -176,6 +202,7 @@ pub fn render_json(evidence: &Evidence, patch: &Value) -> Value {
     json!({
         "experiment": evidence.experiment,
         "namespace": evidence.namespace,
+        "validator": evidence.validator,
         "phase": evidence.phase,
         "recommendation": {
             "point": evidence.point,
@@ -374,6 +401,7 @@ mod tests {
             support: Some("kept up 1/1 [21%, 100%]; 256Gi: kept up 0/1 [0%, 79%]".into()),
             trial: "agave-ram-512gi-1".into(),
             template_changed: false,
+            validator: None,
         }
     }
 
@@ -447,5 +475,42 @@ mod tests {
             let text = no_recommendation(&x);
             assert!(text.starts_with(starts), "{phase:?}: {text}");
         }
+    }
+
+    /// A Validator's patch writes the point into the Validator's own template (its other
+    /// settings stay), and applies back to the resolved template.
+    #[test]
+    fn a_validators_patch_writes_the_point_into_its_own_template() {
+        let vx = vx(
+            "  template: {besu: {image: b}, resources: {memory: 16Gi}}\n  sweep:\n    allocator: [jemalloc, glibc]\n    heap: [5Gi, 8Gi]\n    knobs: [{name: arena, env: MALLOC_ARENA_MAX, values: ['2']}]\n",
+        );
+        let v: Validator = serde_saphyr::from_str(
+            "apiVersion: valtune.dev/v1alpha1\nkind: Validator\nmetadata: {name: v, namespace: ns}\nspec:\n  nodeName: bm-01\n  template: {besu: {image: b}, resources: {cpu: 12, memory: 32Gi}, env: [{name: TZ, value: UTC}], tuning: {allocator: glibc}}\n",
+        )
+        .unwrap();
+        let p = point(&vx, "allocator=jemalloc heap=8Gi arena=2");
+        let patch = validator_patch(&v, &vx, &p).unwrap();
+        assert_eq!(
+            patch,
+            json!({"spec": {"template": {
+                "tuning": {"allocator": "jemalloc", "heap": "8Gi"},
+                "env": [{"name": "TZ", "value": "UTC"}, {"name": "MALLOC_ARENA_MAX", "value": "2"}]
+            }}})
+        );
+        let merged = super::merge_apply(&serde_json::to_value(&v).unwrap(), &patch);
+        let back: Validator = serde_json::from_value(merged).unwrap();
+        assert_eq!(
+            back.spec.template,
+            resolve_template(&v.spec.template, &vx.spec.sweep, &p).unwrap()
+        );
+        assert_eq!(back.spec.template.resources.memory.as_deref(), Some("32Gi"));
+        let mut e = evidence();
+        e.validator = Some("v".into());
+        let out = render_yaml(&e, &patch);
+        assert!(
+            out.contains("# a merge patch of Validator v's spec.template"),
+            "{out}"
+        );
+        assert_eq!(render_json(&e, &patch)["validator"], "v");
     }
 }

@@ -14,6 +14,7 @@ use crate::clients::profile::{Layout, MetricProfile};
 use crate::report::csv_cell;
 use crate::results::analysis::{expand, promql_duration};
 use crate::results::dataset::Dataset;
+use crate::results::stats;
 
 /// One series a figure plots over each trial's window.
 #[derive(Clone, Debug, PartialEq)]
@@ -261,6 +262,26 @@ pub struct SeriesFigure {
     pub traces: Vec<Trace>,
 }
 
+impl SeriesFigure {
+    /// The figure of `spec` over the traces with data: a trial with no datapoint gets no
+    /// line (an OOM-killed run may end before its first), and a series no trial has data
+    /// for gets no figure. What is drawn is then what series.csv holds, so `--from`
+    /// redraws the same figure.
+    pub fn of(spec: &SeriesSpec, caption: &str, traces: Vec<Trace>) -> Option<SeriesFigure> {
+        let traces: Vec<Trace> = traces
+            .into_iter()
+            .filter(|t| !t.samples.is_empty())
+            .collect();
+        (!traces.is_empty()).then(|| SeriesFigure {
+            name: spec.name.clone(),
+            title: spec.title.clone(),
+            unit: spec.unit.clone(),
+            caption: caption.to_string(),
+            traces,
+        })
+    }
+}
+
 /// One point's bar: the mean of a column over its finished repetitions, its 95% interval
 /// (two repetitions on), and how its repetitions ended.
 #[derive(Clone, Debug, PartialEq)]
@@ -269,9 +290,28 @@ pub struct Bar {
     pub n: usize,
     pub mean: f64,
     pub interval: Option<(f64, f64)>,
+    /// The interval is a block bootstrap within the one run's window
+    /// ([`WINDOW_MEANS`]): it leaves out the variance between runs (another day, another
+    /// node), which only repetitions or pairs measure.
+    pub within_window: bool,
     pub mark: Mark,
     /// "kept up 2/3": how many measured repetitions kept up.
     pub support: String,
+}
+
+/// Table columns that are a series' mean over the window, with that series: a point run
+/// once gets their interval from the series (a moving-block bootstrap of its samples,
+/// `results::stats::block_bootstrap_mean`).
+pub const WINDOW_MEANS: [(&str, &str); 1] = [("AVG TPS", "tps")];
+
+/// The interval of the one run of a point from its samples of the column's series: the
+/// block bootstrap's interval of the samples' mean, moved to the column's mean (the
+/// status' figure is read with its own query; the samples give the spread).
+fn window_interval(mean: f64, samples: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let values: Vec<f64> = samples.iter().map(|s| s.1).collect();
+    let m = stats::mean(&values)?;
+    let i = stats::block_bootstrap_mean(&values, stats::block_length(values.len()))?;
+    Some((mean + i.lo - m, mean + i.hi - m))
 }
 
 /// A column of the report's table as bars per point.
@@ -330,24 +370,47 @@ fn header_unit(header: &str) -> (String, String) {
     }
 }
 
-/// The summary figures of a table's columns: a bar per point that has the figure.
-pub fn summaries(data: &Dataset, layout: &Layout, caption: &str) -> Vec<SummaryFigure> {
+/// The summary figures of a table's columns: a bar per point that has the figure. A point
+/// run once has an interval only where the column is a window mean of one of `series`.
+pub fn summaries(
+    data: &Dataset,
+    layout: &Layout,
+    series: &[SeriesFigure],
+    caption: &str,
+) -> Vec<SummaryFigure> {
     layout
         .numbers
         .iter()
         .map(|c| {
             let (title, unit) = header_unit(c.header);
+            let window_series = WINDOW_MEANS
+                .iter()
+                .find(|(h, _)| *h == c.header)
+                .and_then(|(_, name)| series.iter().find(|f| f.name == *name));
             let bars = data
                 .points()
                 .iter()
                 .filter_map(|p| {
                     let e = p.estimate(c.value)?;
                     let (k, n) = p.kept_up_count();
+                    let mut interval = e.interval.map(|i| (i.lo, i.hi));
+                    let mut within_window = false;
+                    if e.n == 1
+                        && let Some(f) = window_series
+                    {
+                        let run = p
+                            .finished()
+                            .find(|t| t.results.as_ref().is_some_and(|r| (c.value)(r).is_some()));
+                        let trace = run.and_then(|t| f.traces.iter().find(|tr| tr.trial == t.name));
+                        interval = trace.and_then(|tr| window_interval(e.mean, &tr.samples));
+                        within_window = interval.is_some();
+                    }
                     Some(Bar {
                         point: point_label(data, &p.point),
                         n: e.n,
                         mean: e.mean,
-                        interval: e.interval.map(|i| (i.lo, i.hi)),
+                        interval,
+                        within_window,
                         mark: Mark::of_point(&p.outcomes().collect::<Vec<_>>()),
                         support: format!("kept up {k}/{n}"),
                     })
@@ -392,7 +455,7 @@ pub fn steps(window: Duration, scrape: Duration) -> (Duration, Duration) {
 }
 
 const SERIES_HEADER: &str = "figure,title,unit,trial,point,repetition,outcome,seconds,value";
-const SUMMARY_HEADER: &str = "figure,title,unit,x,point,n,mean,lo,hi,mark,support";
+const SUMMARY_HEADER: &str = "figure,title,unit,x,point,n,mean,lo,hi,interval,mark,support";
 
 /// Every figure's time series in one CSV, a sample a line, self-describing (title and
 /// unit on each line) so it alone redraws them.
@@ -439,6 +502,7 @@ pub fn summary_csv(figures: &[SummaryFigure]) -> String {
                     &b.mean.to_string(),
                     &opt(b.interval.map(|i| i.0)),
                     &opt(b.interval.map(|i| i.1)),
+                    interval_kind(b),
                     b.mark.describe(),
                     &b.support,
                 ]
@@ -448,6 +512,15 @@ pub fn summary_csv(figures: &[SummaryFigure]) -> String {
         }
     }
     out.join("\n") + "\n"
+}
+
+/// What a bar's interval is over, as summary.csv says it.
+fn interval_kind(b: &Bar) -> &'static str {
+    match (b.interval, b.within_window) {
+        (None, _) => "",
+        (Some(_), true) => "window",
+        (Some(_), false) => "repetitions",
+    }
 }
 
 /// The cells of one CSV line (RFC 4180 quoting, as [`csv_cell`] writes it).
@@ -603,6 +676,7 @@ pub fn read_summary_csv(text: &str, caption: &str) -> Result<Vec<SummaryFigure>,
             n: number(FILE, line, &row, "n")?,
             mean: number(FILE, line, &row, "mean")?,
             interval,
+            within_window: row["interval"] == "window",
             mark,
             support: row["support"].clone(),
         });
@@ -720,7 +794,7 @@ mod tests {
                 trial("memory: 1Ti", 3, "FellBehind", 4400.0),
             ],
         );
-        let f = summaries(&data, &Layout::ram(), "12h");
+        let f = summaries(&data, &Layout::ram(), &[], "12h");
         let avg = &f[0];
         assert_eq!(
             (avg.name.as_str(), avg.title.as_str(), avg.x.as_str()),
@@ -735,6 +809,7 @@ mod tests {
         assert_eq!((ti.n, ti.mean, ti.mark), (3, 4600.0, Mark::FellBehind));
         let (lo, hi) = ti.interval.unwrap();
         assert!(lo <= 4600.0 && 4600.0 <= hi && lo >= 4400.0 && hi <= 4800.0);
+        assert!(!ti.within_window);
         assert_eq!(ti.support, "kept up 2/3");
         let rss = f.iter().find(|f| f.name == "max-rss-gib").unwrap();
         assert_eq!((rss.title.as_str(), rss.unit.as_str()), ("MAX RSS", "GiB"));
@@ -742,6 +817,59 @@ mod tests {
         let back = read_summary_csv(&summary_csv(&f), "12h").unwrap();
         assert_eq!(back.len(), f.iter().filter(|f| !f.bars.is_empty()).count());
         assert_eq!(back[0], f[0]);
+    }
+
+    /// A point run once gets an interval only from its window's series (a block
+    /// bootstrap, said so in the CSV); the spread of repetitions needs two.
+    #[test]
+    fn a_point_run_once_gets_its_windows_interval() {
+        let sweep: SweepSpec = serde_saphyr::from_str("memory: [128Gi, 1Ti]").unwrap();
+        let trials = [
+            trial("memory: 128Gi", 1, "OOMKilled", 1200.0),
+            trial("memory: 1Ti", 1, "KeptUp", 4600.0),
+        ];
+        let data = Dataset::from_trials(&sweep, &trials);
+        // A noisy series around 4,500 TPS (the status' mean is 4,600: the interval moves
+        // there), 120 samples.
+        let samples: Vec<(f64, f64)> = (0..120)
+            .map(|i| {
+                (
+                    i as f64 * 360.0,
+                    4500.0 + 300.0 * ((i * 7919 % 13) as f64 / 6.0 - 1.0),
+                )
+            })
+            .collect();
+        let tps = SeriesFigure {
+            name: "tps".into(),
+            title: "TPS".into(),
+            unit: "TPS".into(),
+            caption: String::new(),
+            traces: vec![Trace {
+                trial: trials[1].metadata.name.clone().unwrap(),
+                point: "1Ti".into(),
+                repetition: 1,
+                outcome: "KeptUp".into(),
+                samples,
+            }],
+        };
+        let f = summaries(&data, &Layout::ram(), std::slice::from_ref(&tps), "12h");
+        let avg = &f[0];
+        let (lo, hi) = avg.bars[1].interval.expect("1Ti's window interval");
+        assert!(avg.bars[1].within_window);
+        assert!(lo < 4600.0 && 4600.0 < hi && hi - lo < 200.0, "{lo} {hi}");
+        // 128Gi has no series: no interval; other columns are not window means.
+        assert_eq!(
+            (avg.bars[0].interval, avg.bars[0].within_window),
+            (None, false)
+        );
+        assert!(
+            f[1..]
+                .iter()
+                .all(|f| f.bars.iter().all(|b| b.interval.is_none()))
+        );
+        let text = summary_csv(&f);
+        assert!(text.lines().nth(2).unwrap().contains(",window,"), "{text}");
+        assert_eq!(read_summary_csv(&text, "12h").unwrap()[0], f[0]);
     }
 
     #[test]
@@ -770,6 +898,33 @@ mod tests {
         }];
         let text = series_csv(&f);
         assert_eq!(read_series_csv(&text, "c").unwrap(), f);
+        // A trial without a datapoint has no line, so the CSV redraws the figure as drawn.
+        let spec = SeriesSpec {
+            name: "tps".into(),
+            title: "Transactions, per second".into(),
+            unit: "TPS".into(),
+            query: String::new(),
+            scale: 1.0,
+            bucketed: false,
+        };
+        let mut traces = f[0].traces.clone();
+        traces.insert(
+            0,
+            Trace {
+                trial: "c".into(),
+                point: "64Gi".into(),
+                repetition: 1,
+                outcome: "OOMKilled".into(),
+                samples: vec![],
+            },
+        );
+        let drawn = SeriesFigure::of(&spec, "c", traces).unwrap();
+        assert_eq!(drawn, f[0]);
+        assert_eq!(
+            read_series_csv(&series_csv(std::slice::from_ref(&drawn)), "c").unwrap(),
+            [drawn]
+        );
+        assert_eq!(SeriesFigure::of(&spec, "c", vec![]), None);
         let bad = text.replace(",1.5", ",x");
         let err = read_series_csv(&bad, "c").unwrap_err().to_string();
         assert_eq!(err, "series.csv line 2: value \"x\" is not a number");

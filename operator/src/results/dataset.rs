@@ -184,6 +184,7 @@ fn number(value: &str) -> Option<u128> {
 
 /// The swept parameters in the order `SweepSpec::expand` varies them (earlier slowest).
 fn dimensions(sweep: &SweepSpec) -> Vec<Dimension> {
+    let sweep = &sweep.resolved();
     let ints = |v: &[i32]| v.iter().map(i32::to_string).collect::<Vec<_>>();
     let mut dims = Vec::new();
     if let Some(v) = &sweep.memory {

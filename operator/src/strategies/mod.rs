@@ -5,13 +5,14 @@
 //! no state of its own, so an operator restarted at any moment resumes exactly.
 //!
 //! The grid runs every point; the bisection searches one ordered parameter for its
-//! boundary value. The experiment reconciler asks [`strategy_for`] and acts on the
+//! boundary value; successive halving finds the best point in rungs of growing windows. The experiment reconciler asks [`strategy_for`] and acts on the
 //! [`Decision`].
 
 pub mod bisection;
 pub mod grid;
 pub mod paired;
 pub mod plan;
+pub mod successive_halving;
 
 use crate::api::experiment::ValidatorExperimentSpec;
 use crate::results::dataset::{Dataset, Tally};
@@ -39,8 +40,9 @@ pub struct Decision {
     pub trials: Vec<String>,
     /// Trials to create now, each group whole or not at all, within `parallelism`.
     pub start: Vec<TrialGroup>,
-    /// Running trials to end early. The reconciler cannot stop a trial yet (early abort,
-    /// issue 20, adds that), so no strategy proposes one.
+    /// Running trials to end early. No strategy proposes one, and the reconciler does not
+    /// act on them: a trial that cannot keep up is ended by its own early abort
+    /// (trial.earlyAbort, results/early_abort.rs), from its lag, not by a strategy.
     pub stop: Vec<Stop>,
     /// How many trials it expects in all (`status.trials.expected`): the grid's plan; a
     /// search's estimate.
@@ -67,11 +69,13 @@ pub struct Done {
     pub message: String,
 }
 
-/// The strategy an experiment runs: `strategy.bisection`, a paired comparison, or the
-/// grid (an unpaired comparison runs the grid).
+/// The strategy an experiment runs: `strategy.bisection`, `strategy.successiveHalving`,
+/// a paired comparison, or the grid (an unpaired comparison runs the grid).
 pub fn strategy_for(spec: &ValidatorExperimentSpec) -> &'static dyn Strategy {
     if spec.strategy.bisection.is_some() {
         &bisection::Bisection
+    } else if spec.strategy.successive_halving.is_some() {
+        &successive_halving::SuccessiveHalving
     } else if spec.comparison.as_ref().is_some_and(|c| c.paired()) {
         &paired::Paired
     } else {

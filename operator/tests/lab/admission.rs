@@ -383,6 +383,113 @@ async fn a_tuning_the_client_honours_is_accepted() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// A range on the quickstart in place of its memory list, with these fields.
+fn memory_range(min: &str, max: &str, step: &str) -> Value {
+    json!({"spec": {"sweep": {"memory": null, "ranges": [{"name": "memory", "min": min, "max": max, "step": step}]}}})
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn ranges_and_bisection_are_refused_with_the_field_and_the_fix() {
+    let lab = lab().await;
+    let ns = lab.namespace("admission-ranges").await;
+    let api = experiments(&lab.client, &ns);
+    let bisect = json!({"spec": {"strategy": {"bisection": {}}}});
+    // The quickstart's question at 64 GiB as a range, bisected: accepted (the grid's 23
+    // trials would pass maxTrials 16: a bisection is bounded by maxTrials instead).
+    let ranged = merge(
+        &merge(
+            &merge(&quickstart(), &memory_range("128Gi", "1536Gi", "64Gi")),
+            &bisect,
+        ),
+        &json!({"spec": {"maxTrials": 16}}),
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "a step that does not divide the range",
+            memory_range("128Gi", "1000Gi", "64Gi"),
+            "spec.sweep.ranges[0].step",
+            "step does not divide max - min",
+        ),
+        (
+            "min above max",
+            memory_range("1Ti", "512Gi", "64Gi"),
+            "spec.sweep.ranges[0].min",
+            "min is above max: swap them",
+        ),
+        (
+            "a range over an unordered parameter",
+            json!({"spec": {"sweep": {"ranges": [{"name": "sigverify", "min": "1", "max": "2", "step": "1"}]}}}),
+            "spec.sweep.ranges[0].name",
+            "have values with no order",
+        ),
+        (
+            "a count written as a quantity",
+            json!({"spec": {"sweep": {"ranges": [{"name": "cpu", "min": "16", "max": "64", "step": "16k"}]}}}),
+            "spec.sweep.ranges[0].min",
+            "count ranges whole numbers",
+        ),
+        (
+            "a parameter as a list and a range",
+            json!({"spec": {"sweep": {"memory": ["128Gi", "256Gi"]}}}),
+            "spec.sweep.ranges",
+            "both as a list and as a range",
+        ),
+        (
+            "a grid range past maxTrials",
+            json!({"spec": {"strategy": null}}),
+            "spec.maxTrials",
+            "more trials than maxTrials",
+        ),
+    ];
+    let mut failures = refusals(&api, &ranged, cases).await;
+    let bisection_cases: Vec<Case> = vec![
+        (
+            "a second ordered parameter beside the bisected range",
+            json!({"spec": {"sweep": {"cpu": [32, 64]}}}),
+            "spec.strategy.bisection",
+            "exactly one ordered parameter",
+        ),
+        (
+            "two strategies",
+            json!({"spec": {"strategy": {"successiveHalving": {}}}}),
+            "spec.strategy",
+            "set one strategy",
+        ),
+        (
+            "successive halving with repetitions",
+            json!({"spec": {"strategy": {"bisection": null, "successiveHalving": {"eta": 2}}, "trial": {"repetitions": 2}}}),
+            "spec.trial.repetitions",
+            "its repetitions are its rungs",
+        ),
+        (
+            "bisection over an unordered parameter",
+            json!({"spec": {"sweep": {"sigverify": ["cpu"]}}}),
+            "spec.sweep.sigverify",
+            "its values have no order",
+        ),
+    ];
+    failures.extend(refusals(&api, &ranged, bisection_cases).await);
+    // A client's rules see a range's values: Besu's heap below the container's memory.
+    let besu = yaml_file(BESU);
+    let heap = json!({"spec": {"sweep": {"heap": null, "ranges": [{"name": "heap", "min": "4Gi", "max": "32Gi", "step": "4Gi"}]}}});
+    failures.extend(
+        refusals(
+            &api,
+            &besu,
+            vec![(
+                "a heap range reaching the memory",
+                heap,
+                "spec.sweep.heap",
+                "every heap must be below the container's memory",
+            )],
+        )
+        .await,
+    );
+    lab.delete_namespace(&ns).await;
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 const FRANKENDANCER: &str = "manifests/examples/frankendancer-bench-tiles.yaml";
 const FIREDANCER: &str = "manifests/examples/firedancer-bench-tiles.yaml";
 const BESU: &str = "manifests/examples/besu-allocator-heap-sweep.yaml";

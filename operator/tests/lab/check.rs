@@ -6,8 +6,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 use valtune::api::ValidatorExperiment;
 use valtune::api::experiment::ExperimentPhase;
@@ -163,16 +162,12 @@ fn yaml(path: &str) -> serde_json::Value {
 #[ignore = "needs the lab: run `make test`"]
 async fn without_the_remote_write_receiver_agave_waits_and_a_blind_trial_says_what_is_missing() {
     let lab = lab().await;
-    let ns = lab.namespace("noreceiver").await;
-    let (key, value) = valtune_lab::prometheus::NO_RECEIVER_NAMESPACE_LABEL;
-    Api::<Namespace>::all(lab.client.clone())
-        .patch(
-            &ns,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {key: value}}})),
+    let ns = lab
+        .namespace_labelled(
+            "noreceiver",
+            valtune_lab::prometheus::NO_RECEIVER_NAMESPACE_LABEL,
         )
-        .await
-        .unwrap();
+        .await;
     let bare = lab.state.prometheus_no_receiver_url.clone();
     let _op = lab.start_operator_with(&ns, Some(&bare));
     let mut v = merge(&example(SMOKE), &json!({"metadata": {"namespace": ns}}));

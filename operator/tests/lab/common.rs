@@ -55,6 +55,16 @@ impl Lab {
         created.metadata.name.unwrap()
     }
 
+    /// A fresh namespace with a label, e.g. the one a second Prometheus selects.
+    pub async fn namespace_labelled(&self, prefix: &str, (key, value): (&str, &str)) -> String {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let mut ns: Namespace = Default::default();
+        ns.metadata.generate_name = Some(format!("t-{prefix}-"));
+        ns.metadata.labels = Some([(key.to_string(), value.to_string())].into());
+        let created = api.create(&PostParams::default(), &ns).await.unwrap();
+        created.metadata.name.unwrap()
+    }
+
     pub async fn delete_namespace(&self, name: &str) {
         let api: Api<Namespace> = Api::all(self.client.clone());
         let _ = api.delete(name, &DeleteParams::default()).await;

@@ -364,7 +364,9 @@ async fn deleting_an_experiment_removes_its_trials_pods_and_volumes() {
     let ns = lab.namespace("delete").await;
     let _operator = lab.start_operator(&ns);
     let api: Api<ValidatorExperiment> = Api::namespaced(lab.client.clone(), &ns);
-    // Long trials, so they are all running when the experiment is deleted.
+    // Long trials, so none ends before the experiment is deleted. The lab's nodes are
+    // shared with the tests running beside this one, so a trial may still wait for a node:
+    // deletion must release a pending trial as well as a running one.
     let vx = experiment(
         &ns,
         json!({"spec": {"sweep": {"memory": ["512Gi", "1Ti", "1400Gi"]}, "trial": {"measurement": {"duration": "1h"}}}}),
@@ -373,16 +375,17 @@ async fn deleting_an_experiment_removes_its_trials_pods_and_volumes() {
     let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(lab.client.clone(), &ns);
     wait_for(
-        "three running pods with bound volumes",
-        Duration::from_secs(120),
+        "three pods, one running with its volumes bound",
+        Duration::from_secs(180),
         || {
             let (pods, pvcs) = (pods.clone(), pvcs.clone());
             async move {
-                let running = pods
+                let pods = pods
                     .list(&ListParams::default())
                     .await
                     .map_err(|e| e.to_string())?
-                    .items
+                    .items;
+                let running = pods
                     .iter()
                     .filter(|p| {
                         p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
@@ -396,10 +399,13 @@ async fn deleting_an_experiment_removes_its_trials_pods_and_volumes() {
                     .iter()
                     .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound"))
                     .count();
-                if running == 3 && bound == 6 {
+                if pods.len() == 3 && running >= 1 && bound >= 2 {
                     Ok(())
                 } else {
-                    Err(format!("{running} running, {bound} bound"))
+                    Err(format!(
+                        "{} pods, {running} running, {bound} bound",
+                        pods.len()
+                    ))
                 }
             }
         },

@@ -18,6 +18,7 @@ mod helm;
 mod lifecycle;
 mod manifests;
 mod nodeos;
+mod outage;
 mod paired;
 mod search;
 mod validator;

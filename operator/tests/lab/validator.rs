@@ -254,6 +254,18 @@ async fn bad_validators_are_refused_naming_the_field() {
                 "spec.role",
                 "Besu is an execution client",
             ),
+            (
+                "a node key in extraArgs beside the identity",
+                json!({"spec": {"template": {"extraArgs": ["--node-private-key-file=/data/key"]}}}),
+                "spec.template.extraArgs",
+                "remove it from extraArgs",
+            ),
+            (
+                "fromExperiment without a name",
+                json!({"spec": {"tuning": {"fromExperiment": ""}}}),
+                "spec.tuning.fromExperiment",
+                "at least 1",
+            ),
         ],
     )
     .await;
@@ -555,6 +567,222 @@ async fn a_nodeos_validator_is_ready_by_its_get_info() {
     assert!(
         st.head.is_some_and(|h| h > 0) && st.lag.is_some_and(|l| l <= 120),
         "{st:?}"
+    );
+    lab.delete_namespace(&ns).await;
+}
+
+/// The Validator's pod as it is rendered now: the validator container's env var.
+async fn env_of(pods: &Api<Pod>, pod: &str, name: &str) -> Option<String> {
+    let p = pods.get(pod).await.ok()?;
+    p.spec?.containers[0]
+        .env
+        .clone()?
+        .into_iter()
+        .find(|e| e.name == name)?
+        .value
+}
+
+/// `spec.tuning.fromExperiment` (issue 21, part 6): a Besu Validator names an experiment
+/// that does not exist yet (refused, it runs its template), then a real one-point
+/// experiment finishes and its recommendation reaches the pod (Besu restarts at once) and
+/// status; `valtune recommend --for` prints the Validator's patch, which the API server
+/// takes.
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn an_experiments_recommendation_is_applied_to_a_besu_validator() {
+    let lab = lab().await;
+    let ns = lab.namespace("validator-tuning").await;
+    let _op = lab.start_operator(&ns);
+    node_key(&lab, &ns).await;
+    let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
+    let mut v = crate::common::yaml_file("manifests/validators/besu-from-experiment.yaml");
+    v["metadata"] = json!({"name": "besu-t", "namespace": ns});
+    let v: Validator = serde_json::from_value(v).unwrap();
+    api.create(&PostParams::default(), &v).await.unwrap();
+
+    // No experiment yet: refused, saying so, and the template runs as written.
+    let refused = wait_for("TuningApplied=False", Duration::from_secs(120), || {
+        let api = api.clone();
+        let pods = pods.clone();
+        async move {
+            let v = api.get("besu-t").await.map_err(|e| e.to_string())?;
+            pods.get_opt("besu-t")
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or("no pod yet")?;
+            match condition(&v, "TuningApplied") {
+                Some(c) if c.0 == "False" => Ok(c),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+    assert_eq!(refused.1, "ExperimentNotFound", "{refused:?}");
+    assert!(refused.2.contains("besu-allocators"), "{}", refused.2);
+    let untuned = env_of(&pods, "besu-t", "BESU_OPTS")
+        .await
+        .unwrap_or_default();
+    assert!(!untuned.contains("-Xmx"), "{untuned}");
+
+    // A real experiment of one point, the example's name and template.
+    let vx = crate::common::example_as(
+        "manifests/examples/besu-allocator-heap-sweep.yaml",
+        &ns,
+        "besu-allocators",
+        json!({"spec": {"sweep": {"allocator": ["glibc"], "mallocArenaMax": [2], "heap": ["5Gi"]},
+                        "trial": {"measurement": {"duration": "30s"}}}}),
+    );
+    crate::common::create(&lab, &vx).await;
+    let done =
+        crate::common::wait_finished(&lab, &ns, "besu-allocators", Duration::from_secs(300)).await;
+    let rec = done
+        .status
+        .clone()
+        .unwrap()
+        .recommendation
+        .expect("a recommendation");
+    assert_eq!(
+        rec.point.clone().unwrap().settings["heap"],
+        "5Gi",
+        "{rec:?}"
+    );
+
+    // The watch on the experiment brings the answer; Besu restarts at once with it.
+    let applied = wait_for("TuningApplied=True", Duration::from_secs(180), || {
+        let api = api.clone();
+        async move {
+            let v = api.get("besu-t").await.map_err(|e| e.to_string())?;
+            match condition(&v, "TuningApplied") {
+                Some(c) if c.0 == "True" => Ok(v),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+    let st = applied.status.clone().unwrap();
+    let a = st.applied_tuning.clone().expect("status.appliedTuning");
+    assert_eq!(a.experiment, "besu-allocators");
+    assert_eq!(a.summary, rec.summary);
+    assert_eq!(a.trial, rec.trial);
+    assert_eq!(Some(&a.point), rec.point.as_ref());
+    let opts = env_of(&pods, "besu-t", "BESU_OPTS")
+        .await
+        .unwrap_or_default();
+    assert!(opts.contains("-Xmx5g"), "{opts}");
+    assert_eq!(
+        env_of(&pods, "besu-t", "MALLOC_ARENA_MAX").await.as_deref(),
+        Some("2")
+    );
+    // The operator never wrote spec.
+    assert_eq!(api.get("besu-t").await.unwrap().spec, v.spec);
+
+    // GitOps: the patch of the Validator that commits the same values.
+    let valtune = std::path::Path::new(env!("CARGO_BIN_EXE_valtune"));
+    let out = std::process::Command::new(valtune)
+        .args(["recommend", "besu-allocators", "--for", "besu-t", "-n", &ns])
+        .arg("--kubeconfig")
+        .arg(&lab.state.kubeconfig)
+        .output()
+        .unwrap();
+    let yaml = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        yaml.contains("# a merge patch of Validator besu-t's spec.template"),
+        "{yaml}"
+    );
+    let patch: Value = serde_saphyr::from_str(&yaml).unwrap();
+    let dry = kube::api::PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let patched = api
+        .patch("besu-t", &dry, &kube::api::Patch::Merge(&patch))
+        .await
+        .expect("the API server refused the Validator's patch");
+    let t = &patched.spec.template;
+    assert_eq!(t.tuning.heap.as_deref(), Some("5Gi"), "{patch}");
+    assert_eq!(t.tuning.malloc_arena_max, Some(2), "{patch}");
+    assert_eq!(t.storage, v.spec.template.storage);
+    lab.delete_namespace(&ns).await;
+}
+
+/// A Validator's pod is guarded by a budget that lets no eviction through (a drain stops
+/// at it), and an identity Secret whose name is longer than a label value still gets a pod.
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn a_validators_pod_is_not_evicted_and_a_long_identity_name_gets_a_pod() {
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let lab = lab().await;
+    let ns = lab.namespace("validator-budget").await;
+    let _op = lab.start_operator(&ns);
+    let long = format!("besu-node-key-{}", "x".repeat(60));
+    let secrets: Api<Secret> = Api::namespaced(lab.client.clone(), &ns);
+    let s: Secret = serde_json::from_value(json!({
+        "metadata": {"name": long},
+        "stringData": {"key": "0x4c0883a69102937d6231471b5dbb6204fe5129617082792ae468d01a3f362318"}
+    }))
+    .unwrap();
+    secrets.create(&PostParams::default(), &s).await.unwrap();
+    let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
+    let mut v = validator(&ns, "besu-l", "bm-09");
+    v["spec"]["identity"]["secretName"] = json!(long);
+    api.create(&PostParams::default(), &serde_json::from_value(v).unwrap())
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
+    let pod = wait_for("besu-l's pod running", Duration::from_secs(180), || {
+        let pods = pods.clone();
+        async move {
+            let p = pods
+                .get_opt("besu-l")
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or("no pod yet")?;
+            match p.status.as_ref().and_then(|s| s.phase.clone()).as_deref() {
+                Some("Running") => Ok(p),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+    let label = pod.metadata.labels.unwrap()["valtune.dev/identity"].clone();
+    assert!(
+        label.len() <= 63 && label.starts_with("besu-node-key-"),
+        "{label}"
+    );
+
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(lab.client.clone(), &ns);
+    let b = budgets.get("besu-l").await.unwrap();
+    assert_eq!(b.metadata.owner_references.unwrap()[0].kind, "Validator");
+    // What `kubectl drain` does: the Eviction API, refused (429) by the budget. The
+    // disruption controller must have counted the pod first.
+    wait_for(
+        "the budget to count the pod",
+        Duration::from_secs(60),
+        || {
+            let budgets = budgets.clone();
+            async move {
+                let b = budgets.get("besu-l").await.map_err(|e| e.to_string())?;
+                match b.status.map(|s| s.expected_pods) {
+                    Some(1) => Ok(()),
+                    other => Err(format!("expected pods {other:?}")),
+                }
+            }
+        },
+    )
+    .await;
+    match pods.evict("besu-l", &Default::default()).await {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 429, "{s:?}"),
+        other => panic!("the eviction went through: {other:?}"),
+    }
+    assert!(
+        pods.get("besu-l")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_none()
     );
     lab.delete_namespace(&ns).await;
 }

@@ -263,12 +263,23 @@ impl ValidatorClient for Agave {
         }
     }
 
-    fn report(&self, _t: &ValidatorTemplate, sweep: &SweepSpec) -> Layout {
-        if sweep.program_cache_entries.is_some() {
+    fn report(&self, t: &ValidatorTemplate, sweep: &SweepSpec) -> Layout {
+        let mut layout = if sweep.program_cache_entries.is_some() {
             profile::program_cache_layout()
         } else {
             Layout::ram()
+        };
+        // A follower's chain load beside its results (a bench's is the benchmark's).
+        if t.client
+            .agave
+            .as_ref()
+            .map(|a| a.workload)
+            .unwrap_or_default()
+            == AgaveWorkload::Follow
+        {
+            layout.numbers.extend(crate::clients::solana_load::COLUMNS);
         }
+        layout
     }
 
     fn objective(&self, sweep: &SweepSpec) -> Objective {

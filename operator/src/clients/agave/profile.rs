@@ -8,6 +8,9 @@
 //! - Slot lag from solana-exporter v3.0.2's `solana_node_num_slots_behind` (getHealth: 0
 //!   within 128 slots, else the distance), read as unknown while the node is unhealthy
 //!   without a distance (starting up: `numSlotsBehind` null, utils.go L245-292).
+//! - The chain's load in a follower's window (transactions per slot, skip rate) from
+//!   solana-exporter's slot watcher ([`crate::clients::solana_load`]); a bench leads its
+//!   own cluster, whose load is the benchmark's.
 //! - RSS, VSZ and page faults from process-exporter 0.8.7's named group (comm
 //!   `agave-validator`, collector/process_collector.go).
 //! - Datapoints the metrics agent dropped above its budget (its own `metrics` point,
@@ -157,7 +160,7 @@ pub fn profile(workload: AgaveWorkload) -> MetricProfile {
     let (tps, figures) = match workload {
         AgaveWorkload::Follow => (
             per_second("replay_slot_stats_total_transactions"),
-            figures(&proc),
+            [figures(&proc), crate::clients::solana_load::figures()].concat(),
         ),
         AgaveWorkload::Bench => (
             per_second("banking_stage_worker_counts_processed_with_successful_result_count"),
@@ -248,4 +251,21 @@ pub fn summary(r: &crate::api::trial::TrialResults) -> String {
         ));
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clients::solana_load::{SKIP_RATE_PCT, TX_PER_SLOT};
+
+    /// A follower records the chain's load of its window; a bench, whose load is the
+    /// benchmark's, does not.
+    #[test]
+    fn a_follower_records_the_chains_load_and_a_bench_does_not() {
+        let has = |w, name| profile(w).figures.iter().any(|f| f.name == name);
+        assert!(has(AgaveWorkload::Follow, TX_PER_SLOT));
+        assert!(has(AgaveWorkload::Follow, SKIP_RATE_PCT));
+        assert!(!has(AgaveWorkload::Bench, TX_PER_SLOT));
+        assert!(!has(AgaveWorkload::Bench, SKIP_RATE_PCT));
+    }
 }

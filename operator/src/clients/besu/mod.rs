@@ -19,7 +19,7 @@ use super::profile::{Layout, MetricProfile, Objective};
 use super::{ClientPod, RenderError, RenderInput, ValidatorClient};
 use crate::api::besu::BesuSpec;
 use crate::api::settings::QueryKey;
-use crate::api::sweep::{Setting, SweepSpec};
+use crate::api::sweep::{Setting, SweepSpec, cel_bounds, cel_swept};
 use crate::api::template::{ClientSpec, ValidatorTemplate};
 use crate::api::trial::TrialResults;
 
@@ -84,6 +84,10 @@ fn besu_rules() -> Vec<Rule> {
     };
     let mem = "self.template.resources.memory";
     let tuned = "self.template.tuning.heap";
+    // Swept as lists or ranges: a range's ends bound its values, and `below` is
+    // monotone in both heap and memory.
+    let (swept_mem, mems) = (cel_swept("memory"), cel_bounds("memory"));
+    let swept_heap = cel_swept("heap");
     let mut rules = vec![
         Rule::new(format!("!has({b}) || (has(self.template.storage) && self.template.storage.exists(v, v.role == 'data'))"))
             .message("Besu needs a data volume (--data-path, and Teku's beacon database unless a state volume is given): add {role: data, size: 2Ti} to template.storage")
@@ -101,21 +105,21 @@ fn besu_rules() -> Vec<Rule> {
             .message("valtune already sets this Besu option, and Besu refuses one given twice: change it with its template.besu field (network, dataStorageFormat, metricsPort, enginePort, p2pPort, config) instead of extraArgs")
             .field_path(".template.extraArgs"),
         Rule::new(format!(
-            "!has({b}) || !has(self.sweep.heap) || (has(self.sweep.memory) ? self.sweep.memory.all(m, {}) : (!has({mem}) || {}))",
-            below("self.sweep.heap", "m"),
-            below("self.sweep.heap", mem)
+            "!has({b}) || !{swept_heap} || ({swept_mem} ? {mems}.all(m, {}) : (!has({mem}) || {}))",
+            below(&cel_bounds("heap"), "m"),
+            below(&cel_bounds("heap"), mem)
         ))
         .message("every heap must be below the container's memory, which also holds Besu's native memory (RocksDB caches, malloc arenas): lower sweep.heap or raise the memory")
         .field_path(".sweep.heap"),
         Rule::new(format!(
-            "!has({b}) || !has({b}.heap) || has(self.sweep.heap) || (has(self.sweep.memory) ? self.sweep.memory.all(m, {}) : (!has({mem}) || {}))",
+            "!has({b}) || !has({b}.heap) || {swept_heap} || ({swept_mem} ? {mems}.all(m, {}) : (!has({mem}) || {}))",
             below(&format!("[{b}.heap]"), "m"),
             below(&format!("[{b}.heap]"), mem)
         ))
         .message("template.besu.heap must be below the container's memory, which also holds Besu's native memory: lower the heap or raise the memory")
         .field_path(".template.besu.heap"),
         Rule::new(format!(
-            "!has({b}) || !{} || (has(self.sweep.memory) ? self.sweep.memory.all(m, {}) : (!has({mem}) || {}))",
+            "!has({b}) || !{} || ({swept_mem} ? {mems}.all(m, {}) : (!has({mem}) || {}))",
             Dim::Setting(Setting::Heap).cel_from_tuning(),
             below(&format!("[{tuned}]"), "m"),
             below(&format!("[{tuned}]"), mem)

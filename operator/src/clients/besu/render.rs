@@ -6,10 +6,11 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    ConfigMapVolumeSource, Container, EnvVar, PodSecurityContext, ResourceRequirements,
-    SecretVolumeSource, Volume, VolumeMount,
+    ConfigMapVolumeSource, Container, EnvVar, HTTPGetAction, HTTPHeader, PodSecurityContext, Probe,
+    ResourceRequirements, SecretVolumeSource, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::ObjectMeta;
 
 use super::args::{self, Command};
@@ -20,6 +21,7 @@ use super::{
 use crate::api::besu::BesuSpec;
 use crate::api::template::{ValidatorTemplate, VolumeRole};
 use crate::api::version::Version;
+use crate::clients::input::Lifecycle;
 use crate::clients::parts::{self, env, mount, protocol_port};
 use crate::clients::pod::{GeneratedSecret, Skeleton, Tweaks, config_map};
 use crate::clients::{ClientPod, RenderError, RenderInput};
@@ -160,6 +162,32 @@ fn vmagent(besu: &BesuSpec, remote_write: &str) -> Container {
     )
 }
 
+/// A long-running Besu's readiness: Besu's own `/readiness` (200 with a peer and at most
+/// 2 blocks behind, else 503: HealthService.java and ReadinessCheck.java @25.12.0) on the
+/// Engine API's port, the endpoint the operator reads for status (`Besu::health`). That
+/// service answers 403 to a Host off `--engine-host-allowlist` (default localhost), so
+/// the probe names `localhost`: the kubelet sends an httpHeaders Host as the request's
+/// Host (kubernetes pkg/probe/http/request.go, newProbeRequest: `req.Host =
+/// headers.Get("Host")`). No liveness probe: a node syncing for hours answers 503 all
+/// along, and a kill would only start its sync over.
+fn readiness_probe(engine_port: i32) -> Probe {
+    Probe {
+        http_get: Some(HTTPGetAction {
+            path: Some("/readiness".into()),
+            port: IntOrString::Int(engine_port),
+            http_headers: Some(vec![HTTPHeader {
+                name: "Host".into(),
+                value: "localhost".into(),
+            }]),
+            ..Default::default()
+        }),
+        period_seconds: Some(10),
+        timeout_seconds: Some(3),
+        failure_threshold: Some(3),
+        ..Default::default()
+    }
+}
+
 pub fn pod(
     input: &RenderInput,
     besu: &BesuSpec,
@@ -228,6 +256,8 @@ pub fn pod(
         // The JVM's or the wrapper's last words (an unknown option, an OutOfMemoryError,
         // a missing allocator) become the trial's message.
         termination_message_policy: Some("FallbackToLogsOnError".into()),
+        readiness_probe: matches!(input.lifecycle, Lifecycle::LongRunning { .. })
+            .then(|| readiness_probe(besu.engine_port)),
         ..Default::default()
     };
     Ok(ClientPod {

@@ -226,6 +226,7 @@ pub mod cel {
         FIXED_TILES, FULL_FIXED_V1_0, FULL_FIXED_V1_1, FULL_SNAPSHOT_V1_0, FULL_SNAPSHOT_V1_1,
         KINDS, STACK_HUGE_PAGES, ThreadKnob, V1_1,
     };
+    use crate::api::sweep::{cel_bounds, cel_ranged, cel_swept};
     use crate::api::version::{cel_at_least, cel_version};
     use crate::clients::knobs::{Dim, Place};
 
@@ -247,13 +248,14 @@ pub mod cel {
             .unwrap_or((knob, 0, 0));
         let tuned = Dim::Thread(knob).cel_set(Place::Tuning);
         let knob = knob.as_str();
+        let ranged = cel_ranged(knob);
         let default = if franken == full_default {
             franken.to_string()
         } else {
             format!("({} ? {full_default} : {franken})", full())
         };
         format!(
-            "(has(self.sweep.threads) && self.sweep.threads.exists(t, t.name == '{knob}') ? self.sweep.threads.map(t, t.name == '{knob}' ? t.values.max() : 0).max() : ({tuned} ? self.template.tuning.threads.{knob} : (has({SPEC}.layout) && has({SPEC}.layout.{knob}) ? {SPEC}.layout.{knob} : {default})))"
+            "(has(self.sweep.threads) && self.sweep.threads.exists(t, t.name == '{knob}') ? self.sweep.threads.map(t, t.name == '{knob}' ? t.values.max() : 0).max() : {ranged} ? self.sweep.ranges.map(r, r.name == '{knob}' ? int(r.max) : 0).max() : ({tuned} ? self.template.tuning.threads.{knob} : (has({SPEC}.layout) && has({SPEC}.layout.{knob}) ? {SPEC}.layout.{knob} : {default})))"
         )
     }
 
@@ -294,7 +296,11 @@ pub mod cel {
 
     /// The fewest cores a trial gets.
     pub fn min_cpu() -> String {
-        "(has(self.sweep.cpu) ? self.sweep.cpu.min() : self.template.resources.cpu)".into()
+        format!(
+            "({} ? {}.min() : self.template.resources.cpu)",
+            cel_swept("cpu"),
+            cel_bounds("cpu")
+        )
     }
 
     pub fn stack_pages() -> String {

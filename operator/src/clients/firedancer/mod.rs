@@ -24,7 +24,7 @@ use super::knobs::KnobTable;
 use super::pod::Skeleton;
 use super::profile::{Layout, MetricProfile, Objective};
 use super::{ClientPod, RenderError, RenderInput, ValidatorClient};
-use crate::api::firedancer::FiredancerSpec;
+use crate::api::firedancer::{FiredancerSpec, FiredancerWorkload};
 use crate::api::settings::QueryKey;
 use crate::api::sweep::SweepSpec;
 use crate::api::template::{ClientSpec, ValidatorTemplate};
@@ -99,8 +99,15 @@ impl ValidatorClient for Firedancer {
 
     fn report(&self, t: &ValidatorTemplate, _sweep: &SweepSpec) -> Layout {
         let full = t.client.firedancer.as_ref().is_some_and(layout::full);
+        let mut numbers = profile::columns(full);
+        // A Frankendancer follower's chain load beside its results (solana-exporter's).
+        if !full
+            && t.client.firedancer.as_ref().map(|f| f.workload) == Some(FiredancerWorkload::Follow)
+        {
+            numbers.extend(crate::clients::solana_load::COLUMNS);
+        }
         Layout {
-            numbers: profile::columns(full),
+            numbers,
             text: profile::TEXT_COLUMNS.to_vec(),
             ..Default::default()
         }

@@ -13,7 +13,9 @@
 //!   `tile_regime_duration_nanos{tile_regime}` (every release from v0.501).
 //! - A Frankendancer follower like Agave: TPS from its Agave child's `replay-slot-stats`
 //!   datapoints (`[reporting] solana_metrics_config`, every point kept by vmagent) and slot
-//!   lag from solana-exporter v3.0.2 (getHealth) on the Agave RPC.
+//!   lag from solana-exporter v3.0.2 (getHealth) on the Agave RPC, and the chain's load
+//!   (transactions per slot, skip rate) from the same exporter's slot watcher
+//!   ([`crate::clients::solana_load`]).
 //! - Full Firedancer from its own metric tile: bench TPS from its execle tiles, a
 //!   follower's from its replay scheduler's finished transactions (a counter; the
 //!   replay tile's `txn_processed` is the fork's running total, not one) and its slot
@@ -245,7 +247,11 @@ pub fn profile(spec: &FiredancerSpec, v: Version) -> MetricProfile {
                     },
                 ],
                 validator_container: super::VALIDATOR_CONTAINER,
-                figures: figures(v, false, false),
+                figures: [
+                    figures(v, false, false),
+                    crate::clients::solana_load::figures(),
+                ]
+                .concat(),
                 // The Agave child's replay datapoints, through vmagent (as Agave's).
                 remote_written: vec!["replay_slot_stats_"],
             }
@@ -421,6 +427,11 @@ mod tests {
         assert!(p.queries[&QueryKey::SlotLag].contains("solana_node_num_slots_behind"));
         assert_eq!(p.default_max_lag, 100);
         assert!(!p.figures.iter().any(|f| f.name.starts_with("bench")));
+        // The chain's load from the same exporter; a bench's is the benchmark's.
+        assert!(p.figures.iter().any(|f| f.name == "txPerSlot"));
+        assert!(p.figures.iter().any(|f| f.name == "skipRatePct"));
+        let bench = profile(&spec("bench"), Version::new(0, 1106, 40201));
+        assert!(!bench.figures.iter().any(|f| f.name == "txPerSlot"));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use kube::core::Rule;
 use super::config_full;
 use super::layout::{STACK_HUGE_PAGES, cel};
 use super::versions::{V0_501, V1, V1_1};
-use crate::api::sweep::ThreadKnob;
+use crate::api::sweep::{ThreadKnob, cel_swept};
 use crate::api::version::{Versions, cel_known, cel_version};
 use crate::clients::knobs::{Dim, Place};
 
@@ -113,7 +113,7 @@ pub fn rules() -> Vec<Rule> {
             ".template.firedancer.knownValidators",
         ),
         rule(
-            "!has(self.sweep.threads) || self.sweep.threads.all(t, t.name != 'signTiles' || t.values.min() >= 2)".into(),
+            "(!has(self.sweep.threads) || self.sweep.threads.all(t, t.name != 'signTiles' || t.values.min() >= 2)) && (!has(self.sweep.ranges) || self.sweep.ranges.all(r, r.name != 'signTiles' || int(r.min) >= 2))".into(),
             "full Firedancer needs at least 2 sign tiles ('layout.sign_tile_count must be >= 2', src/app/shared/fd_config.c fd_config_validatef): sweep signTiles from 2",
             ".sweep.threads",
         ),
@@ -151,7 +151,7 @@ pub fn rules() -> Vec<Rule> {
             ".template.firedancer.netProvider",
         ),
         rule(
-            "has(self.template.resources.hugepages1Gi) || has(self.sweep.hugepages1Gi)".into(),
+            format!("has(self.template.resources.hugepages1Gi) || {}", cel_swept("hugepages1Gi")),
             "Firedancer places its workspaces in hugepages (1 GiB pages): set template.resources.hugepages1Gi (or sweep.hugepages1Gi) to at least what `fdctl mem` (full Firedancer: `firedancer mem`) prints as Required Gigantic Pages",
             ".template.resources.hugepages1Gi",
         ),

@@ -7,6 +7,13 @@
 //!   get_info is always current;
 //! - transactions per second from the plugin's `nodeos_trxs_incoming_total` (registered
 //!   with that name; prometheus-cpp adds no suffix: plugins/prometheus_plugin/metrics.hpp);
+//! - the chain's load in the window, transactions per block: the plugin's
+//!   `nodeos_trxs_incoming_total` over `nodeos_blocks_incoming`, both added to once per
+//!   block received from the network, the first by its transaction count
+//!   (`chain_head.block()->transactions.size()`: libraries/chain/controller.cpp
+//!   `log_applied` L3622-3631 and plugins/prometheus_plugin/metrics.hpp L272-274 at spring
+//!   v1.2.2; the same names in spring v1.0.0 and v1.1.5, and in leap 5, whose
+//!   producer_plugin reports every block received);
 //! - RSS, VSZ, page faults and bytes written of the `nodeos` process from process-exporter
 //!   0.8.7 (collector/process_collector.go);
 //! - swap from the chain exporter: `Swap` of /proc/<pid>/smaps_rollup, which counts the
@@ -24,6 +31,9 @@ pub const BLOCKS_PER_SECOND: f64 = 2.0;
 /// The default warm-up bound: a minute behind.
 pub const DEFAULT_MAX_LAG_BLOCKS: i64 = 120;
 const GIB: f64 = (1u64 << 30) as f64;
+/// The chain's load in the window: transactions per block received (issue 19).
+pub const TX_PER_BLOCK: &str = "txPerBlock";
+
 /// Pages the kernel writes back, per byte a process dirties (4 KiB pages).
 const PAGE: f64 = 4096.0;
 
@@ -94,6 +104,12 @@ pub fn profile() -> MetricProfile {
                 query: "max(deriv(valtune_nodeos_head_block_num{$selector}[$window]))".into(),
                 scale: 1.0,
             },
+            // The chain's load: transactions per block received in the window.
+            Figure {
+                name: TX_PER_BLOCK,
+                query: "sum(increase(nodeos_trxs_incoming_total{$selector}[$window])) / sum(increase(nodeos_blocks_incoming{$selector}[$window]))".into(),
+                scale: 1.0,
+            },
             Figure {
                 name: "maxSwapGiB",
                 query: "max_over_time((max(valtune_nodeos_swap_bytes{$selector}))$range)".into(),
@@ -111,5 +127,23 @@ pub fn profile() -> MetricProfile {
         ],
         // Everything is scraped.
         remote_written: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The chain's load: the transactions of the blocks received over those blocks, both
+    /// counted by the plugin per block (spring v1.2.2 metrics.hpp L272-274).
+    #[test]
+    fn transactions_per_block_are_the_plugins_two_counters_over_the_window() {
+        let p = profile();
+        let f = p.figures.iter().find(|f| f.name == TX_PER_BLOCK).unwrap();
+        assert_eq!(
+            f.query,
+            "sum(increase(nodeos_trxs_incoming_total{$selector}[$window])) / sum(increase(nodeos_blocks_incoming{$selector}[$window]))"
+        );
+        assert_eq!(f.scale, 1.0);
     }
 }

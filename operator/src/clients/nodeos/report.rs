@@ -8,7 +8,7 @@ use crate::api::quantity::parse_quantity;
 use crate::api::trial::{TrialOutcome, TrialResults, ValidatorTrial};
 use crate::clients::profile::{Column, Objective};
 
-pub const COLUMNS: [Column; 8] = [
+pub const COLUMNS: [Column; 9] = [
     Column {
         header: "FINAL LAG blk",
         value: |r| r.final_lag,
@@ -40,6 +40,11 @@ pub const COLUMNS: [Column; 8] = [
     Column {
         header: "WRITES/s",
         value: |r| r.figure("diskWritesPerSecond"),
+    },
+    // The chain's load in the window, beside the results it explains.
+    Column {
+        header: "TX/BLOCK",
+        value: |r| r.figure(super::profile::TX_PER_BLOCK),
     },
 ];
 

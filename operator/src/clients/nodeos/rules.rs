@@ -4,7 +4,7 @@
 use kube::core::Rule;
 
 use super::render::OC_CACHE_MIB;
-use crate::api::sweep::Setting;
+use crate::api::sweep::{Setting, cel_bounds, cel_swept};
 use crate::api::version::{cel_known, cel_version};
 use crate::clients::knobs::{Dim, Place};
 
@@ -34,7 +34,9 @@ fn modes() -> String {
 fn every_pressure(place: Place, pred: &str) -> String {
     match place {
         Place::Sweep => format!(
-            "!has(self.sweep.memoryPressure) || self.sweep.memoryPressure.all(p, !isQuantity(p) || {pred})"
+            "!{} || {}.all(p, !isQuantity(p) || {pred})",
+            cel_swept("memoryPressure"),
+            cel_bounds("memoryPressure")
         ),
         Place::Tuning => format!(
             "!{} || [self.template.tuning.memoryPressure].all(p, !isQuantity(p) || {pred})",
@@ -59,7 +61,9 @@ fn db_mib() -> String {
 fn every_budget(pred: impl Fn(&str) -> String) -> String {
     let ok = |q: &str| format!("(!isQuantity({q}) || {})", pred(q));
     format!(
-        "(has(self.sweep.memory) ? self.sweep.memory.all(m, {}) : (has({R}.memoryLimit) ? {} : (!has({R}.memory) || {})))",
+        "({} ? {}.all(m, {}) : (has({R}.memoryLimit) ? {} : (!has({R}.memory) || {})))",
+        cel_swept("memory"),
+        cel_bounds("memory"),
         ok("m"),
         ok(&format!("{R}.memoryLimit")),
         ok(&format!("{R}.memory")),
@@ -69,7 +73,9 @@ fn every_budget(pred: impl Fn(&str) -> String) -> String {
 /// CEL: no hugepages anywhere in the trials.
 fn no_hugepages() -> String {
     format!(
-        "((!has({R}.hugepages1Gi) || {R}.hugepages1Gi == 0) && (!has({R}.hugepages2Mi) || {R}.hugepages2Mi == 0) && (!has(self.sweep.hugepages1Gi) || self.sweep.hugepages1Gi.all(h, h == 0)))"
+        "((!has({R}.hugepages1Gi) || {R}.hugepages1Gi == 0) && (!has({R}.hugepages2Mi) || {R}.hugepages2Mi == 0) && (!{} || {}.all(h, h == 0)))",
+        cel_swept("hugepages1Gi"),
+        cel_bounds("hugepages1Gi")
     )
 }
 
@@ -204,7 +210,8 @@ mod tests {
     #[test]
     fn budgets_cover_swept_and_template_memory() {
         let cel = every_budget(|b| format!("ok({b})"));
-        assert!(cel.contains("self.sweep.memory.all(m, (!isQuantity(m) || ok(m)))"));
+        // A list, or a range's ends.
+        assert!(cel.contains("self.sweep.memory : self.sweep.ranges.filter(r, r.name == 'memory').map(r, [r.min, r.max])[0]).all(m, (!isQuantity(m) || ok(m)))"));
         assert!(cel.contains("ok(self.template.resources.memoryLimit)"));
         assert!(cel.contains("ok(self.template.resources.memory)"));
     }

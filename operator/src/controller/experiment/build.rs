@@ -29,12 +29,17 @@ pub fn build_trial(
             .node_selector
             .insert(HOSTNAME_LABEL.into(), node);
     }
+    // Successive halving: the trial's rung sets its window.
+    let mut settings = vx.spec.trial.clone();
+    if let Some(window) = crate::strategies::successive_halving::window(&vx.spec, p.repetition) {
+        settings.measurement.duration = window;
+    }
     let spec = ValidatorTrialSpec {
         experiment: name.clone(),
         point: p.point.clone(),
         repetition: p.repetition,
         template,
-        settings: vx.spec.trial.clone(),
+        settings,
         metrics: vx.spec.metrics.clone(),
         pair: p.pair.as_ref().and_then(|slot| {
             Some(TrialPair {

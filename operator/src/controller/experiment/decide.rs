@@ -43,7 +43,7 @@ pub fn decide(
     never_hang(&mut decision, strategy.name(), vx, &data);
     debug_assert!(
         decision.stop.is_empty(),
-        "the reconciler cannot stop trials yet: {:?}",
+        "strategies do not stop trials (early abort does, from their lag): {:?}",
         decision.stop
     );
     let blocked = unsupported(vx);

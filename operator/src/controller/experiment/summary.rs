@@ -19,6 +19,7 @@ use crate::results::analysis::round2;
 use crate::results::dataset::{Dataset, Point};
 use crate::results::stats;
 use crate::strategies::bisection::{self, Evidence};
+use crate::strategies::successive_halving;
 use crate::strategies::{Decision, failed_limit_reached};
 
 /// The experiment's status from its strategy's decision and its trials. Pure.
@@ -260,7 +261,23 @@ pub fn recommend(
     if let Some((settings, seek)) = bisection::of(&vx.spec, data) {
         return bisection_answer(data, &settings, seek, &provisional);
     }
-    if vx.spec.sweep.memory.is_some() {
+    if vx.spec.strategy.successive_halving.is_some() {
+        // Its answer is the point that survived every rung, measured over the full
+        // window; until then, none (a short window's leader is not an answer).
+        let (best, value, trial) = successive_halving::winner(&vx.spec, data)?;
+        let objective = successive_halving::objective(&vx.spec);
+        return Some(Recommendation {
+            summary: best.point.describe(),
+            reason: format!(
+                "the best {} ({value} over the full window) after every rung of successive halving{provisional}",
+                objective.name
+            ),
+            trial,
+            support: best.kept_up_support(),
+            point: Some(best.point.clone()),
+        });
+    }
+    if vx.spec.sweep.resolved().memory.is_some() {
         let best = kept_up.iter().min_by_key(|p| memory_of(p))?;
         let below: Vec<String> = data
             .points()
@@ -305,6 +322,7 @@ pub fn recommend(
             reason,
             trial: first_trial(best)?,
             support,
+            point: Some(best.point.clone()),
         });
     }
     // Otherwise the client's objective: e.g. the highest TPS, or the lowest block time.
@@ -355,6 +373,7 @@ pub fn recommend(
         ),
         trial: first_trial(best)?,
         support: (!support.is_empty()).then_some(support),
+        point: Some(best.point.clone()),
     })
 }
 
@@ -400,6 +419,7 @@ fn bisection_answer(
         reason,
         trial: best.finished().next()?.name.clone(),
         support: (!support.is_empty()).then_some(support),
+        point: Some(best.point.clone()),
     })
 }
 

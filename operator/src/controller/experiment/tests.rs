@@ -195,6 +195,10 @@ fn recommends_the_smallest_memory_that_kept_up() {
     assert_eq!(st.trials.finished, 4);
     let rec = st.recommendation.unwrap();
     assert_eq!(rec.summary, "memory=512Gi");
+    // The point itself, not only its line: what a Validator's fromExperiment applies.
+    let point = rec.point.clone().expect("the structured point");
+    assert_eq!(point.memory.as_deref(), Some("512Gi"));
+    assert_eq!(point.describe(), rec.summary);
     assert!(rec.reason.contains("256Gi: FellBehind"), "{}", rec.reason);
     assert!(rec.reason.contains("128Gi: OOMKilled"), "{}", rec.reason);
     assert_eq!(st.summary.len(), 4);

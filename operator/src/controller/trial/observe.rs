@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 use kube::api::Api;
 
-use super::transition::{Needs, Observed, Partner, Settings};
+use super::transition::{Needs, Observed, Partner, ReadError, Settings};
 use crate::api::trial::{TrialPhase, ValidatorTrial, ValidatorTrialStatus};
 use crate::clients::pod::{PREFLIGHT_CONTAINER, pod_name};
 use crate::clients::{self, RenderInput, profile::MetricProfile};
@@ -325,7 +325,9 @@ pub async fn observe(
             }
             if let (true, Some(prom)) = (*early, prom) {
                 let r = lag_series(prom, profile, &sel, st, s).await;
-                obs.early = Some(reading(&mut obs, r));
+                let transient = r.as_ref().is_err_and(|e| e.is_transient());
+                obs.early =
+                    Some(reading(&mut obs, r).map_err(|message| ReadError { message, transient }));
             }
             if let (true, true, Some(prom), Some(window_end)) =
                 (*end, running, prom, st.window_end.as_ref().map(|t| t.0))

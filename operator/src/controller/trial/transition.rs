@@ -236,7 +236,7 @@ pub struct Observed {
     /// One verdict per abort rule, in order.
     pub aborts: Vec<Verdict>,
     /// The lag series early abort judges from, or why it could not be read.
-    pub early: Option<Result<early_abort::LagSeries, String>>,
+    pub early: Option<Result<early_abort::LagSeries, ReadError>>,
     pub scraped: Option<Result<bool, String>>,
     /// At the window's end: scrapes of the pod in the last three steps before it, and
     /// since it.
@@ -275,6 +275,14 @@ pub enum Act {
     StopPods,
     /// An event on the trial.
     Event(Note),
+}
+
+/// Why a Prometheus reading failed: a transient failure (Prometheus unreachable, a
+/// timeout) waits for the next pass; any other (a query it refuses) is said.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadError {
+    pub message: String,
+    pub transient: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -9,7 +9,7 @@ use kube::{Resource, ResourceExt};
 
 use super::decide::Decision;
 use super::observe::Observed;
-use crate::api::validator::IDENTITY_LABEL;
+use crate::api::validator::{IDENTITY_LABEL, identity_label};
 use crate::api::{FIELD_MANAGER, Validator, labels};
 use crate::controller::status::apply_status;
 use crate::controller::trial::act::random_bytes;
@@ -22,6 +22,7 @@ pub async fn act(v: &Validator, ctx: &Context, obs: &Observed, d: &Decision) -> 
     if let Some(lease) = &d.take_lease {
         take_lease(v, ctx, lease).await?;
     }
+    super::pdb::ensure(v, ctx).await?;
     if d.create_pod
         && let Ok(r) = &obs.rendered
     {
@@ -113,7 +114,7 @@ async fn take_lease(v: &Validator, ctx: &Context, lease: &str) -> Result<()> {
         .spec
         .identity
         .as_ref()
-        .map(|i| i.secret_name.clone())
+        .map(|i| identity_label(&i.secret_name))
         .unwrap_or_default();
     let obj = Lease {
         metadata: ObjectMeta {

@@ -7,6 +7,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::observe::{Answer, LeaseState, Observed};
+use super::tuning::Tuned;
 use super::window::{Memory, Settings, Verdict, judge};
 use crate::api::validator::{
     PendingChange, ValidatorPhase, ValidatorRole, ValidatorSpec, ValidatorStatus,
@@ -82,6 +83,7 @@ pub fn decide(
     let pod = obs.pod.as_ref();
     s.out.pod = pod.map(|p| p.name.clone());
     s.out.version = pod.and_then(|p| p.image.clone());
+    tuning(&mut s, &mut d, obs);
 
     let rendered = match &obs.rendered {
         Ok(r) => r,
@@ -390,6 +392,54 @@ pub fn decide(
     d
 }
 
+/// TuningApplied, and the experiment's point in status once the pod runs what is
+/// rendered with it. A refusal runs the template as written, and says why (an event too).
+fn tuning(s: &mut Status<'_>, d: &mut Decision, obs: &Observed) {
+    let pod = obs.pod.as_ref();
+    let runs_rendered =
+        pod.is_some_and(|p| !p.terminating && p.hash.as_deref() == Some(obs.hash.as_str()));
+    // What the running pod was rendered with, while it is not yet the rendered one.
+    let before = pod.and_then(|_| s.previous.applied_tuning.clone());
+    match &obs.tuning {
+        Tuned::NotAsked => {
+            s.out.conditions.retain(|c| c.type_ != "TuningApplied");
+        }
+        Tuned::Resolved { applied, .. } => {
+            let what = format!(
+                "{} recommended by experiment {} (trial {})",
+                applied.summary, applied.experiment, applied.trial
+            );
+            if runs_rendered {
+                s.out.applied_tuning = Some(applied.clone());
+                s.set(
+                    "TuningApplied",
+                    true,
+                    "Applied",
+                    format!("the pod runs {what}"),
+                );
+            } else {
+                s.out.applied_tuning = before;
+                s.set(
+                    "TuningApplied",
+                    false,
+                    "WaitingForRestart",
+                    format!("{what} is rendered; the pod runs it once it is (re)started in the client's restart window"),
+                );
+            }
+        }
+        Tuned::Refused(reason, message) => {
+            s.out.applied_tuning = if runs_rendered { None } else { before };
+            s.set(
+                "TuningApplied",
+                false,
+                reason,
+                format!("{message}; the template runs as written"),
+            );
+            d.events.push((true, "TuningRefused", message.clone()));
+        }
+    }
+}
+
 /// The answer as the client gave it: the HTTP status and the body on one line, its
 /// first 512 characters (nodeos' get_info is longer than a status column needs).
 fn verbatim(a: &Answer) -> String {
@@ -470,6 +520,7 @@ template:
             position: Some((100, 3)),
             window: RestartWindow::Immediate,
             look: None,
+            tuning: Tuned::NotAsked,
         }
     }
 
@@ -875,5 +926,72 @@ template:
         assert_eq!(d.status.phase, ValidatorPhase::Failed);
         assert!(!d.create_pod && d.take_lease.is_none());
         assert!(cond(&d, "Ready").2.contains("no Prometheus"));
+    }
+
+    /// The experiment's point shows in status once the pod runs it; before, the
+    /// condition says it waits; a refusal says why and keeps nothing applied.
+    #[test]
+    fn an_experiments_point_shows_once_the_pod_runs_it() {
+        use crate::api::validator::AppliedTuning;
+        let applied = AppliedTuning {
+            experiment: "heap".into(),
+            summary: "allocator=jemalloc heap=8Gi".into(),
+            point: Default::default(),
+            trial: "heap-1".into(),
+        };
+        let resolved = Tuned::Resolved {
+            applied: applied.clone(),
+            template: Box::new(serde_saphyr::from_str("besu: {image: b}\n").unwrap()),
+        };
+        let up = Some((200, "UP", Health::Healthy));
+        let mut waiting = observed(ours(), Some(pod("h0")), up);
+        waiting.window = RestartWindow::NotImplemented("no window yet");
+        waiting.tuning = resolved.clone();
+        let d = decide(
+            &spec(SPEC),
+            Some(1),
+            &ValidatorStatus::default(),
+            &waiting,
+            at(),
+        );
+        assert_eq!(cond(&d, "TuningApplied").1, "WaitingForRestart");
+        assert_eq!(d.status.applied_tuning, None);
+
+        let mut running = observed(ours(), Some(pod("h1")), up);
+        running.tuning = resolved;
+        let d = decide(
+            &spec(SPEC),
+            Some(1),
+            &ValidatorStatus::default(),
+            &running,
+            at(),
+        );
+        let (status, reason, message) = cond(&d, "TuningApplied");
+        assert_eq!((status, reason), ("True", "Applied"));
+        assert!(message.contains("experiment heap"), "{message}");
+        assert_eq!(d.status.applied_tuning.as_ref(), Some(&applied));
+
+        // A refusal: the template as written runs (the pod has the rendered hash).
+        let mut refused = observed(ours(), Some(pod("h1")), up);
+        refused.tuning = Tuned::Refused("VersionDiffers", "experiment heap measured 26.2.0".into());
+        let d = decide(&spec(SPEC), Some(1), &d.status, &refused, at());
+        assert_eq!(cond(&d, "TuningApplied").1, "VersionDiffers");
+        assert_eq!(d.status.applied_tuning, None);
+        assert!(d.events.iter().any(|e| e.1 == "TuningRefused"));
+
+        // Without fromExperiment the condition goes.
+        let d = decide(
+            &spec(SPEC),
+            Some(1),
+            &d.status,
+            &observed(ours(), Some(pod("h1")), up),
+            at(),
+        );
+        assert!(
+            d.status
+                .conditions
+                .iter()
+                .all(|c| c.type_ != "TuningApplied")
+        );
     }
 }

@@ -11,14 +11,19 @@
 pub mod act;
 pub mod decide;
 pub mod observe;
+pub mod pdb;
+pub mod tuning;
 pub mod window;
 
 use std::sync::Arc;
 
-use kube::runtime::controller::Action;
+use kube::api::Api;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
 
 use super::{Context, Result, now};
-use crate::api::Validator;
+use crate::api::{Validator, ValidatorExperiment};
+use crate::operator_metrics::OperatorMetrics;
 
 pub async fn reconcile(v: Arc<Validator>, ctx: Arc<Context>) -> Result<Action> {
     let _timer = ctx.metrics.reconcile_started("validator");
@@ -30,4 +35,19 @@ pub async fn reconcile(v: Arc<Validator>, ctx: Arc<Context>) -> Result<Action> {
     let decision = decide::decide(&v.spec, v.metadata.generation, &previous, &obs, now());
     act::act(&v, &ctx, &obs, &decision).await?;
     Ok(Action::requeue(decision.requeue))
+}
+
+/// The Validators' controller, woken too by the experiments they name (a new
+/// recommendation reaches each Validator whose `spec.tuning.fromExperiment` names it), its
+/// cache read by the metrics at each scrape.
+pub fn watching(
+    c: Controller<Validator>,
+    experiments: Api<ValidatorExperiment>,
+    metrics: &OperatorMetrics,
+) -> Controller<Validator> {
+    let named = c.store();
+    metrics.watch_validators(c.store());
+    c.watches(experiments, watcher::Config::default(), move |vx| {
+        tuning::naming(&named.state(), &vx)
+    })
 }

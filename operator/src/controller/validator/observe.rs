@@ -9,9 +9,13 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
 
+use super::tuning::{self, Tuned};
 use crate::api::labels;
 use crate::api::settings::MetricsSettings;
-use crate::api::validator::{IDENTITY_LABEL, POD_HASH, VALIDATOR_LABEL, Validator, ValidatorRole};
+use crate::api::validator::{
+    IDENTITY_LABEL, POD_HASH, VALIDATOR_LABEL, Validator, ValidatorRole, identity_label,
+};
+use crate::api::{ValidatorExperiment, ValidatorTrial};
 use crate::clients::health::{Health, RestartWindow};
 use crate::clients::input::{Group, Keys, Lifecycle, Owner, Role, SecretKey};
 use crate::clients::{self, RenderInput, Rendered};
@@ -39,6 +43,8 @@ pub struct Observed {
     /// The restart window's figures, read from the client when a change is pending and
     /// its window is computed from them (Agave), or why they could not be read.
     pub look: Option<Result<window::Look, String>>,
+    /// `spec.tuning.fromExperiment`, resolved (what `rendered` runs) or refused.
+    pub tuning: Tuned,
 }
 
 /// The identity's Lease as seen.
@@ -89,7 +95,7 @@ pub fn input(v: &Validator, prometheus_url: Option<&str>) -> RenderInput {
         (VALIDATOR_LABEL.to_string(), name.clone()),
     ]);
     if let Some(id) = &v.spec.identity {
-        owner_labels.insert(IDENTITY_LABEL.into(), id.secret_name.clone());
+        owner_labels.insert(IDENTITY_LABEL.into(), identity_label(&id.secret_name));
     }
     let key = |k: &crate::api::validator::KeyRef| SecretKey {
         secret: k.secret_name.clone(),
@@ -157,7 +163,15 @@ fn hash_of(r: &Rendered) -> String {
 pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
     let ns = v.namespace().unwrap_or_default();
     let name = v.name_any();
-    let (rendered, hash) = render(v, ctx.prometheus_url.as_deref());
+    let tuning = tuning_of(v, ctx).await?;
+    let (rendered, hash) = match &tuning {
+        Tuned::Resolved { template, .. } => {
+            let mut tuned = v.clone();
+            tuned.spec.template = (**template).clone();
+            render(&tuned, ctx.prometheus_url.as_deref())
+        }
+        _ => render(v, ctx.prometheus_url.as_deref()),
+    };
     let client = clients::client_for(&v.spec.template).ok();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
 
@@ -181,7 +195,10 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
                 holder: h,
             },
         };
-        let lp = ListParams::default().labels(&format!("{IDENTITY_LABEL}={}", id.secret_name));
+        let lp = ListParams::default().labels(&format!(
+            "{IDENTITY_LABEL}={}",
+            identity_label(&id.secret_name)
+        ));
         others = pods
             .list(&lp)
             .await
@@ -287,6 +304,7 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
             .map(|c| c.restart_window(&v.spec.template))
             .unwrap_or(RestartWindow::Immediate),
         look,
+        tuning,
     })
 }
 
@@ -364,6 +382,52 @@ async fn solana_look(
         .map(|i| first + i)
         .collect();
     Ok((l, behind))
+}
+
+/// The experiment `spec.tuning.fromExperiment` names, read with the labels of the
+/// Validator's node and of the node its recommended trial ran on (the node class check).
+async fn tuning_of(v: &Validator, ctx: &Context) -> Result<Tuned> {
+    let Some(source) = &v.spec.tuning else {
+        return Ok(Tuned::NotAsked);
+    };
+    let ns = v.namespace().unwrap_or_default();
+    let name = &source.from_experiment;
+    let vxs: Api<ValidatorExperiment> = Api::namespaced(ctx.client.clone(), &ns);
+    let vx = vxs
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("reading experiment {ns}/{name}"), e))?;
+    let nodes: Api<Node> = Api::all(ctx.client.clone());
+    let labels_of = |node: String| {
+        let nodes = nodes.clone();
+        async move {
+            nodes
+                .get_opt(&node)
+                .await
+                .map_err(|e| Error::kube(format!("reading node {node}"), e))
+                .map(|n| n.map(|n| n.labels().clone()))
+        }
+    };
+    let mut seen = tuning::Nodes {
+        validator: labels_of(v.spec.node_name.clone()).await?,
+        trial: None,
+    };
+    let trial = vx
+        .as_ref()
+        .and_then(|x| x.status.as_ref()?.recommendation.as_ref())
+        .map(|r| r.trial.clone());
+    if let Some(trial) = trial {
+        let trials: Api<ValidatorTrial> = Api::namespaced(ctx.client.clone(), &ns);
+        let node = trials
+            .get_opt(&trial)
+            .await
+            .map_err(|e| Error::kube(format!("reading trial {ns}/{trial}"), e))?
+            .and_then(|t| t.status?.node_name);
+        if let Some(node) = node {
+            seen.trial = labels_of(node).await?;
+        }
+    }
+    Ok(tuning::resolve(&v.spec.template, name, vx.as_ref(), &seen))
 }
 
 fn node_is_ready(n: &Node) -> bool {

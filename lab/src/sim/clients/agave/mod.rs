@@ -20,6 +20,7 @@ use super::{
     Datapoint, Env, Exit, MetricsSink, ProcFigures, Process, Rpc, SimClient, Started, flag_values,
     image_version, seed,
 };
+use crate::sim::chain_load::solana;
 use crate::sim::clock::Clock;
 use crate::sim::pod_view::PodView;
 use leader::LeaderModel;
@@ -316,7 +317,9 @@ impl SimClient for AgaveSim {
             .and_then(|p| p.parse().ok())
             .unwrap_or(8899);
         let limit = PodView::memory_limit(container).unwrap_or(1 << 40);
-        let model = AgaveModel::new(seed(&pod.name), limit, clock.stretch_s());
+        let model = AgaveModel::new(seed(&pod.name), limit, clock.stretch_s()).with_chain(
+            crate::sim::chain_load::of(pod, &container.name, clock.scale),
+        );
         // MAX_LOADED_ENTRY_COUNT as the image was built: release builds have 512 from 2.1
         // and 256 before (program-runtime/src/loaded_programs.rs).
         let capacity = pod
@@ -446,6 +449,28 @@ impl Agave {
             // The cluster is the validator: never behind.
             Some(_) => 0.0,
             None => self.model.slot_lag(t),
+        }
+    }
+
+    /// getEpochInfo's block height and transaction count: a follower's are the chain's up
+    /// to its slot (simulated counts, like the slot); a bench leader's, its own blocks
+    /// (every slot) and what it processed, in lab units.
+    fn epoch_counts(&self, t: f64) -> (u64, u64) {
+        match self.leader {
+            Some(_) => (
+                self.slot_height(t) as u64,
+                self.lab_count(self.transactions(t)),
+            ),
+            None => {
+                // A rejoining Validator is further on the same chain (`chain_offset`):
+                // its counts go on from there, like its slot.
+                let (blocks, txs) = self.model.chain_counts(t);
+                let blocks_before = self.chain_offset * (1.0 - solana::SKIP_RATE);
+                (
+                    blocks + blocks_before as u64,
+                    txs + (blocks_before * solana::TX_PER_BLOCK) as u64,
+                )
+            }
         }
     }
 
@@ -585,15 +610,18 @@ impl Process for Agave {
             }
             "getSlot" => Rpc::Result(json!(slot)),
             "getBlockHeight" => Rpc::Result(json!((slot as f64 * 0.95) as u64)),
-            "getTransactionCount" => Rpc::Result(json!(self.lab_count(self.transactions(t)))),
-            "getEpochInfo" => Rpc::Result(json!({
-                "absoluteSlot": slot,
-                "blockHeight": (slot as f64 * 0.95) as u64,
-                "epoch": slot / identity::SLOTS_PER_EPOCH,
-                "slotIndex": slot % identity::SLOTS_PER_EPOCH,
-                "slotsInEpoch": identity::SLOTS_PER_EPOCH,
-                "transactionCount": self.lab_count(self.transactions(t)),
-            })),
+            "getTransactionCount" => Rpc::Result(json!(self.epoch_counts(t).1)),
+            "getEpochInfo" => {
+                let (blocks, txs) = self.epoch_counts(t);
+                Rpc::Result(json!({
+                    "absoluteSlot": slot,
+                    "blockHeight": blocks,
+                    "epoch": slot / identity::SLOTS_PER_EPOCH,
+                    "slotIndex": slot % identity::SLOTS_PER_EPOCH,
+                    "slotsInEpoch": identity::SLOTS_PER_EPOCH,
+                    "transactionCount": txs,
+                }))
+            }
             "getVersion" => Rpc::Result(json!({
                 "solana-core": format!("{}.{}.{}", self.version.0, self.version.1, self.version.2),
                 "feature-set": 3_294_202_862u64,

@@ -12,8 +12,16 @@
 //!
 //! Everything is deterministic for a seed (the pod's name): the noise of each stretch of
 //! time comes from a hash of the seed and the stretch's index.
+//!
+//! On a chain whose load varies (the machine's `chainLoad`, crate::sim::chain_load) the
+//! stretches are the chain's: they start at fixed simulated times, their noise comes from
+//! the chain's seed, and a node keeping up replays the chain's transactions, as many more
+//! per slot as the load is above the mean; nodes side by side see one chain. getEpochInfo
+//! counts the chain's blocks and transactions up to the node's slot.
 
 use super::super::{normal, uniform};
+use crate::sim::chain_load::solana;
+use crate::topology::ChainLoad;
 
 /// One anchor of the calibration table.
 #[derive(Debug, Clone, Copy)]
@@ -92,8 +100,8 @@ const ANCHORS: [Anchor; 5] = [
 ];
 
 /// Chain: 400 ms slots; the chain's own transaction rate for the lag arithmetic.
-pub const SLOTS_PER_SECOND: f64 = 2.5;
-pub const CHAIN_TPS: f64 = 4800.0;
+pub const SLOTS_PER_SECOND: f64 = solana::SLOTS_PER_SECOND;
+pub const CHAIN_TPS: f64 = solana::TPS;
 /// getHealth reports a node healthy (0 slots behind) within this distance (Agave's
 /// --health-check-slot-distance default).
 pub const HEALTH_SLOT_DISTANCE: f64 = 128.0;
@@ -144,6 +152,8 @@ pub struct AgaveModel {
     a: Anchor,
     /// Length of a stretch of constant TPS, in simulated seconds.
     stretch_s: f64,
+    /// A chain whose load varies, and the simulated time since the epoch at start.
+    chain: Option<(ChainLoad, f64)>,
 }
 
 const TPS: u64 = 1;
@@ -163,7 +173,48 @@ impl AgaveModel {
             limit_gib,
             a: interpolate(limit_gib),
             stretch_s: stretch_s.max(1.0),
+            chain: None,
         }
+    }
+
+    /// The same node following a chain whose load varies, started at simulated time
+    /// `origin` (seconds since the epoch); None: a steady chain.
+    pub fn with_chain(mut self, chain: Option<(ChainLoad, f64)>) -> Self {
+        self.chain = chain;
+        self
+    }
+
+    fn origin(&self) -> f64 {
+        self.chain.map_or(0.0, |(_, origin)| origin)
+    }
+
+    /// How far into its stretch the chain is at start: on a varying chain stretches start
+    /// at multiples of their length since the epoch, the same for every node.
+    fn phase(&self) -> f64 {
+        self.origin().rem_euclid(self.stretch_s)
+    }
+
+    /// The stretch containing `t`.
+    fn stretch(&self, t: f64) -> u64 {
+        ((t + self.phase()) / self.stretch_s).floor().max(0.0) as u64
+    }
+
+    fn stretch_start(&self, i: u64) -> f64 {
+        (i as f64 * self.stretch_s - self.phase()).max(0.0)
+    }
+
+    /// The seed and index of stretch `i`'s noise: the chain's on a varying chain (the
+    /// stretch's index since the epoch), the node's own otherwise.
+    fn key(&self, i: u64) -> (u64, u64) {
+        match self.chain {
+            Some((c, origin)) => (c.seed, i + (origin / self.stretch_s).floor() as u64),
+            None => (self.seed, i),
+        }
+    }
+
+    /// The chain's load at `t` (1 on a steady chain).
+    fn load(&self, t: f64) -> f64 {
+        solana::load(self.chain.as_ref().map(|(c, _)| c), self.origin() + t)
     }
 
     pub fn catch_up_seconds(&self) -> f64 {
@@ -202,18 +253,25 @@ impl AgaveModel {
 
     /// Transactions per second during the stretch containing `t`.
     pub fn tps(&self, t: f64) -> f64 {
-        let i = (t / self.stretch_s).floor().max(0.0) as u64;
-        let start = i as f64 * self.stretch_s;
+        let i = self.stretch(t);
+        let start = self.stretch_start(i);
+        let (seed, i) = self.key(i);
         let behind = self.slot_lag(start) > HEALTH_SLOT_DISTANCE;
-        if self.caught_up(start) && !behind {
+        let keeping_up = self.caught_up(start) && !behind;
+        // Keeping up, it replays the chain's slots as they come: their transactions are
+        // the chain's load. Behind, it replays as fast as it can.
+        let load = if keeping_up { self.load(start) } else { 1.0 };
+        if keeping_up {
             // Keeping up, with bursts of queued slots: peaks far above the mean (the
             // paper's max TPS is about 25x its average), about one every 2 simulated
             // hours; capped per stretch, because a burst lasts a whole stretch and long
             // stretches (a compressed lab) would otherwise be bursts too often for the
             // paper's 3x-mean outlier rule to set them apart.
             let p_burst = (1.0 - (-self.stretch_s / (2.0 * 3600.0)).exp()).min(0.05);
-            if uniform(self.seed, SPIKE, i) < p_burst {
-                return self.a.busy_tps * (12.0 + 14.0 * uniform(self.seed, SPIKE, i + 1_000_000));
+            if uniform(seed, SPIKE, i) < p_burst {
+                return self.a.busy_tps
+                    * load
+                    * (12.0 + 14.0 * uniform(seed, SPIKE, i + 1_000_000));
             }
         }
         let idle = if behind {
@@ -221,11 +279,11 @@ impl AgaveModel {
         } else {
             self.a.zero_fraction
         };
-        if uniform(self.seed, ZERO, i) < idle {
+        if uniform(seed, ZERO, i) < idle {
             return 0.0;
         }
         let sigma = 0.3;
-        let noise = (sigma * normal(self.seed, TPS, i) - sigma * sigma / 2.0).exp();
+        let noise = (sigma * normal(seed, TPS, i) - sigma * sigma / 2.0).exp();
         let level = if !self.caught_up(start) {
             if self.catch_up_seconds().is_finite() {
                 // Catching up: replaying faster than the chain.
@@ -239,16 +297,21 @@ impl AgaveModel {
         } else {
             self.a.busy_tps
         };
-        level * noise
+        level * noise * load
     }
 
     /// The integral from 0 to `t` of a rate that is constant over each stretch.
     fn integrate(&self, t: f64, rate: impl Fn(f64) -> f64) -> f64 {
-        let whole = (t / self.stretch_s).floor().max(0.0) as u64;
+        let (s, phase) = (self.stretch_s, self.phase());
+        let whole = self.stretch(t.max(0.0));
+        // Stretch 0 may be cut short by the phase; the last is cut at `t`.
         let done: f64 = (0..whole)
-            .map(|i| rate(i as f64 * self.stretch_s) * self.stretch_s)
+            .map(|i| {
+                let a = self.stretch_start(i);
+                rate(a) * ((i + 1) as f64 * s - phase - a)
+            })
             .sum();
-        done + rate(t) * (t - whole as f64 * self.stretch_s)
+        done + rate(t) * (t - self.stretch_start(whole))
     }
 
     /// Transactions processed from 0 to `t`.
@@ -293,8 +356,32 @@ impl AgaveModel {
     }
 
     pub fn slot_height(&self, t: f64) -> f64 {
-        let base = 300_000_000.0 + (self.seed % 10_000_000) as f64;
-        (base + t * SLOTS_PER_SECOND - self.slot_lag(t)).round()
+        (self.first_slot() + t * SLOTS_PER_SECOND - self.slot_lag(t)).round()
+    }
+
+    fn first_slot(&self) -> f64 {
+        300_000_000.0 + (self.seed % 10_000_000) as f64
+    }
+
+    /// When the chain made the slot the node is at, on the chain's clock.
+    fn chain_time(&self, t: f64) -> f64 {
+        self.origin() + t - self.slot_lag(t) / SLOTS_PER_SECOND
+    }
+
+    /// getEpochInfo's `blockHeight` and `transactionCount` at `t`: the chain's blocks and
+    /// transactions up to the node's slot (simulated counts, like the slot: valtune reads
+    /// their ratios over a window).
+    pub fn chain_counts(&self, t: f64) -> (u64, u64) {
+        let (blocks, txs) = solana::made(
+            self.chain.as_ref().map(|(c, _)| c),
+            self.chain_time(0.0),
+            self.chain_time(t),
+        );
+        let base = self.first_slot() * (1.0 - solana::SKIP_RATE);
+        (
+            (base + blocks) as u64,
+            (base * solana::TX_PER_BLOCK + txs) as u64,
+        )
     }
 
     fn wobble(&self, stream: u64, t: f64) -> f64 {
@@ -442,6 +529,53 @@ mod tests {
         let t = 100.0 * s;
         let grown = m.transactions(t + s * 0.5) - m.transactions(t);
         assert!((grown - m.tps(t) * s * 0.5).abs() < 1e-6 * grown.max(1.0));
+    }
+
+    /// On a chain whose load varies, two nodes started apart replay one chain in the same
+    /// window (the same stretches, the same blocks); twelve simulated hours later the
+    /// load, and so the TPS and the transactions per block, are others.
+    #[test]
+    fn a_varying_chain_is_one_for_nodes_side_by_side_and_another_hours_later() {
+        let load = ChainLoad {
+            amplitude: 0.3,
+            noise: 0.05,
+            seed: 19,
+        };
+        // Three hours before the busiest hour of a day.
+        let origin = 86_400.0 * 11_574.0 + 3.0 * HOUR;
+        let on = |name: &str, origin: f64| model(1024, name).with_chain(Some((load, origin)));
+        let (a, b) = (on("a", origin), on("b", origin + 100.0));
+        // One window of the chain: b started 100 s after a.
+        let from = a.catch_up_seconds() + 600.0;
+        let to = from + 2.0 * HOUR;
+        let grown = |m: &AgaveModel, from: f64, to: f64| {
+            let (b0, t0) = m.chain_counts(from);
+            let (b1, t1) = m.chain_counts(to);
+            let txs = m.transactions(to) - m.transactions(from);
+            (txs, (t1 - t0) as f64 / (b1 - b0) as f64)
+        };
+        let (txs_a, per_block_a) = grown(&a, from, to);
+        let (txs_b, per_block_b) = grown(&b, from - 100.0, to - 100.0);
+        assert!((txs_a / txs_b - 1.0).abs() < 0.01, "{txs_a} {txs_b}");
+        assert!(
+            (per_block_a / per_block_b - 1.0).abs() < 0.01,
+            "{per_block_a} {per_block_b}"
+        );
+        // Twelve hours later, in the quiet hours: fewer transactions per block, and fewer
+        // replayed per second (the paper's outliers aside).
+        let c = on("c", origin + 12.0 * HOUR);
+        let (_, per_block_c) = grown(&c, from, to);
+        assert!(
+            per_block_c < 0.75 * per_block_a,
+            "{per_block_a} then {per_block_c}"
+        );
+        let (tps_a, _, _) = average(&a, from, to);
+        let (tps_c, _, _) = average(&c, from, to);
+        assert!(tps_c < 0.8 * tps_a, "{tps_a} then {tps_c}");
+        // A steady chain keeps each node's own stretches.
+        let ts: Vec<f64> = (0..50).map(|i| from + i as f64 * 120.0).collect();
+        let tps = |m: &AgaveModel| ts.iter().map(|t| m.tps(*t)).collect::<Vec<_>>();
+        assert_ne!(tps(&model(1024, "a")), tps(&model(1024, "b")));
     }
 
     #[test]

@@ -47,6 +47,8 @@ const BASE_US: f64 = 12_300.0;
 const LOAD_US: f64 = 33_000.0;
 /// Agave shrinks the loaded entries to this share of the capacity.
 const SHRINK_TO: f64 = 0.9;
+/// Buckets of the draw's guide table.
+const GUIDE: usize = 8_192;
 
 /// What one slot adds to `loaded-programs-cache-stats` and `replay-slot-stats`.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -74,6 +76,9 @@ struct Run {
     seen: Vec<bool>,
     usage: Vec<u64>,
     last_access: Vec<u64>,
+    /// Each program's episode last asked about and whether it is awake in it (a cache:
+    /// [`ProgramCache::awake`] is drawn per candidate, episodes last thousands of slots).
+    episode: Vec<(u64, bool)>,
     rng: u64,
 }
 
@@ -86,6 +91,7 @@ impl Run {
             seen: vec![false; PROGRAMS],
             usage: vec![0; PROGRAMS],
             last_access: vec![0; PROGRAMS],
+            episode: vec![(u64::MAX, false); PROGRAMS],
             rng: seed,
         }
     }
@@ -138,6 +144,11 @@ pub struct ProgramCache {
     capacity: usize,
     /// Cumulative popularity of the ranks (the power law).
     cdf: Vec<f64>,
+    /// `guide[k]`: the first rank whose cumulative popularity reaches `k / GUIDE`, so a
+    /// draw scans a few ranks instead of searching all of them (the same rank).
+    guide: Vec<u32>,
+    /// Each program's offset of its episodes, in slots.
+    offsets: Vec<u64>,
     run: Mutex<Run>,
 }
 
@@ -151,11 +162,19 @@ impl ProgramCache {
                 *acc += w / total;
                 Some(*acc)
             })
+            .collect::<Vec<f64>>();
+        let guide = (0..GUIDE)
+            .map(|k| cdf.partition_point(|c| *c < k as f64 / GUIDE as f64) as u32)
+            .collect();
+        let offsets = (0..PROGRAMS)
+            .map(|p| mix(seed ^ (p as u64).wrapping_mul(0x9e37)) % EPISODE_SLOTS as u64)
             .collect();
         ProgramCache {
             seed,
             capacity: capacity.max(1),
             cdf,
+            guide,
+            offsets,
             run: Mutex::new(Run::new(seed)),
         }
     }
@@ -166,23 +185,37 @@ impl ProgramCache {
 
     /// Whether program `p` is in an awake episode at `slot`: episodes of random length
     /// per program, deterministic from the seed.
-    fn awake(&self, p: usize, slot: u64) -> bool {
+    fn awake(&self, run: &mut Run, p: usize) -> bool {
         if p < HEAD {
             return true;
         }
         // Each program's timeline is cut into episodes of EPISODE_SLOTS on average,
         // offset per program so wake-ups are spread out.
-        let offset = mix(self.seed ^ (p as u64).wrapping_mul(0x9e37)) % EPISODE_SLOTS as u64;
-        let episode = (slot + offset) / EPISODE_SLOTS as u64;
+        let episode = (run.slot + self.offsets[p]) / EPISODE_SLOTS as u64;
+        let (cached, awake) = run.episode[p];
+        if cached == episode {
+            return awake;
+        }
         let draw = mix(self.seed ^ mix((p as u64) << 32 ^ episode));
-        ((draw >> 11) as f64 / (1u64 << 53) as f64) < AWAKE
+        let awake = ((draw >> 11) as f64 / (1u64 << 53) as f64) < AWAKE;
+        run.episode[p] = (episode, awake);
+        awake
+    }
+
+    /// The first rank whose cumulative popularity reaches `u`.
+    fn rank(&self, u: f64) -> usize {
+        let mut p = self.guide[((u * GUIDE as f64) as usize).min(GUIDE - 1)] as usize;
+        while p < PROGRAMS && self.cdf[p] < u {
+            p += 1;
+        }
+        p.min(PROGRAMS - 1)
     }
 
     fn draw(&self, run: &mut Run) -> usize {
         loop {
             let u = run.uniform();
-            let p = self.cdf.partition_point(|c| *c < u).min(PROGRAMS - 1);
-            if self.awake(p, run.slot) {
+            let p = self.rank(u);
+            if self.awake(run, p) {
                 return p;
             }
         }
@@ -287,6 +320,23 @@ mod tests {
             t512 > 2.0 * t1024 && t1024 > t2048,
             "{t512} {t1024} {t2048}"
         );
+    }
+
+    #[test]
+    fn the_guide_table_draws_the_ranks_a_search_would() {
+        let c = ProgramCache::new(5, 512);
+        let mut run = Run::new(5);
+        for _ in 0..200_000 {
+            let u = run.uniform();
+            let searched = c.cdf.partition_point(|x| *x < u).min(PROGRAMS - 1);
+            assert_eq!(c.rank(u), searched, "u = {u}");
+        }
+        for u in [0.0, 1.0, c.cdf[0], c.cdf[PROGRAMS - 2], 1.0 - f64::EPSILON] {
+            assert_eq!(
+                c.rank(u),
+                c.cdf.partition_point(|x| *x < u).min(PROGRAMS - 1)
+            );
+        }
     }
 
     #[test]

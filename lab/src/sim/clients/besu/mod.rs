@@ -22,6 +22,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use super::{
     Env, Exit, Post, ProcFigures, Process, SimClient, Started, flag_values, image_version, seed,
 };
+use crate::sim::chain_load::started_at;
 use crate::sim::clock::Clock;
 use crate::sim::pod_view::PodView;
 use model::{Allocator, BesuModel, Config};
@@ -110,25 +111,6 @@ pub fn wiring(
         return Err(format!("Besu follows {network} and Teku {teku_network}"));
     }
     Ok(())
-}
-
-/// When the container started (its running state's time, as the kubelet reports it).
-fn started_at(pod: &Pod, container: &str) -> Timestamp {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .into_iter()
-        .flatten()
-        .find(|c| c.name == container)
-        .and_then(|c| c.state.as_ref()?.running.as_ref()?.started_at.clone())
-        .map(|t| t.0)
-        .or_else(|| {
-            pod.status
-                .as_ref()
-                .and_then(|s| s.start_time.clone())
-                .map(|t| t.0)
-        })
-        .unwrap_or_else(Timestamp::now)
 }
 
 fn cpu_limit(c: &Container) -> f64 {
@@ -246,10 +228,7 @@ impl SimClient for BesuSim {
                 g1_tuned: s.g1_tuned,
                 exit_on_oom: s.exit_on_oom,
                 wired: wired.is_ok(),
-                chain: pod.machine.chain_load.map(|c| {
-                    let at = started_at(&pod.pod, &container.name);
-                    (c, crate::sim::chain_load::simulated(at, clock.scale))
-                }),
+                chain: crate::sim::chain_load::of(pod, &container.name, clock.scale),
             },
         );
         Started::Running(Arc::new(Besu {

@@ -53,14 +53,7 @@ fn lab(simulated: f64, scale: f64) -> u64 {
 }
 
 /// The Agave child's JSON-RPC answer at `t`; None while it is not listening.
-pub fn rpc(
-    m: &AgaveModel,
-    full: bool,
-    agave: &str,
-    scale: f64,
-    t: f64,
-    method: &str,
-) -> Option<Rpc> {
+pub fn rpc(m: &AgaveModel, full: bool, agave: &str, t: f64, method: &str) -> Option<Rpc> {
     if t < m.rpc_start_seconds() {
         return None;
     }
@@ -72,7 +65,6 @@ pub fn rpc(
         });
     }
     let slot = m.slot_height(t) as u64;
-    let txs = lab(m.transactions(t), scale);
     Some(match method {
         "getHealth" => {
             let behind = m.slot_lag(t).round();
@@ -87,15 +79,20 @@ pub fn rpc(
             }
         }
         "getSlot" => Rpc::Result(json!(slot)),
-        "getTransactionCount" => Rpc::Result(json!(txs)),
-        "getEpochInfo" => Rpc::Result(json!({
-            "absoluteSlot": slot,
-            "blockHeight": (slot as f64 * 0.95) as u64,
-            "epoch": slot / 432_000,
-            "slotIndex": slot % 432_000,
-            "slotsInEpoch": 432_000,
-            "transactionCount": txs,
-        })),
+        "getTransactionCount" => Rpc::Result(json!(m.chain_counts(t).1)),
+        // The chain's blocks and transactions up to the node's slot (simulated counts,
+        // like the slot), as the Agave model counts them.
+        "getEpochInfo" => {
+            let (blocks, txs) = m.chain_counts(t);
+            Rpc::Result(json!({
+                "absoluteSlot": slot,
+                "blockHeight": blocks,
+                "epoch": slot / 432_000,
+                "slotIndex": slot % 432_000,
+                "slotsInEpoch": 432_000,
+                "transactionCount": txs,
+            }))
+        }
         "getVersion" => Rpc::Result(json!({"solana-core": agave, "feature-set": 3_294_202_862u64})),
         "getIdentity" => {
             Rpc::Result(json!({"identity": "Va1tune1ab1dentity11111111111111111111111111"}))

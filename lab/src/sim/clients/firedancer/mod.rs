@@ -175,7 +175,10 @@ fn boot(view: &PodView, c: &Container, env: &Env, clock: &Clock) -> Result<Frank
     } else {
         let limit = PodView::memory_limit(c).unwrap_or(1 << 40);
         Kind::Follow {
-            model: Box::new(AgaveModel::new(s, limit, clock.stretch_s())),
+            model: Box::new(
+                AgaveModel::new(s, limit, clock.stretch_s())
+                    .with_chain(crate::sim::chain_load::of(view, &c.name, clock.scale)),
+            ),
             rpc_port: match cfg.int("rpc.port", 0) {
                 0 => None,
                 p => Some(p as u16),
@@ -495,7 +498,7 @@ impl Process for Frankendancer {
                 full_rpc,
                 agave,
                 ..
-            } => follow::rpc(model, *full_rpc, agave, self.clock.scale, t, method),
+            } => follow::rpc(model, *full_rpc, agave, t, method),
             Kind::FullFollow(_) => None,
             Kind::Bench => (t >= BOOT_S).then(|| match method {
                 "getHealth" => Rpc::Result(json!("ok")),

@@ -23,7 +23,7 @@ use serde_json::json;
 use super::{Env, Exit, ProcFigures, Process, SimClient, Started, flag_values, seed};
 use crate::sim::clock::Clock;
 use crate::sim::pod_view::PodView;
-use model::{BLOCKS_PER_SECOND, NodeosModel, TRX_PER_BLOCK};
+use model::{BLOCKS_PER_SECOND, NodeosModel};
 
 pub struct NodeosSim;
 
@@ -91,7 +91,12 @@ impl SimClient for NodeosSim {
             clock.stretch_s(),
             clock.scrapes_s(model::HOG_WAIT_SCRAPES),
             reading.spring,
-        );
+        )
+        .with_chain(crate::sim::chain_load::of(
+            pod,
+            &container.name,
+            clock.scale,
+        ));
         // A state larger than its file, or a lock chainbase cannot take (chainbase
         // src/pinnable_mapped_file.cpp: mlock without IPC_LOCK under a smaller
         // RLIMIT_MEMLOCK), ends the start part way through loading.
@@ -218,7 +223,7 @@ impl Nodeos {
             "nodeos_trxs_incoming_total",
             "counter",
             "number of incoming transactions",
-            format!("{}", self.lab(blocks * TRX_PER_BLOCK)),
+            format!("{}", self.lab(self.model.reported_txs(t))),
         );
         put(
             "nodeos_incoming_us_block_latency",

@@ -17,6 +17,8 @@
 //! swap is the kernel's OOM kill. Deterministic for a seed (the pod's name).
 
 use super::super::{normal, uniform};
+use crate::sim::chain_load;
+use crate::topology::ChainLoad;
 
 /// The lab's scrapes between the catch-up and the hog taking its memory (see `run`).
 pub const HOG_WAIT_SCRAPES: f64 = 8.0;
@@ -57,7 +59,7 @@ const CHAIN_AGE_S: f64 = 2.0 * 365.0 * 86400.0;
 const STATE_PAGES_PER_BLOCK: f64 = 375.0;
 const LOG_PAGES_PER_BLOCK: f64 = 2.0;
 const MINOR_FAULTS_PER_BLOCK: f64 = 150.0;
-/// WAX transactions per block (not calibrated: the seed gives none).
+/// WAX transactions per block on a steady chain (not calibrated: the seed gives none).
 pub const TRX_PER_BLOCK: f64 = 100.0;
 /// Below this much RAM for the state the node thrashes until the kernel kills it.
 const MIN_ROOM_GIB: f64 = 0.5;
@@ -195,7 +197,13 @@ pub fn faults_per_block(resident: f64, state: f64) -> f64 {
 
 /// Blocks a second nodeos can apply with `faults` per block.
 pub fn capacity(faults: f64) -> f64 {
-    1.0 / (T_CPU + faults * T_FAULT)
+    capacity_at(faults, 1.0)
+}
+
+/// The same on a chain at `load` times its mean: a block's transactions, and the CPU time
+/// executing them, scale with it.
+fn capacity_at(faults: f64, load: f64) -> f64 {
+    1.0 / (T_CPU * load + faults * T_FAULT)
 }
 
 /// Cumulative figures at a grid point.
@@ -209,6 +217,8 @@ struct Sample {
     /// Blocks whose metrics the prometheus_plugin reported, and their summed latency.
     reported: f64,
     latency_us: f64,
+    /// The transactions of the blocks reported.
+    txs: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -225,6 +235,8 @@ pub struct NodeosModel {
     hog_from: Option<f64>,
     oom: Option<f64>,
     trajectory: Vec<Sample>,
+    /// A chain whose load varies, and the simulated time since the epoch at start.
+    chain: Option<(ChainLoad, f64)>,
 }
 
 const NOISE: u64 = 1;
@@ -243,9 +255,31 @@ impl NodeosModel {
             hog_from: None,
             oom: None,
             trajectory: Vec::new(),
+            chain: None,
         };
         m.run();
         m
+    }
+
+    /// The same node on a chain whose load varies (the machine's `chainLoad`), started
+    /// at simulated time `origin` (seconds since the epoch): each block's transactions,
+    /// and the CPU time applying it, scale with the load when it was produced.
+    pub fn with_chain(mut self, chain: Option<(ChainLoad, f64)>) -> Self {
+        if chain.is_some() {
+            self.chain = chain;
+            self.hog_from = None;
+            self.oom = None;
+            self.trajectory.clear();
+            self.run();
+        }
+        self
+    }
+
+    /// The chain's load when the blocks applied at `t`, `lag_s` behind, were produced.
+    fn load(&self, t: f64, lag_s: f64) -> f64 {
+        self.chain.map_or(1.0, |(c, origin)| {
+            chain_load::factor(&c, origin + t - lag_s)
+        })
     }
 
     fn hog_at(&self, t: f64) -> f64 {
@@ -294,7 +328,9 @@ impl NodeosModel {
             let fresh = 1.0 + (-(t - self.load_s) / SLOW_START_S).exp();
             let faults = faults_per_block(fit.resident_gib, s.state_gib) * fresh;
             let noise = 1.0 + 0.03 * normal(self.seed, NOISE, (t / self.stretch_s) as u64);
-            let v = capacity(faults) * noise;
+            let lag_s = now.behind / BLOCKS_PER_SECOND;
+            let load = self.load(t, lag_s);
+            let v = capacity_at(faults, load) * noise;
             let rate = if now.behind > 1.0 {
                 v
             } else {
@@ -305,7 +341,6 @@ impl NodeosModel {
             } else {
                 LOG_PAGES_PER_BLOCK
             };
-            let lag_s = now.behind / BLOCKS_PER_SECOND;
             let report = if self.gated && lag_s > GATE_S {
                 1.0 / 1000.0
             } else {
@@ -317,6 +352,7 @@ impl NodeosModel {
             now.dirtied += rate * pages * DT;
             now.reported += rate * report * DT;
             now.latency_us += rate * report * DT * lag_s * 1e6;
+            now.txs += rate * report * DT * TRX_PER_BLOCK * load;
             now.behind = (now.behind + (BLOCKS_PER_SECOND - rate) * DT).max(0.0);
             // On a cluster the hog takes its memory seconds after the exporter's marker
             // (its 5 s poll, then stress-ng filling 8 GiB) and nodeos needs about 100 s
@@ -345,6 +381,7 @@ impl NodeosModel {
             dirtied: lerp(a.dirtied, b.dirtied),
             reported: lerp(a.reported, b.reported),
             latency_us: lerp(a.latency_us, b.latency_us),
+            txs: lerp(a.txs, b.txs),
         }
     }
 
@@ -389,6 +426,11 @@ impl NodeosModel {
     pub fn reported(&self, t: f64) -> (f64, f64) {
         let s = self.at(t);
         (s.reported, s.latency_us)
+    }
+
+    /// The transactions of the blocks the prometheus_plugin counted.
+    pub fn reported_txs(&self, t: f64) -> f64 {
+        self.at(t).txs
     }
 
     /// Major faults per second at `t` (for tests).
@@ -628,6 +670,37 @@ mod tests {
         let lag_s = (l1 - l0) / (n1 - n0) / 1e6;
         let behind = every.at(t0 + 0.5 * HOUR).behind / BLOCKS_PER_SECOND;
         assert!((lag_s / behind - 1.0).abs() < 0.05, "{lag_s} vs {behind}");
+    }
+
+    /// On a chain whose load varies, two nodes in sync at one moment count the same
+    /// transactions per block, and twelve simulated hours later others; a busier chain
+    /// costs more per block (a hog that kept up on the steady chain is behind at the peak).
+    #[test]
+    fn a_varying_chain_is_one_for_nodes_side_by_side_and_another_hours_later() {
+        let load = ChainLoad {
+            amplitude: 0.3,
+            noise: 0.05,
+            seed: 19,
+        };
+        let origin = 86_400.0 * 11_574.0;
+        let on =
+            |name: &str, origin: f64| model(seed_setup(0.0), name).with_chain(Some((load, origin)));
+        let per_block = |m: &NodeosModel, t0: f64, t1: f64| {
+            (m.reported_txs(t1) - m.reported_txs(t0)) / (m.reported(t1).0 - m.reported(t0).0)
+        };
+        let (a, b) = (on("a", origin), on("b", origin));
+        let t0 = caught_up(&a).max(caught_up(&b)) + HOUR;
+        let (pa, pb) = (per_block(&a, t0, t0 + HOUR), per_block(&b, t0, t0 + HOUR));
+        assert!((pa / pb - 1.0).abs() < 0.01, "{pa} {pb}");
+        let c = on("c", origin + 12.0 * HOUR);
+        let t = caught_up(&c) + HOUR;
+        let pc = per_block(&c, t, t + HOUR);
+        assert!((pa / pc - 1.0).abs() > 0.2, "{pa} then {pc}");
+        // Steady: the mean block.
+        let s = model(seed_setup(0.0), "s");
+        let t = caught_up(&s) + HOUR;
+        assert!((per_block(&s, t, t + HOUR) - TRX_PER_BLOCK).abs() < 1e-6);
+        assert!(capacity_at(10.0, 1.3) < capacity(10.0));
     }
 
     #[test]

@@ -40,6 +40,7 @@ pub(super) fn retry_or_fail(
         st.previous_attempts.push(AttemptRecord {
             attempt: st.attempts,
             outcome,
+            started_at: st.started_at.clone(),
             node: avoid.clone().or(st.node_name.clone()),
             message: message.clone(),
             ended_at: Time(now),

@@ -684,6 +684,50 @@ fn early_abort_is_judged_once_caught_up_from_its_first_moment_to_the_windows_end
     assert_eq!(step.requeue, Some(Duration::from_secs(1_200)));
 }
 
+/// A lag query Prometheus refuses is said in a warning event, and the trial measures on;
+/// a transient failure waits for the next check without one.
+#[test]
+fn an_unreadable_lag_is_said_unless_the_failure_is_transient() {
+    let twelve = 12 * 3600;
+    let failed = |transient: bool| Observed {
+        early: Some(Err(ReadError {
+            message: "bad_data: parse error".into(),
+            transient,
+        })),
+        ..with_pod(running(0))
+    };
+    let step = transition(
+        &measuring(0, twelve),
+        &failed(false),
+        &early(),
+        at(4 * 3600),
+    );
+    assert_eq!(step.status.phase, TrialPhase::Measuring);
+    let notes: Vec<&Note> = step
+        .acts
+        .iter()
+        .filter_map(|a| match a {
+            Act::Event(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(notes.len(), 1, "{:?}", step.acts);
+    assert!(notes[0].warning);
+    assert_eq!(notes[0].reason, "EarlyAbortUnavailable");
+    assert!(
+        notes[0].text.contains("bad_data: parse error"),
+        "{}",
+        notes[0].text
+    );
+    let step = transition(&measuring(0, twelve), &failed(true), &early(), at(4 * 3600));
+    assert_eq!(step.status.phase, TrialPhase::Measuring);
+    assert!(
+        step.acts.iter().all(|a| !matches!(a, Act::Event(_))),
+        "{:?}",
+        step.acts
+    );
+}
+
 #[test]
 fn a_lag_growing_for_good_ends_the_window_early_as_fell_behind() {
     let twelve = 12 * 3600;

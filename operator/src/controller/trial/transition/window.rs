@@ -335,6 +335,20 @@ pub(super) fn measure(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
 /// window behind ends now as FellBehind, with the figures that decided it. True when it
 /// ended the window.
 fn early(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) -> bool {
+    // A query Prometheus refuses would fail at every check: the trial runs its whole
+    // window, and says why (a transient failure waits for the next check).
+    if let Some(Err(e)) = &obs.early
+        && !e.transient
+    {
+        step.acts.push(Act::Event(Note {
+            warning: true,
+            reason: "EarlyAbortUnavailable".into(),
+            text: format!(
+                "early abort cannot read the lag: {}; the trial measures its whole window",
+                e.message
+            ),
+        }));
+    }
     let st = &mut step.status;
     let (Some((rule, interval)), Some(Ok(series))) = (&s.early, &obs.early) else {
         return false;

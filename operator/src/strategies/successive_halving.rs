@@ -1,0 +1,541 @@
+//! Successive halving (Jamieson and Talwalkar, "Non-stochastic Best Arm Identification
+//! and Hyperparameter Optimization", AISTATS 2016; one bracket of Li et al.'s Hyperband,
+//! JMLR 2018): every point runs a short window; the best 1/eta of them, by the client's
+//! objective among those that kept up, run again with a window eta times longer; and so
+//! on until one is left, which runs the experiment's full window: promotion is not
+//! acceptance, the answer is measured as a grid would measure it.
+//!
+//! Rung `r` is repetition `r + 1` of a point (so trial names stay those of the plan), and
+//! its window is `trial.measurement.duration / eta^(last - r)`. A rung starts when the one
+//! before it has finished, its trials side by side up to `parallelism` (they see one chain
+//! and its load), the rest as nodes free up: never more at once than the user gave.
+//! Stateless: the rungs, their survivors and the winner are read from the trials.
+
+use std::time::Duration;
+
+use super::plan::PlannedTrial;
+use super::{Decision, Done, Strategy, TrialGroup, room};
+use crate::api::experiment::ValidatorExperimentSpec;
+use crate::api::settings::parse_duration;
+use crate::api::trial::{TrialOutcome, TrialPhase, TrialResults};
+use crate::clients::profile::Objective;
+use crate::results::dataset::{Dataset, Point, TrialRecord};
+
+pub struct SuccessiveHalving;
+
+/// How many points each rung runs: all of them, then the best 1/eta of the rung before
+/// (at least one), down to one. One point is one rung.
+pub fn rungs(points: usize, eta: usize) -> Vec<usize> {
+    let eta = eta.max(2);
+    let mut sizes = vec![points.max(1)];
+    while let Some(&last) = sizes.last().filter(|n| **n > 1) {
+        sizes.push((last / eta).max(1));
+    }
+    sizes
+}
+
+/// Rung `rung`'s window of `count` rungs: the full window over eta per rung after it.
+pub fn rung_window(full: Duration, eta: usize, rung: usize, count: usize) -> Duration {
+    let divisor = (eta.max(2) as u32).saturating_pow(count.saturating_sub(rung + 1) as u32);
+    full / divisor.max(1)
+}
+
+/// A duration as `trial.measurement.duration` writes it, to the millisecond.
+pub fn duration_text(d: Duration) -> String {
+    let ms = d.as_millis();
+    match ms {
+        _ if ms.is_multiple_of(3_600_000) => format!("{}h", ms / 3_600_000),
+        _ if ms.is_multiple_of(60_000) => format!("{}m", ms / 60_000),
+        _ if ms.is_multiple_of(1_000) => format!("{}s", ms / 1_000),
+        _ => format!("{ms}ms"),
+    }
+}
+
+/// The measurement window of a trial at `repetition` when the experiment halves: its
+/// rung's. None for other strategies (the trial takes `trial.measurement.duration`).
+pub fn window(spec: &ValidatorExperimentSpec, repetition: i32) -> Option<String> {
+    let settings = spec.strategy.successive_halving.as_ref()?;
+    let full = parse_duration(&spec.trial.measurement.duration).ok()?;
+    let count = rungs(spec.sweep.points(), settings.eta()).len();
+    let rung = (repetition.max(1) - 1) as usize;
+    Some(duration_text(rung_window(
+        full,
+        settings.eta(),
+        rung,
+        count,
+    )))
+}
+
+/// Where the halving stands: each rung's points (indices into the in-sweep points) and,
+/// for a finished rung, its ranking.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Standing {
+    /// The rungs reached, each with the points it runs.
+    pub rungs: Vec<Vec<usize>>,
+    /// For each finished rung, its points that kept up with their objective, best first.
+    pub ranked: Vec<Vec<(usize, f64)>>,
+}
+
+/// The trial of point `i` at rung `r`.
+fn at<'a>(points: &[&'a Point], i: usize, r: usize) -> Option<&'a TrialRecord> {
+    points[i]
+        .trials
+        .iter()
+        .find(|t| t.repetition == r as i32 + 1 && !t.deleting)
+}
+
+/// A finished trial's objective, when it kept up and measured it.
+fn score(t: &TrialRecord, objective: &Objective) -> Option<f64> {
+    if t.phase != TrialPhase::Succeeded || t.outcome != Some(TrialOutcome::KeptUp) {
+        return None;
+    }
+    t.results
+        .as_ref()
+        .and_then(|r: &TrialResults| (objective.value)(r))
+}
+
+/// The rungs `points`' trials have reached and how the finished ones rank. Ties keep the
+/// sweep's order, so the ranking is deterministic.
+pub fn standing(points: &[&Point], sizes: &[usize], objective: &Objective) -> Standing {
+    let mut s = Standing {
+        rungs: vec![(0..points.len()).collect()],
+        ranked: Vec::new(),
+    };
+    for r in 0..sizes.len() {
+        let here = s.rungs[r].clone();
+        let finished = here
+            .iter()
+            .all(|i| at(points, *i, r).is_some_and(|t| t.phase.is_finished()));
+        if !finished {
+            break;
+        }
+        let mut ranked: Vec<(usize, f64)> = here
+            .iter()
+            .filter_map(|i| Some((*i, score(at(points, *i, r)?, objective)?)))
+            .collect();
+        ranked.sort_by(|a, b| {
+            let order = a.1.total_cmp(&b.1);
+            let order = if objective.higher_is_better {
+                order.reverse()
+            } else {
+                order
+            };
+            order.then(a.0.cmp(&b.0))
+        });
+        s.ranked.push(ranked.clone());
+        match sizes.get(r + 1) {
+            Some(next) if !ranked.is_empty() => {
+                let mut survivors: Vec<usize> =
+                    ranked.iter().take(*next).map(|(i, _)| *i).collect();
+                survivors.sort_unstable();
+                s.rungs.push(survivors);
+            }
+            _ => break,
+        }
+    }
+    s
+}
+
+/// The objective of the experiment's client.
+pub fn objective(spec: &ValidatorExperimentSpec) -> Objective {
+    crate::clients::client_for(&spec.template)
+        .map(|c| c.objective(&spec.sweep))
+        .unwrap_or_default()
+}
+
+/// The in-sweep points, in the sweep's order.
+fn in_sweep(data: &Dataset) -> Vec<&Point> {
+    data.points().iter().filter(|p| p.in_sweep).collect()
+}
+
+/// The winner once the last rung has measured it: its point, its objective over the full
+/// window, and its trial there.
+pub fn winner<'a>(
+    spec: &ValidatorExperimentSpec,
+    data: &'a Dataset,
+) -> Option<(&'a Point, f64, String)> {
+    let settings = spec.strategy.successive_halving.as_ref()?;
+    let points = in_sweep(data);
+    let sizes = rungs(points.len(), settings.eta());
+    let s = standing(&points, &sizes, &objective(spec));
+    if s.ranked.len() < sizes.len() {
+        return None;
+    }
+    let (i, value) = *s.ranked.last()?.first()?;
+    let trial = at(&points, i, sizes.len() - 1)?.name.clone();
+    Some((points[i], value, trial))
+}
+
+impl Strategy for SuccessiveHalving {
+    fn name(&self) -> &'static str {
+        "successiveHalving"
+    }
+
+    fn decide(
+        &self,
+        experiment: &str,
+        spec: &ValidatorExperimentSpec,
+        trials: &Dataset,
+    ) -> Decision {
+        let settings = spec.strategy.successive_halving.clone().unwrap_or_default();
+        let points = in_sweep(trials);
+        let sizes = rungs(points.len(), settings.eta());
+        let objective = objective(spec);
+        let s = standing(&points, &sizes, &objective);
+        let planned = |i: usize, r: usize| PlannedTrial {
+            point: points[i].point.clone(),
+            repetition: r as i32 + 1,
+            pair: None,
+        };
+        let names: Vec<String> = s
+            .rungs
+            .iter()
+            .enumerate()
+            .flat_map(|(r, rung)| rung.iter().map(move |i| (*i, r)))
+            .map(|(i, r)| planned(i, r).name(experiment))
+            .collect();
+        let tally = trials.tally(&names);
+        let cap = (spec.max_trials.max(0) as usize).saturating_sub(tally.created);
+        let current = s.rungs.len() - 1;
+        let mut start = Vec::new();
+        let mut done = None;
+        if s.ranked.len() == s.rungs.len() {
+            // The last rung reached has finished: nothing kept up there, or it was the
+            // last rung.
+            done = Some(finished(&points, &s, &sizes, &objective));
+        } else {
+            let missing: Vec<usize> = s.rungs[current]
+                .iter()
+                .copied()
+                .filter(|i| at(&points, *i, current).is_none())
+                .collect();
+            start = missing
+                .into_iter()
+                .take(room(spec, &tally).min(cap))
+                .map(|i| TrialGroup(vec![planned(i, current)]))
+                .collect();
+            let unstarted = s.rungs[current]
+                .iter()
+                .filter(|i| at(&points, **i, current).is_none())
+                .count();
+            if start.is_empty() && unstarted > 0 && cap == 0 && tally.active == 0 {
+                done = Some(Done {
+                    reason: "MaxTrialsReached",
+                    message: format!(
+                        "successive halving reached maxTrials={} before its last rung: raise maxTrials to go on",
+                        spec.max_trials
+                    ),
+                });
+            }
+        }
+        // The rungs not reached yet run their planned sizes.
+        let expected = names.len() + sizes.iter().skip(s.rungs.len()).sum::<usize>();
+        Decision {
+            trials: names,
+            start,
+            stop: Vec::new(),
+            expected,
+            done,
+        }
+    }
+}
+
+/// The halving's conclusion once its last reached rung has finished.
+fn finished(points: &[&Point], s: &Standing, sizes: &[usize], objective: &Objective) -> Done {
+    let first = s
+        .ranked
+        .first()
+        .map(|ranked| {
+            ranked
+                .iter()
+                .map(|(i, v)| format!("{} {v}", points[*i].point.describe()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default();
+    let trials: usize = s.rungs.iter().map(Vec::len).sum();
+    match s.ranked.last().and_then(|r| r.first()) {
+        Some((i, value)) if s.ranked.len() == sizes.len() => Done {
+            reason: "BestFound",
+            message: format!(
+                "{} is the best by {} ({value} over the full window) after {} rungs ({trials} trials for {} points; the first rung: {first})",
+                points[*i].point.describe(),
+                objective.name,
+                sizes.len(),
+                points.len()
+            ),
+        },
+        _ => Done {
+            reason: "NoValuePasses",
+            message: format!(
+                "no point kept up at rung {} of {} ({trials} trials for {} points)",
+                s.ranked.len(),
+                sizes.len(),
+                points.len()
+            ),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::trial::TrialPhase::*;
+
+    const EXPERIMENT: &str = "alloc";
+
+    /// Besu: 4 points (allocator x arenas), a 12h window.
+    fn spec(extra: &str) -> ValidatorExperimentSpec {
+        serde_saphyr::from_str(&format!(
+            "template: {{besu: {{image: hyperledger/besu:25.12.0}}}}\nsweep: {{allocator: [jemalloc, glibc], mallocArenaMax: [1, 4]}}\nstrategy: {{successiveHalving: {{eta: 2}}}}\ntrial: {{measurement: {{duration: 12h}}}}\n{extra}"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn rungs_keep_a_fraction_down_to_one() {
+        // (points, eta, sizes)
+        let cases: [(usize, usize, &[usize]); 6] = [
+            (4, 2, &[4, 2, 1]),
+            (4, 3, &[4, 1]),
+            (9, 3, &[9, 3, 1]),
+            (10, 3, &[10, 3, 1]),
+            (2, 4, &[2, 1]),
+            (1, 3, &[1]),
+        ];
+        for (points, eta, sizes) in cases {
+            assert_eq!(rungs(points, eta), sizes, "{points} points, eta {eta}");
+        }
+    }
+
+    #[test]
+    fn windows_grow_by_eta_to_the_full_window() {
+        let full = Duration::from_secs(12 * 3600);
+        let w: Vec<String> = (0..3)
+            .map(|r| duration_text(rung_window(full, 2, r, 3)))
+            .collect();
+        assert_eq!(w, ["3h", "6h", "12h"]);
+        assert_eq!(duration_text(Duration::from_millis(3333)), "3333ms");
+        let s = spec("");
+        assert_eq!(window(&s, 1).as_deref(), Some("3h"));
+        assert_eq!(window(&s, 3).as_deref(), Some("12h"));
+        let mut grid = spec("");
+        grid.strategy.successive_halving = None;
+        assert_eq!(window(&grid, 1), None);
+    }
+
+    /// Block processing p95 (ms) per point in the sweep's order: jemalloc/1, jemalloc/4,
+    /// glibc/1, glibc/4 (lower is better).
+    const P95: [f64; 4] = [100.0, 101.0, 108.0, 103.0];
+
+    fn trial(
+        s: &ValidatorExperimentSpec,
+        index: usize,
+        rung: usize,
+        phase: TrialPhase,
+        outcome: Option<TrialOutcome>,
+    ) -> TrialRecord {
+        let p = PlannedTrial {
+            point: s.sweep.expand()[index].clone(),
+            repetition: rung as i32 + 1,
+            pair: None,
+        };
+        let mut results = TrialResults::default();
+        results.figures.insert(
+            crate::clients::besu::profile::P95.into(),
+            P95[index] + rung as f64,
+        );
+        TrialRecord {
+            name: p.name(EXPERIMENT),
+            point: p.point,
+            repetition: p.repetition,
+            phase,
+            outcome,
+            results: Some(results),
+            ..Default::default()
+        }
+    }
+
+    fn kept(s: &ValidatorExperimentSpec, index: usize, rung: usize) -> TrialRecord {
+        trial(s, index, rung, Succeeded, Some(TrialOutcome::KeptUp))
+    }
+
+    fn started(d: &Decision) -> Vec<String> {
+        d.start
+            .iter()
+            .flat_map(|g| &g.0)
+            .map(|p| format!("{} {}", p.point.describe(), p.repetition))
+            .collect()
+    }
+
+    /// The table: the trials there are, what it starts, whether it is done, and the trial
+    /// count it expects.
+    #[test]
+    fn successive_halving_decides() {
+        type Trials = fn(&ValidatorExperimentSpec) -> Vec<TrialRecord>;
+        // (case, spec additions, trials, started, done's reason, expected)
+        type Case = (
+            &'static str,
+            &'static str,
+            Trials,
+            &'static [&'static str],
+            Option<&'static str>,
+            usize,
+        );
+        let cases: [Case; 8] = [
+            (
+                "the first rung, side by side",
+                "parallelism: 4",
+                |_| vec![],
+                &[
+                    "allocator=jemalloc mallocArenaMax=1 1",
+                    "allocator=jemalloc mallocArenaMax=4 1",
+                    "allocator=glibc mallocArenaMax=1 1",
+                    "allocator=glibc mallocArenaMax=4 1",
+                ],
+                None,
+                7,
+            ),
+            (
+                "never more than parallelism",
+                "parallelism: 2",
+                |_| vec![],
+                &[
+                    "allocator=jemalloc mallocArenaMax=1 1",
+                    "allocator=jemalloc mallocArenaMax=4 1",
+                ],
+                None,
+                7,
+            ),
+            (
+                "a rung waits for its last trial",
+                "parallelism: 4",
+                |s| {
+                    vec![
+                        kept(s, 0, 0),
+                        kept(s, 1, 0),
+                        kept(s, 2, 0),
+                        trial(s, 3, 0, Measuring, None),
+                    ]
+                },
+                &[],
+                None,
+                7,
+            ),
+            (
+                "the best half goes on with a longer window",
+                "parallelism: 4",
+                |s| (0..4).map(|i| kept(s, i, 0)).collect(),
+                &[
+                    "allocator=jemalloc mallocArenaMax=1 2",
+                    "allocator=jemalloc mallocArenaMax=4 2",
+                ],
+                None,
+                7,
+            ),
+            (
+                "a point that fell behind is out, whatever its figure",
+                "parallelism: 4",
+                |s| {
+                    vec![
+                        trial(s, 0, 0, Succeeded, Some(TrialOutcome::FellBehind)),
+                        kept(s, 1, 0),
+                        kept(s, 2, 0),
+                        kept(s, 3, 0),
+                    ]
+                },
+                &[
+                    "allocator=jemalloc mallocArenaMax=4 2",
+                    "allocator=glibc mallocArenaMax=4 2",
+                ],
+                None,
+                7,
+            ),
+            (
+                "the winner runs the full window",
+                "parallelism: 4",
+                |s| {
+                    vec![
+                        kept(s, 0, 0),
+                        kept(s, 1, 0),
+                        kept(s, 2, 0),
+                        kept(s, 3, 0),
+                        kept(s, 0, 1),
+                        kept(s, 1, 1),
+                    ]
+                },
+                &["allocator=jemalloc mallocArenaMax=1 3"],
+                None,
+                7,
+            ),
+            (
+                "then it is the answer",
+                "parallelism: 4",
+                |s| {
+                    vec![
+                        kept(s, 0, 0),
+                        kept(s, 1, 0),
+                        kept(s, 2, 0),
+                        kept(s, 3, 0),
+                        kept(s, 0, 1),
+                        kept(s, 1, 1),
+                        kept(s, 0, 2),
+                    ]
+                },
+                &[],
+                Some("BestFound"),
+                7,
+            ),
+            (
+                "nothing kept up: it ends without an answer",
+                "parallelism: 4",
+                |s| {
+                    (0..4)
+                        .map(|i| trial(s, i, 0, Succeeded, Some(TrialOutcome::OOMKilled)))
+                        .collect()
+                },
+                &[],
+                Some("NoValuePasses"),
+                7,
+            ),
+        ];
+        for (case, extra, trials, want, done, expected) in cases {
+            let s = spec(extra);
+            let d = SuccessiveHalving.decide(EXPERIMENT, &s, &Dataset::new(&s.sweep, trials(&s)));
+            assert_eq!(started(&d), want, "{case}");
+            assert_eq!(
+                d.done.as_ref().map(|d| d.reason),
+                done,
+                "{case}: {:?}",
+                d.done
+            );
+            assert_eq!(d.expected, expected, "{case}");
+            assert!(d.stop.is_empty());
+        }
+    }
+
+    #[test]
+    fn the_winner_and_its_full_window_trial() {
+        let s = spec("parallelism: 4");
+        let trials = vec![
+            kept(&s, 0, 0),
+            kept(&s, 1, 0),
+            kept(&s, 2, 0),
+            kept(&s, 3, 0),
+            kept(&s, 0, 1),
+            kept(&s, 1, 1),
+            kept(&s, 0, 2),
+        ];
+        let data = Dataset::new(&s.sweep, trials.clone());
+        let (p, value, trial) = winner(&s, &data).unwrap();
+        assert_eq!(p.point.describe(), "allocator=jemalloc mallocArenaMax=1");
+        assert_eq!(value, 102.0);
+        assert_eq!(trial, trials[6].name);
+        let d = SuccessiveHalving.decide(EXPERIMENT, &s, &data);
+        assert!(
+            d.done.unwrap().message.starts_with("allocator=jemalloc mallocArenaMax=1 is the best by block processing p95 (ms) (102 over the full window) after 3 rungs (7 trials for 4 points"),
+        );
+        // Before the last rung has measured, there is no winner.
+        assert!(winner(&s, &Dataset::new(&s.sweep, trials[..6].to_vec())).is_none());
+    }
+}
