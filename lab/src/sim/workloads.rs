@@ -146,7 +146,7 @@ impl Drop for AbortOnDrop {
     }
 }
 
-fn started_at(pod: &Pod, container: &str) -> Option<Timestamp> {
+pub fn started_at(pod: &Pod, container: &str) -> Option<Timestamp> {
     let status = pod.status.as_ref()?;
     status
         .container_statuses

@@ -54,9 +54,18 @@ pub const MAX_NAME_LEN: usize = 48;
     validation = Rule::new("has(self.template.resources.memory)")
         .message("no memory given: set template.resources.memory")
         .field_path(".template.resources.memory"),
-    validation = Rule::new("has(self.template.besu)")
-        .message("this version of valtune runs Validators of Besu only (Agave, Firedancer and nodeos need their restart windows first: docs/validators.md); run the others as experiments")
+    validation = Rule::new("!has(self.template.firedancer)")
+        .message("this version of valtune runs Validators of Besu, Agave and nodeos only (Firedancer needs its keys, RPC and restart window wired first: docs/validators.md); run it as an experiment")
         .field_path(".template"),
+    validation = Rule::new("!has(self.template.nodeos) || self.role == 'nonVoting'")
+        .message("a nodeos Validator is a non-producing node: valtune does not compute a producer's round to restart after it, nor swap a producer's key; use role: nonVoting")
+        .field_path(".role"),
+    validation = Rule::new("!has(self.template.agave) || !has(self.template.agave.workload) || self.template.agave.workload != 'bench'")
+        .message("a Validator follows its cluster: the bench workload is a private cluster of one for experiments; remove template.agave.workload")
+        .field_path(".template.agave.workload"),
+    validation = Rule::new("!has(self.restartWindow) || has(self.template.agave) || (!has(self.restartWindow.minIdleTime) && !has(self.restartWindow.skipNewSnapshotCheck) && !has(self.restartWindow.maxDelinquentStake))")
+        .message("minIdleTime, skipNewSnapshotCheck and maxDelinquentStake are the options of Agave's wait-for-restart-window: remove them for this client")
+        .field_path(".restartWindow"),
     // Besu aborts on a single-valued option given twice ("Option '...' should be
     // specified only once": BesuCommand.java L1037-1051 @25.12.0).
     validation = Rule::new("!has(self.template.besu) || !has(self.identity) || !has(self.template.extraArgs) || !self.template.extraArgs.exists(a, a == '--node-private-key-file' || a.startsWith('--node-private-key-file='))")
@@ -85,6 +94,9 @@ pub struct ValidatorSpec {
     /// The vote account keypair (voting only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vote_account: Option<KeyRef>,
+    /// When a change of the pod may replace the running one (the client's restart window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_window: Option<RestartWindowSpec>,
     /// Tuning taken from elsewhere than `template.tuning`: an experiment's answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tuning: Option<TuningSource>,
@@ -102,6 +114,37 @@ pub struct TuningSource {
     #[schemars(length(min = 1, max = 253))]
     pub from_experiment: String,
 }
+
+/// The restart window: Agave's are the options of `agave-validator
+/// wait-for-restart-window`, with its defaults (validator/src/commands/
+/// wait_for_restart_window/mod.rs), checked by the operator over the validator's RPC.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct RestartWindowSpec {
+    /// Minutes the validator must not be leader after the restart begins (`--min-idle-time`,
+    /// default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1440))]
+    pub min_idle_time: Option<u32>,
+    /// Restart without waiting for a snapshot newer than the one seen when the window
+    /// opened (`--skip-new-snapshot-check`, default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_new_snapshot_check: Option<bool>,
+    /// The delinquent stake, in percent of all, at or above which no restart starts
+    /// (`--max-delinquent-stake`, default 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub max_delinquent_stake: Option<u8>,
+    /// Apply a pending change at once, outside the window (named in an event). It stays
+    /// in force while set: remove it once the change is applied.
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// `wait-for-restart-window`'s defaults: `DEFAULT_MIN_IDLE_TIME` ("10" minutes) and
+/// `DEFAULT_MAX_DELINQUENT_STAKE` ("5" percent).
+pub const DEFAULT_MIN_IDLE_TIME_MINUTES: u32 = 10;
+pub const DEFAULT_MAX_DELINQUENT_STAKE_PERCENT: u8 = 5;
 
 /// What the validator does with its identity.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
@@ -211,6 +254,14 @@ pub struct PendingChange {
     pub hash: String,
     /// Why it has not been applied yet.
     pub waiting_for: String,
+    /// Agave: the highest snapshot slot seen when the window first opened; the restart
+    /// waits for a newer one (wait-for-restart-window's `restart_snapshot`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_slot: Option<i64>,
+    /// Agave: an incremental snapshot was seen while waiting, so a full one alone waits
+    /// for its first incremental (`seen_incremential_snapshot`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub incremental_seen: bool,
 }
 
 /// The annotation on a Validator's pod: the hash of what was rendered, so a change of
@@ -287,6 +338,73 @@ mod tests {
         assert_eq!(observe::render(&v, Some("http://prometheus:9090")).1, hash);
         v.spec.template.resources.cpu = 16;
         assert_ne!(observe::render(&v, Some("http://prometheus:9090")).1, hash);
+    }
+
+    /// The Agave example votes with its keys from Secrets, its RPC open to the operator;
+    /// as a non-voting Validator it keeps `--no-voting`; neither makes an identity.
+    #[test]
+    fn the_agave_example_runs_with_its_keys_and_an_rpc_the_operator_reaches() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../manifests/validators/agave.yaml"
+        );
+        let mut v: Validator =
+            serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        v.metadata.namespace = Some("validators".into());
+        let spec = |v: &Validator| {
+            let r = observe::render(v, Some("http://prometheus:9090"))
+                .0
+                .unwrap();
+            r.pod.spec.unwrap()
+        };
+        let s = spec(&v);
+        let args = s.containers[0].args.clone().unwrap();
+        let flag = |args: &[String], f: &str| {
+            args.iter()
+                .position(|a| a == f)
+                .map(|i| args[i + 1].clone())
+        };
+        assert_eq!(
+            flag(&args, "--identity").as_deref(),
+            Some("/etc/valtune/identity/keypair")
+        );
+        assert_eq!(
+            flag(&args, "--vote-account").as_deref(),
+            Some("/etc/valtune/vote/keypair")
+        );
+        assert_eq!(
+            flag(&args, "--rpc-bind-address").as_deref(),
+            Some("0.0.0.0")
+        );
+        assert!(!args.contains(&"--no-voting".to_string()), "{args:?}");
+        let inits: Vec<String> = s
+            .init_containers
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        assert!(!inits.contains(&"identity".to_string()), "{inits:?}");
+        let secrets: Vec<String> = s
+            .volumes
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|v| v.secret?.secret_name)
+            .collect();
+        assert!(
+            secrets.contains(&"agave-identity".to_string())
+                && secrets.contains(&"agave-vote".to_string()),
+            "{secrets:?}"
+        );
+
+        v.spec.role = ValidatorRole::NonVoting;
+        v.spec.vote_account = None;
+        let args = spec(&v).containers[0].args.clone().unwrap();
+        assert!(args.contains(&"--no-voting".to_string()), "{args:?}");
+        assert!(flag(&args, "--vote-account").is_none());
+        assert_eq!(
+            flag(&args, "--identity").as_deref(),
+            Some("/etc/valtune/identity/keypair")
+        );
     }
 
     #[test]

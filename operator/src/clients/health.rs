@@ -21,9 +21,17 @@ pub struct HealthProbe {
     pub path: String,
     /// The Host header to send, for an endpoint that checks it against an allowlist.
     pub host: Option<String>,
+    /// A JSON-RPC 2.0 method to POST (no params) instead of a GET (Agave's `getHealth`).
+    pub rpc_method: Option<&'static str>,
     /// The answer (HTTP status, body) judged as the client means it.
     pub judge: fn(u16, &str) -> Health,
+    /// (head, lag) read from the answer's body, for a client whose health answer shows
+    /// them (nodeos' get_info).
+    pub position: Option<ReadPosition>,
 }
+
+/// Reads (head, lag) from a health answer's body.
+pub type ReadPosition = fn(&str) -> Option<(i64, i64)>;
 
 /// A Prometheus page of the client's and the two gauges that place it on the chain.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,6 +68,10 @@ pub enum RestartWindow {
     /// The client has a window valtune does not compute yet: the change waits, and status
     /// says so.
     NotImplemented(&'static str),
+    /// Agave's `wait-for-restart-window`: no leader slot of its identity within the
+    /// minimum idle time, a new snapshot, delinquent stake below its bound, checked over
+    /// the validator's JSON-RPC on this port (controller/validator/window.rs).
+    LeaderSchedule { rpc_port: i32 },
 }
 
 #[cfg(test)]

@@ -214,7 +214,7 @@ pub trait ValidatorClient: Send + Sync {
         None
     }
     /// When a change of a long-running validator's pod may be applied.
-    fn restart_window(&self) -> health::RestartWindow {
+    fn restart_window(&self, _t: &ValidatorTemplate) -> health::RestartWindow {
         health::RestartWindow::NotImplemented(
             "valtune does not compute this client's restart window yet",
         )

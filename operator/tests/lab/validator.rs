@@ -1,7 +1,10 @@
 //! The Validator kind in the lab (issue 21): a Besu Validator reaches Ready from Besu's
 //! own `/readiness` answer (the simulated Besu answers it on its Engine port as Besu
 //! does, Host allowlist included); a second Validator naming the same identity gets no
-//! pod and says which Validator holds it; bad input is refused naming the field.
+//! pod and says which Validator holds it; an Agave Validator is Ready by its getHealth
+//! and replaces its pod only in its restart window (the simulated Agave has a leader
+//! schedule for its identity), never two pods of its identity at once; bad input is
+//! refused naming the field.
 
 use std::time::Duration;
 
@@ -234,6 +237,18 @@ async fn bad_validators_are_refused_naming_the_field() {
                 "a Validator runs one configuration",
             ),
             (
+                "a producing nodeos",
+                json!({"spec": {"role": "voting", "voteAccount": {"secretName": "v"}, "identity": {"secretName": "k"}, "template": {"besu": null, "nodeos": {"image": "waxteam/waxnode:v5.0.3wax02"}}}}),
+                "spec.role",
+                "a nodeos Validator is a non-producing node",
+            ),
+            (
+                "Agave's restart window options on Besu",
+                json!({"spec": {"restartWindow": {"minIdleTime": 5}}}),
+                "spec.restartWindow",
+                "wait-for-restart-window",
+            ),
+            (
                 "a voting Besu",
                 json!({"spec": {"role": "voting", "voteAccount": {"secretName": "v"}}}),
                 "spec.role",
@@ -256,6 +271,304 @@ async fn bad_validators_are_refused_naming_the_field() {
     .await;
     lab.delete_namespace(&ns).await;
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+const AGAVE_EXAMPLE: &str = "manifests/validators/agave.yaml";
+
+/// A keypair file as solana-keygen writes it: 64 bytes as a JSON array, the public key
+/// last (the lab reads the identity's public key from it).
+fn keypair(seed: u8) -> String {
+    let bytes: Vec<u8> = (0..64u8)
+        .map(|i| i.wrapping_mul(7).wrapping_add(seed))
+        .collect();
+    serde_json::to_string(&bytes).unwrap()
+}
+
+async fn agave_keys(lab: &Lab, ns: &str) {
+    let secrets: Api<Secret> = Api::namespaced(lab.client.clone(), ns);
+    for (name, seed) in [("agave-identity", 1), ("agave-vote", 2)] {
+        let s: Secret = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "stringData": {"keypair": keypair(seed)}
+        }))
+        .unwrap();
+        secrets.create(&PostParams::default(), &s).await.unwrap();
+    }
+}
+
+/// Every pod of one identity that exists (terminating included) at each moment of a
+/// watch: the most seen at once, and every pod seen.
+#[derive(Default)]
+struct Signers {
+    now: std::collections::BTreeSet<String>,
+    most: usize,
+    seen: std::collections::BTreeSet<String>,
+}
+
+fn watch_signers(
+    pods: Api<Pod>,
+    identity: &str,
+) -> (
+    std::sync::Arc<std::sync::Mutex<Signers>>,
+    tokio::task::JoinHandle<()>,
+) {
+    use futures::StreamExt;
+    use kube::runtime::watcher;
+    let state = std::sync::Arc::new(std::sync::Mutex::new(Signers::default()));
+    let s = state.clone();
+    let cfg = watcher::Config::default().labels(&format!("valtune.dev/identity={identity}"));
+    let task = tokio::spawn(async move {
+        let mut stream = watcher(pods, cfg).boxed();
+        let mut init = std::collections::BTreeSet::new();
+        while let Some(e) = stream.next().await {
+            let Ok(e) = e else { continue };
+            let mut st = s.lock().unwrap();
+            let uid = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
+            match e {
+                watcher::Event::Apply(p) => {
+                    st.now.insert(uid(&p));
+                    st.seen.insert(uid(&p));
+                }
+                watcher::Event::Delete(p) => {
+                    st.now.remove(&uid(&p));
+                }
+                watcher::Event::Init => init.clear(),
+                watcher::Event::InitApply(p) => {
+                    init.insert(uid(&p));
+                    st.seen.insert(uid(&p));
+                }
+                watcher::Event::InitDone => st.now = std::mem::take(&mut init),
+            }
+            st.most = st.most.max(st.now.len());
+        }
+    });
+    (state, task)
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn an_agave_validator_is_ready_by_get_health_and_restarts_only_in_its_window() {
+    let lab = lab().await;
+    let ns = lab.namespace("validator-agave").await;
+    let _op = lab.start_operator(&ns);
+    agave_keys(&lab, &ns).await;
+    let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
+    let (signers, watch) = watch_signers(pods.clone(), "agave-identity");
+    let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
+    let mut v = crate::common::yaml_file(AGAVE_EXAMPLE);
+    v["metadata"] = json!({"name": "agave-a", "namespace": ns});
+    v["spec"]["nodeName"] = json!("bm-10");
+    let first: Validator = serde_json::from_value(v).unwrap();
+    api.create(&PostParams::default(), &first).await.unwrap();
+
+    // Ready only once Agave's own getHealth says "ok" (behind first, while it catches up).
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let ready = wait_for("agave-a Ready", Duration::from_secs(300), || {
+        let (api, seen) = (api.clone(), seen.clone());
+        async move {
+            let v = api.get("agave-a").await.map_err(|e| e.to_string())?;
+            let st = v.status.clone().ok_or("no status yet")?;
+            let mut seen = seen.lock().unwrap();
+            if seen.last() != Some(&st.phase) {
+                seen.push(st.phase);
+            }
+            match condition(&v, "Ready") {
+                Some(c) if c.0 == "True" => Ok(v),
+                other => Err(format!("{:?} {other:?} {:?}", st.phase, st.health)),
+            }
+        }
+    })
+    .await;
+    let seen = seen.lock().unwrap().clone();
+    let st = ready.status.clone().unwrap();
+    assert_eq!(st.phase, ValidatorPhase::Running, "{st:?}");
+    assert!(
+        seen.first() != Some(&ValidatorPhase::Running),
+        "Ready before Agave answered: {seen:?}"
+    );
+    let health = st.health.clone().unwrap_or_default();
+    assert!(health.contains(r#""result":"ok""#), "{health}");
+    assert!(
+        st.head.is_some_and(|h| h > 0) && st.lag == Some(0),
+        "{st:?}"
+    );
+    let pod = pods.get("agave-a").await.unwrap();
+    let args = pod.spec.clone().unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap_or_default();
+    let flag = |f: &str| {
+        args.iter()
+            .position(|a| a == f)
+            .map(|i| args[i + 1].clone())
+    };
+    assert_eq!(
+        flag("--identity").as_deref(),
+        Some("/etc/valtune/identity/keypair")
+    );
+    assert_eq!(
+        flag("--vote-account").as_deref(),
+        Some("/etc/valtune/vote/keypair")
+    );
+    assert!(!args.iter().any(|a| a == "--no-voting"), "{args:?}");
+    let old_uid = pod.metadata.uid.clone();
+
+    // An image change, with a minimum idle time no gap in its leader schedule gives (an
+    // hour: 9,000 slots; the lab's identity leads every 6,000): it waits, saying why,
+    // while the pod keeps running, pass after pass.
+    let patch = |p: Value| {
+        let api = api.clone();
+        async move {
+            api.patch(
+                "agave-a",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(p),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    patch(json!({"spec": {
+        "restartWindow": {"minIdleTime": 60},
+        "template": {"agave": {"image": "registry.example.com/agave:v4.0.3-pc1024"}},
+    }}))
+    .await;
+    let waiting = wait_for(
+        "agave-a waits for its window",
+        Duration::from_secs(120),
+        || {
+            let api = api.clone();
+            async move {
+                let v = api.get("agave-a").await.map_err(|e| e.to_string())?;
+                let st = v.status.clone().ok_or("no status")?;
+                match st.pending_change {
+                    Some(p) if p.waiting_for.contains("no idle window") => Ok(p.waiting_for),
+                    other => Err(format!("{:?} {other:?}", st.phase)),
+                }
+            }
+        },
+    )
+    .await;
+    assert!(
+        waiting.contains("image anzaxyz/agave:v4.0.3 -> registry.example.com/agave:v4.0.3-pc1024")
+            && waiting.contains("at least 9000 slots"),
+        "{waiting}"
+    );
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let p = pods.get("agave-a").await.unwrap();
+        assert_eq!(p.metadata.uid, old_uid, "restarted with a leader slot near");
+        assert!(
+            p.metadata.deletion_timestamp.is_none(),
+            "deleted with a leader slot near"
+        );
+        let v = api.get("agave-a").await.unwrap();
+        assert_eq!(v.status.unwrap().phase, ValidatorPhase::RestartPending);
+    }
+
+    // The command's default (10 minutes, 1,500 slots): the window opens between two of
+    // its leader groups, and the pod is replaced, on the new image, and Ready again.
+    patch(json!({"spec": {"restartWindow": {"minIdleTime": null}}})).await;
+    wait_for(
+        "agave-a restarted and Ready",
+        Duration::from_secs(300),
+        || {
+            let (api, pods, old_uid) = (api.clone(), pods.clone(), old_uid.clone());
+            async move {
+                let p = pods.get("agave-a").await.map_err(|e| e.to_string())?;
+                let image = p.spec.as_ref().unwrap().containers[0].image.clone();
+                let v = api.get("agave-a").await.map_err(|e| e.to_string())?;
+                let ready = condition(&v, "Ready").is_some_and(|c| c.0 == "True");
+                if p.metadata.uid != old_uid
+                    && image.as_deref() == Some("registry.example.com/agave:v4.0.3-pc1024")
+                    && ready
+                {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{image:?} ready {ready} {:?}",
+                        v.status.map(|s| s.phase)
+                    ))
+                }
+            }
+        },
+    )
+    .await;
+    // The restart was decided in a window, as the event says.
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(lab.client.clone(), &ns);
+    let restarts: Vec<String> = events
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Restarting"))
+        .filter_map(|e| e.message)
+        .collect();
+    assert!(
+        restarts
+            .iter()
+            .any(|m| m.contains("slots away (at least 1500 idle)")
+                || m.contains("no leader slot of this identity")),
+        "{restarts:?}"
+    );
+    // At no moment two pods of the identity.
+    let (seen, most) = {
+        let s = signers.lock().unwrap();
+        (s.seen.len(), s.most)
+    };
+    assert!(seen >= 2, "the watch saw {seen} pods");
+    assert_eq!(most, 1, "two pods of one identity at once");
+    watch.abort();
+    lab.delete_namespace(&ns).await;
+}
+
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn a_nodeos_validator_is_ready_by_its_get_info() {
+    let lab = lab().await;
+    let ns = lab.namespace("validator-nodeos").await;
+    let _op = lab.start_operator(&ns);
+    let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
+    let mut v = crate::common::yaml_file("manifests/validators/nodeos.yaml");
+    v["metadata"] = json!({"name": "wax-api", "namespace": ns});
+    v["spec"]["nodeName"] = json!("bm-09");
+    let v: Validator = serde_json::from_value(v).unwrap();
+    api.create(&PostParams::default(), &v).await.unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let ready = wait_for("wax-api Ready", Duration::from_secs(300), || {
+        let (api, seen) = (api.clone(), seen.clone());
+        async move {
+            let v = api.get("wax-api").await.map_err(|e| e.to_string())?;
+            let st = v.status.clone().ok_or("no status yet")?;
+            let mut seen = seen.lock().unwrap();
+            if seen.last() != Some(&st.phase) {
+                seen.push(st.phase);
+            }
+            match condition(&v, "Ready") {
+                Some(c) if c.0 == "True" => Ok(v),
+                other => Err(format!("{:?} {other:?} {:?}", st.phase, st.health)),
+            }
+        }
+    })
+    .await;
+    let seen = seen.lock().unwrap().clone();
+    let st = ready.status.clone().unwrap();
+    assert_eq!(st.phase, ValidatorPhase::Running, "{st:?}");
+    assert!(
+        seen.first() != Some(&ValidatorPhase::Running),
+        "Ready before nodeos answered: {seen:?}"
+    );
+    let health = st.health.clone().unwrap_or_default();
+    assert!(
+        health.starts_with("HTTP 200:") && health.contains("head_block_time"),
+        "{health}"
+    );
+    assert!(
+        st.head.is_some_and(|h| h > 0) && st.lag.is_some_and(|l| l <= 120),
+        "{st:?}"
+    );
+    lab.delete_namespace(&ns).await;
 }
 
 /// The Validator's pod as it is rendered now: the validator container's env var.

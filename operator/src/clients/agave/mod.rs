@@ -16,6 +16,7 @@ use kube::core::Rule;
 
 pub use profile::profile;
 
+use super::health::{Health, HealthProbe, RestartWindow};
 use super::knobs::{Dim, KnobTable, Place};
 use super::pod::Skeleton;
 use super::profile::{Layout, MetricProfile, Objective};
@@ -32,6 +33,23 @@ pub const PROCESS_NAME: &str = "agave-validator";
 const LEDGER_DIR: &str = "/mnt/ledger";
 
 pub struct Agave;
+
+/// A JSON-RPC `getHealth` answer judged by its body (see [`Agave::health`]).
+pub fn get_health(_code: u16, body: &str) -> Health {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(body) else {
+        return Health::Unknown;
+    };
+    if v.get("result").and_then(|r| r.as_str()) == Some("ok") {
+        return Health::Healthy;
+    }
+    let err = &v["error"];
+    // JSON_RPC_SERVER_ERROR_NODE_UNHEALTHY, rpc-client-api/src/custom_error.rs.
+    if err["code"].as_i64() == Some(-32005) && err["data"]["numSlotsBehind"].is_u64() {
+        Health::Behind
+    } else {
+        Health::Unknown
+    }
+}
 
 fn spec(t: &ValidatorTemplate) -> Result<&AgaveSpec, RenderError> {
     t.client
@@ -218,6 +236,33 @@ impl ValidatorClient for Agave {
         )
     }
 
+    /// JSON-RPC `getHealth` on the RPC port, judged by its body: result `"ok"`, or the
+    /// error `NodeUnhealthy` (-32005) with `numSlotsBehind` when behind and without it
+    /// when it cannot tell (rpc/src/rpc.rs `get_health` over rpc/src/rpc_health.rs
+    /// `RpcHealthStatus::{Ok, Behind, Unknown}`, anza-xyz/agave read at f4064ee8; the
+    /// same at the v4.0.3 the examples pin). The HTTP code is 200 for all three.
+    fn health(&self, t: &ValidatorTemplate) -> Option<HealthProbe> {
+        let agave = t.client.agave.as_ref()?;
+        Some(HealthProbe {
+            port: agave.rpc_port,
+            path: "/".into(),
+            host: None,
+            rpc_method: Some("getHealth"),
+            judge: get_health,
+            position: None,
+        })
+    }
+
+    /// `agave-validator wait-for-restart-window`'s checks, over the same RPC.
+    fn restart_window(&self, t: &ValidatorTemplate) -> RestartWindow {
+        match t.client.agave.as_ref() {
+            Some(a) => RestartWindow::LeaderSchedule {
+                rpc_port: a.rpc_port,
+            },
+            None => RestartWindow::Immediate,
+        }
+    }
+
     fn report(&self, t: &ValidatorTemplate, sweep: &SweepSpec) -> Layout {
         let mut layout = if sweep.program_cache_entries.is_some() {
             profile::program_cache_layout()
@@ -257,6 +302,20 @@ impl ValidatorClient for Agave {
 #[cfg(test)]
 mod tests {
     use crate::clients::golden;
+
+    #[test]
+    fn get_health_is_judged_by_its_body_not_its_code() {
+        use super::get_health;
+        use crate::clients::health::Health;
+        let ok = r#"{"jsonrpc":"2.0","result":"ok","id":1}"#;
+        let behind = r#"{"jsonrpc":"2.0","error":{"code":-32005,"message":"Node is behind by 42 slots","data":{"numSlotsBehind":42}},"id":1}"#;
+        let unknown = r#"{"jsonrpc":"2.0","error":{"code":-32005,"message":"Node is unhealthy","data":{"numSlotsBehind":null}},"id":1}"#;
+        assert_eq!(get_health(200, ok), Health::Healthy);
+        assert_eq!(get_health(200, behind), Health::Behind);
+        assert_eq!(get_health(200, unknown), Health::Unknown);
+        assert_eq!(get_health(200, "ok"), Health::Unknown);
+        assert_eq!(get_health(503, ""), Health::Unknown);
+    }
 
     const V3_BANKING: &str = "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {name: banking}\nspec:\n  template:\n    agave: {image: 'anzaxyz/agave:v3.0.14', workload: bench, bench: {image: 'registry.example.com/solana-bench-tps:v3.0.14'}}\n    resources: {cpu: 48, memory: 512Gi}\n    storage: [{role: ledger, size: 2Ti}, {role: accounts, size: 1Ti}]\n  sweep:\n    threads: [{name: bankingThreads, values: [4, 32]}]\n";
 

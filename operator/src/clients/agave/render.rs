@@ -2,18 +2,23 @@
 //! sidecars (restarted if they exit, unlike containers under `restartPolicy: Never`),
 //! and agave-validator on the node's network.
 
-use k8s_openapi::api::core::v1::Container;
+use k8s_openapi::api::core::v1::{Container, SecretVolumeSource, Volume, VolumeMount};
 
 use super::{Agave, LEDGER_DIR, PROCESS_NAME, VALIDATOR_CONTAINER, args, bench, gpu, points};
 use crate::api::agave::AgaveWorkload;
 use crate::api::sweep::Sigverify;
 use crate::api::template::{AgaveSpec, Tuning};
 use crate::api::version::Version;
+use crate::clients::input::{Lifecycle, Role, SecretKey};
 use crate::clients::parts::{self, env, port, sidecar};
 use crate::clients::pod::{
     PREFLIGHT_CONTAINER, Skeleton, Tweaks, preflight_head, sidecar_resources,
 };
 use crate::clients::{ClientPod, RenderError, RenderInput, ValidatorClient};
+
+/// Where a Validator's identity and vote account keypairs are mounted.
+const IDENTITY_DIR: &str = "/etc/valtune/identity";
+const VOTE_DIR: &str = "/etc/valtune/vote";
 
 /// The metrics agent's budget of points a second (metrics/src/metrics.rs).
 const POINTS_BUDGET_ENV: &str = "SOLANA_METRICS_MAX_POINTS_PER_SECOND";
@@ -76,7 +81,15 @@ pub fn pod(
 ) -> Result<ClientPod, RenderError> {
     let template = &input.template;
     let version = client.version(template);
-    let (args, knob_env) = args::args(template, agave, version, |r| client.mount_path(r))?;
+    let (mut args, knob_env) = args::args(template, agave, version, |r| client.mount_path(r))?;
+    let (key_mounts, key_volumes) = keys(&input.role, &mut args);
+    if let Lifecycle::LongRunning { .. } = input.lifecycle {
+        // The operator reads getHealth and the restart window's figures from outside the
+        // pod: --private-rpc alone binds the RPC to 127.0.0.1 (--rpc-bind-address's
+        // default, validator/src/commands/run/args.rs). Still not advertised in gossip;
+        // the node's firewall keeps the port from the outside (docs/validators.md).
+        args.extend(["--rpc-bind-address".into(), "0.0.0.0".into()]);
+    }
     let image = image(&template.tuning, agave)?;
     let remote_write = input.remote_write.clone().ok_or_else(|| {
         RenderError::Invalid(
@@ -126,7 +139,7 @@ pub fn pod(
     }
     if bench {
         init.extend(bench::init_containers(agave, &image, &skeleton.mounts));
-    } else {
+    } else if key_mounts.is_empty() {
         // An unstaked, non-voting identity, made once per ledger volume.
         init.push(identity(&image, skeleton));
     }
@@ -143,12 +156,13 @@ pub fn pod(
         env: Some(validator_env),
         ports: Some(vec![port("rpc", agave.rpc_port)]),
         resources: Some(skeleton.validator_resources.clone()),
-        volume_mounts: Some(skeleton.mounts.clone()),
+        volume_mounts: Some(skeleton.mounts.iter().cloned().chain(key_mounts).collect()),
         // An exit at start-up (an unknown flag, a refused setting) explains itself.
         termination_message_policy: Some("FallbackToLogsOnError".into()),
         ..Default::default()
     };
     let mut volumes = vec![parts::empty_dir(parts::VMAGENT_VOLUME)];
+    volumes.extend(key_volumes);
     let mut tweaks = Tweaks {
         host_network,
         // The process exporter reads the validator's /proc entries.
@@ -165,6 +179,43 @@ pub fn pod(
         tweaks,
         ..Default::default()
     })
+}
+
+/// A Validator's keys from its Secrets: `--identity` is its identity keypair, and a
+/// voting one votes with `--vote-account` (a keypair file is accepted as its address:
+/// `is_pubkey_or_keypair`; the identity is the authorized voter by default) instead of
+/// `--no-voting`. A trial (an observer) keeps the throwaway identity.
+fn keys(role: &Role, args: &mut Vec<String>) -> (Vec<VolumeMount>, Vec<Volume>) {
+    let Some(keys) = role.keys() else {
+        return (Vec::new(), Vec::new());
+    };
+    let mut mounts = Vec::new();
+    let mut volumes = Vec::new();
+    let mut secret = |name: &str, dir: &str, k: &SecretKey| {
+        mounts.push(parts::mount(name, dir, true));
+        volumes.push(Volume {
+            name: name.into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(k.secret.clone()),
+                default_mode: Some(0o400),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        format!("{dir}/{}", k.key)
+    };
+    if let Some(id) = &keys.identity {
+        let path = secret("identity", IDENTITY_DIR, id);
+        if let Some(i) = args.iter().position(|a| a == "--identity") {
+            args[i + 1] = path;
+        }
+    }
+    if let (Role::Voting(_), Some(vote)) = (role, &keys.vote) {
+        let path = secret("vote-account", VOTE_DIR, vote);
+        args.retain(|a| a != "--no-voting");
+        args.extend(["--vote-account".into(), path]);
+    }
+    (mounts, volumes)
 }
 
 fn identity(image: &str, skeleton: &Skeleton) -> Container {

@@ -202,7 +202,9 @@ impl ValidatorClient for Besu {
             port: besu.engine_port,
             path: "/readiness".into(),
             host: Some("localhost".into()),
+            rpc_method: None,
             judge: readiness,
+            position: None,
         })
     }
 
@@ -221,7 +223,7 @@ impl ValidatorClient for Besu {
 
     /// An execution client proposes nothing itself (the consensus client beside it
     /// does): a restart misses no slot of its own.
-    fn restart_window(&self) -> RestartWindow {
+    fn restart_window(&self, _t: &ValidatorTemplate) -> RestartWindow {
         RestartWindow::Immediate
     }
 }

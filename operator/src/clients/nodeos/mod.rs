@@ -94,9 +94,64 @@ pub fn plan(template: &ValidatorTemplate, spec: &NodeosSpec) -> Result<Plan, Ren
     })
 }
 
+/// How far behind its head block may be and nodeos count as in sync: a minute, the
+/// trials' default warm-up bound ([`profile::DEFAULT_MAX_LAG_BLOCKS`] blocks of 500 ms).
+const IN_SYNC_SECONDS: f64 = profile::DEFAULT_MAX_LAG_BLOCKS as f64 / profile::BLOCKS_PER_SECOND;
+
+/// `get_info`'s head block and its age, in seconds, at `now` (`head_block_time` is UTC
+/// without a zone, to the millisecond: spring chain_plugin get_info_db.hpp).
+fn head_and_age(body: &str, now: jiff::Timestamp) -> Option<(i64, f64)> {
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    let head = v["head_block_num"].as_i64()?;
+    let at: jiff::civil::DateTime = v["head_block_time"].as_str()?.parse().ok()?;
+    let at = at.to_zoned(jiff::tz::TimeZone::UTC).ok()?.timestamp();
+    Some((head, now.duration_since(at).as_secs_f64().max(0.0)))
+}
+
+/// get_info judged: in sync when its head block is at most [`IN_SYNC_SECONDS`] old,
+/// behind when older; anything else (not 200, not get_info) unknown.
+pub fn get_info_health(code: u16, body: &str) -> crate::clients::health::Health {
+    use crate::clients::health::Health;
+    match head_and_age(body, jiff::Timestamp::now()) {
+        Some((_, age)) if code == 200 && age <= IN_SYNC_SECONDS => Health::Healthy,
+        Some(_) if code == 200 => Health::Behind,
+        _ => Health::Unknown,
+    }
+}
+
+/// (head block, blocks behind) from get_info: the head's age in 500 ms blocks.
+fn get_info_position(body: &str) -> Option<(i64, i64)> {
+    let (head, age) = head_and_age(body, jiff::Timestamp::now())?;
+    Some((head, (age * profile::BLOCKS_PER_SECOND).floor() as i64))
+}
+
 impl ValidatorClient for Nodeos {
     fn name(&self) -> &'static str {
         "nodeos"
+    }
+
+    /// `GET /v1/chain/get_info` on the HTTP port (chain_api_plugin; spring serves the
+    /// chain API to GET and POST alike), judged by its head block's age.
+    fn health(&self, t: &ValidatorTemplate) -> Option<crate::clients::health::HealthProbe> {
+        let n = t.client.nodeos.as_ref()?;
+        Some(crate::clients::health::HealthProbe {
+            port: n.http_port,
+            path: "/v1/chain/get_info".into(),
+            host: None,
+            rpc_method: None,
+            judge: get_info_health,
+            position: Some(get_info_position),
+        })
+    }
+
+    /// A non-producing node (the only role a nodeos Validator may take: admission
+    /// refuses a producer) misses no round: it restarts at once, stopped by the
+    /// kubelet's SIGTERM, which nodeos takes as it takes SIGINT or SIGQUIT, a clean
+    /// shutdown, within the 600 s grace that lets it close chainbase (killed before, its
+    /// state is dirty and needs a replay: spring v1.2.2
+    /// docs/01_nodeos/08_troubleshooting/index.md).
+    fn restart_window(&self, _t: &ValidatorTemplate) -> crate::clients::health::RestartWindow {
+        crate::clients::health::RestartWindow::Immediate
     }
 
     fn runs(&self, spec: &ClientSpec) -> bool {
@@ -163,3 +218,19 @@ impl ValidatorClient for Nodeos {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod validator_health_tests {
+    use super::head_and_age;
+
+    #[test]
+    fn get_info_gives_the_head_and_its_age() {
+        let body = r#"{"head_block_num": 400000123, "last_irreversible_block_num": 400000120, "head_block_time": "2026-11-28T01:00:00.500"}"#;
+        let now: jiff::Timestamp = "2026-11-28T01:00:30.500Z".parse().unwrap();
+        let (head, age) = head_and_age(body, now).unwrap();
+        assert_eq!(head, 400_000_123);
+        assert!((age - 30.0).abs() < 1e-6, "{age}");
+        assert!(head_and_age("{}", now).is_none());
+        assert!(head_and_age("not json", now).is_none());
+    }
+}

@@ -79,9 +79,18 @@ pub async fn act(v: &Validator, ctx: &Context, obs: &Observed, d: &Decision) -> 
     }
     if d.delete_pod {
         let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-        // The pod's own grace period (the long-running one: the client closes its
-        // databases), never a forced deletion.
-        match pods.delete(&name, &DeleteParams::default()).await {
+        // The long-running grace period, named (the client closes its databases and, for
+        // Agave, its tower and ledger), never a forced deletion.
+        let dp = DeleteParams {
+            grace_period_seconds: Some(
+                crate::clients::input::Lifecycle::LongRunning {
+                    node: v.spec.node_name.clone(),
+                }
+                .grace_period_seconds() as u32,
+            ),
+            ..DeleteParams::default()
+        };
+        match pods.delete(&name, &dp).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(Error::kube(format!("deleting pod {ns}/{name}"), e)),

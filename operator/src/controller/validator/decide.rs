@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::observe::{Answer, LeaseState, Observed};
 use super::tuning::Tuned;
+use super::window::{Memory, Settings, Verdict, judge};
 use crate::api::validator::{
     PendingChange, ValidatorPhase, ValidatorRole, ValidatorSpec, ValidatorStatus,
 };
@@ -204,44 +205,108 @@ pub fn decide(
 
     // A change of the rendered pod waits for the client's window.
     if pod.hash.as_deref() != Some(obs.hash.as_str()) {
+        let new_image = rendered
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|p| p.containers.first())
+            .and_then(|c| c.image.clone());
+        let what = match (&pod.image, &new_image) {
+            (Some(a), Some(b)) if a != b => format!("image {a} -> {b}"),
+            _ => "its tuning, resources or arguments".to_string(),
+        };
         let change = format!(
-            "the rendered pod changed ({} -> {})",
+            "the rendered pod changed ({what}; hash {} -> {})",
             pod.hash.as_deref().unwrap_or("none"),
             obs.hash
         );
-        match obs.window {
+        let force = spec.restart_window.as_ref().is_some_and(|r| r.force);
+        let verdict = match obs.window {
+            _ if force => Verdict::Open(
+                "spec.restartWindow.force is set: restarting outside the client's window".into(),
+            ),
             RestartWindow::Immediate => {
+                Verdict::Open("the client has no restart window: restarting now".into())
+            }
+            RestartWindow::NotImplemented(why) => Verdict::Wait(format!(
+                "the client's restart window: {why}; the pod keeps running as it is"
+            )),
+            RestartWindow::LeaderSchedule { .. } => {
+                let kept = previous
+                    .pending_change
+                    .as_ref()
+                    .filter(|p| p.hash == obs.hash);
+                let memory = Memory {
+                    snapshot_slot: kept.and_then(|p| p.snapshot_slot).map(|x| x as u64),
+                    incremental_seen: kept.is_some_and(|p| p.incremental_seen),
+                };
+                match (&obs.look, &obs.answer) {
+                    (Some(Ok(look)), _) => {
+                        let (v, m) =
+                            judge(look, Settings::of(spec.restart_window.as_ref()), memory);
+                        s.out.pending_change = Some(PendingChange {
+                            hash: obs.hash.clone(),
+                            waiting_for: String::new(),
+                            snapshot_slot: m.snapshot_slot.map(|x| x as i64),
+                            incremental_seen: m.incremental_seen,
+                        });
+                        v
+                    }
+                    // Not serving its RPC (starting, loading its snapshot, crash-looping):
+                    // it leads no slot, so there is no window to wait for.
+                    (_, None) => Verdict::Open(
+                        "the validator does not answer its RPC: no leader slot to miss, restarting now"
+                            .into(),
+                    ),
+                    (Some(Err(e)), Some(_)) => Verdict::Wait(format!(
+                        "the restart window's figures cannot be read from the validator's RPC: {e}"
+                    )),
+                    (None, Some(_)) => {
+                        Verdict::Wait("the restart window's figures are not read yet".into())
+                    }
+                }
+            }
+        };
+        match verdict {
+            Verdict::Open(why) => {
                 d.delete_pod = true;
                 s.out.phase = ValidatorPhase::Restarting;
+                s.out.pending_change = None;
                 s.set(
                     "RestartPending",
                     true,
                     "Restarting",
-                    format!("{change}: restarting now (the client has no restart window)"),
+                    format!("{change}: {why}"),
                 );
                 s.set("Ready", false, "Restarting", "the pod is replaced");
                 d.events.push((
-                    false,
-                    "Restarting",
-                    format!("{change}: deleting pod {} to start the new one", pod.name),
+                    force,
+                    if force { "ForcedRestart" } else { "Restarting" },
+                    format!(
+                        "{change}: {why}; deleting pod {} to start the new one",
+                        pod.name
+                    ),
                 ));
                 d.requeue = Duration::from_secs(2);
                 d.status = s.out;
                 return d;
             }
-            RestartWindow::NotImplemented(why) => {
-                s.out.pending_change = Some(PendingChange {
+            Verdict::Wait(why) => {
+                let p = s.out.pending_change.get_or_insert_with(|| PendingChange {
                     hash: obs.hash.clone(),
-                    waiting_for: format!(
-                        "the client's restart window: {why}; the pod keeps running as it is"
-                    ),
+                    waiting_for: String::new(),
+                    snapshot_slot: None,
+                    incremental_seen: false,
                 });
+                p.waiting_for = format!("{change}; waiting: {why}");
                 s.set(
                     "RestartPending",
                     true,
                     "WaitingForWindow",
-                    format!("{change}; {why}"),
+                    format!("{change}; waiting: {why}"),
                 );
+                // The window is a matter of slots (400 ms each): look again soon.
+                d.requeue = Duration::from_secs(2);
             }
         }
     } else {
@@ -252,7 +317,6 @@ pub fn decide(
             "the pod runs what is rendered",
         );
     }
-    let _ = rendered;
 
     // Health, from the client's own answer.
     s.out.last_probe_time = Some(Time(now));
@@ -376,9 +440,11 @@ fn tuning(s: &mut Status<'_>, d: &mut Decision, obs: &Observed) {
     }
 }
 
-/// The answer as the client gave it: the HTTP status and the body on one line.
+/// The answer as the client gave it: the HTTP status and the body on one line, its
+/// first 512 characters (nodeos' get_info is longer than a status column needs).
 fn verbatim(a: &Answer) -> String {
     let body: String = a.body.split_whitespace().collect::<Vec<_>>().join(" ");
+    let body: String = body.chars().take(512).collect();
     format!("HTTP {}: {body}", a.code)
 }
 
@@ -453,6 +519,7 @@ template:
             }),
             position: Some((100, 3)),
             window: RestartWindow::Immediate,
+            look: None,
             tuning: Tuned::NotAsked,
         }
     }
@@ -715,6 +782,116 @@ template:
             p.waiting_for
         );
         assert_eq!(cond(&d, "RestartPending").0, "True");
+    }
+
+    /// An Agave change: (what, the window's look, force, delete?, reason of RestartPending).
+    #[test]
+    fn an_agave_change_waits_for_its_window() {
+        use crate::api::validator::RestartWindowSpec;
+        use crate::controller::validator::window::Look;
+        let open = Look {
+            healthy: true,
+            slot: 1_000_000,
+            slot_index: 100_000,
+            slots_in_epoch: 432_000,
+            epoch: 2,
+            leader_slots: vec![1_010_000],
+            snapshot: Some((990_000, Some(999_900))),
+            current_stake: 98,
+            delinquent_stake: 2,
+        };
+        let near = Look {
+            leader_slots: vec![1_000_100, 1_010_000],
+            ..open.clone()
+        };
+        let ok = r#"{"jsonrpc":"2.0","result":"ok","id":1}"#;
+        let seen = ValidatorStatus {
+            pending_change: Some(PendingChange {
+                hash: "h1".into(),
+                waiting_for: String::new(),
+                snapshot_slot: Some(999_800),
+                incremental_seen: true,
+            }),
+            ..Default::default()
+        };
+        type Row<'a> = (&'a str, Option<Result<Look, String>>, bool, bool, &'a str);
+        let rows: Vec<Row> = vec![
+            ("open", Some(Ok(open.clone())), false, true, "Restarting"),
+            (
+                "a leader slot near",
+                Some(Ok(near.clone())),
+                false,
+                false,
+                "WaitingForWindow",
+            ),
+            (
+                "a leader slot near, forced",
+                Some(Ok(near)),
+                true,
+                true,
+                "Restarting",
+            ),
+            (
+                "the figures unreadable",
+                Some(Err("getVoteAccounts: no answer".into())),
+                false,
+                false,
+                "WaitingForWindow",
+            ),
+        ];
+        for (what, look, force, delete, reason) in rows {
+            let mut s = spec(SPEC);
+            s.restart_window = Some(RestartWindowSpec {
+                force,
+                ..Default::default()
+            });
+            let mut obs = observed(ours(), Some(pod("h0")), Some((200, ok, Health::Healthy)));
+            obs.window = RestartWindow::LeaderSchedule { rpc_port: 8899 };
+            obs.look = look;
+            let d = decide(&s, Some(1), &seen, &obs, at());
+            assert_eq!(d.delete_pod, delete, "{what}");
+            assert_eq!(cond(&d, "RestartPending").1, reason, "{what}");
+            if delete {
+                assert_eq!(d.status.phase, ValidatorPhase::Restarting, "{what}");
+                let forced = d
+                    .events
+                    .iter()
+                    .any(|e| e.1 == "ForcedRestart" && e.2.contains("force"));
+                assert_eq!(forced, force, "{what}: {:?}", d.events);
+            } else {
+                assert_eq!(d.status.phase, ValidatorPhase::RestartPending, "{what}");
+                let p = d.status.pending_change.clone().unwrap();
+                assert!(
+                    p.waiting_for.contains("waiting:"),
+                    "{what}: {}",
+                    p.waiting_for
+                );
+            }
+        }
+        // Not answering its RPC at all: nothing to wait for.
+        let mut obs = observed(ours(), Some(pod("h0")), None);
+        obs.window = RestartWindow::LeaderSchedule { rpc_port: 8899 };
+        let d = decide(&spec(SPEC), Some(1), &seen, &obs, at());
+        assert!(d.delete_pod);
+        // The snapshot seen when the window opened is kept while it waits for a new one.
+        let mut obs = observed(ours(), Some(pod("h0")), Some((200, ok, Health::Healthy)));
+        obs.window = RestartWindow::LeaderSchedule { rpc_port: 8899 };
+        obs.look = Some(Ok(open));
+        let d = decide(
+            &spec(SPEC),
+            Some(1),
+            &ValidatorStatus::default(),
+            &obs,
+            at(),
+        );
+        assert!(!d.delete_pod);
+        let p = d.status.pending_change.unwrap();
+        assert_eq!(p.snapshot_slot, Some(999_900));
+        assert!(
+            p.waiting_for.contains("Waiting for a new snapshot"),
+            "{}",
+            p.waiting_for
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod decide;
 pub mod observe;
 pub mod pdb;
 pub mod tuning;
+pub mod window;
 
 use std::sync::Arc;
 

@@ -21,6 +21,8 @@ use crate::clients::input::{Group, Keys, Lifecycle, Owner, Role, SecretKey};
 use crate::clients::{self, RenderInput, Rendered};
 use crate::controller::{Context, Error, Result};
 
+use super::window;
+
 /// Everything [`super::decide::decide`] judges.
 #[derive(Debug, Clone)]
 pub struct Observed {
@@ -38,6 +40,9 @@ pub struct Observed {
     /// (head, lag), if the client shows them.
     pub position: Option<(i64, i64)>,
     pub window: RestartWindow,
+    /// The restart window's figures, read from the client when a change is pending and
+    /// its window is computed from them (Agave), or why they could not be read.
+    pub look: Option<Result<window::Look, String>>,
     /// `spec.tuning.fromExperiment`, resolved (what `rendered` runs) or refused.
     pub tuning: Tuned,
 }
@@ -212,6 +217,7 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
     let mut state = None;
     let mut answer = None;
     let mut position = None;
+    let mut look = None;
     if let Some(p) = &pod {
         let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
         let node_ready = match &node {
@@ -237,13 +243,32 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
             let t = &v.spec.template;
             if let Some(probe) = c.health(t) {
                 let url = format!("http://{ip}:{}{}", probe.port, probe.path);
-                answer = get(ctx, &url, probe.host.as_deref())
-                    .await
-                    .map(|(code, body)| Answer {
-                        health: (probe.judge)(code, &body),
-                        code,
-                        body,
-                    });
+                let got = match probe.rpc_method {
+                    Some(m) => post(ctx, &url, m, serde_json::Value::Null).await,
+                    None => get(ctx, &url, probe.host.as_deref()).await,
+                };
+                if let (Some(read), Some((200, body))) = (probe.position, &got) {
+                    position = read(body);
+                }
+                answer = got.map(|(code, body)| Answer {
+                    health: (probe.judge)(code, &body),
+                    code,
+                    body,
+                });
+            }
+            if let RestartWindow::LeaderSchedule { rpc_port } = c.restart_window(t) {
+                let url = format!("http://{ip}:{rpc_port}/");
+                let pending = p.annotations().get(POD_HASH) != Some(&hash);
+                match solana_look(ctx, &url, answer.as_ref(), pending).await {
+                    Ok((l, behind)) => {
+                        position = Some((l.slot as i64, behind));
+                        if pending {
+                            look = Some(Ok(l));
+                        }
+                    }
+                    Err(e) if pending => look = Some(Err(e)),
+                    Err(_) => {}
+                }
             }
             if let Some(probe) = c.position(t) {
                 let url = format!("http://{ip}:{}{}", probe.port, probe.path);
@@ -276,10 +301,87 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
         answer,
         position,
         window: client
-            .map(|c| c.restart_window())
+            .map(|c| c.restart_window(&v.spec.template))
             .unwrap_or(RestartWindow::Immediate),
+        look,
         tuning,
     })
+}
+
+/// The figures `wait-for-restart-window` reads, over the same RPC methods
+/// (validator/src/commands/wait_for_restart_window/mod.rs): getIdentity,
+/// getHighestSnapshotSlot, getEpochInfo (processed), getVoteAccounts and
+/// getLeaderSchedule(first slot of the epoch, {identity}); with the slots behind from
+/// getHealth. Only the epoch info when no change is pending (head and lag for status).
+async fn solana_look(
+    ctx: &Context,
+    url: &str,
+    health: Option<&Answer>,
+    pending: bool,
+) -> std::result::Result<(window::Look, i64), String> {
+    use serde_json::{Value, json};
+    let call = |method: &'static str, params: Value| async move {
+        let (_, body) = post(ctx, url, method, params)
+            .await
+            .ok_or_else(|| format!("{method}: no answer from {url}"))?;
+        let v: Value = serde_json::from_str(&body).map_err(|e| format!("{method}: {e}: {body}"))?;
+        match v.get("result") {
+            Some(r) => Ok(r.clone()),
+            None => Err(format!("{method}: {}", v["error"])),
+        }
+    };
+    let u = |v: &Value, k: &str| v[k].as_u64().ok_or_else(|| format!("no {k} in {v}"));
+    let healthy = health.is_some_and(|a| a.health == Health::Healthy);
+    // getHealth's numSlotsBehind (none when healthy: 0).
+    let behind = health
+        .and_then(|a| serde_json::from_str::<Value>(&a.body).ok())
+        .and_then(|v| v["error"]["data"]["numSlotsBehind"].as_i64())
+        .unwrap_or(0);
+    let epoch = call("getEpochInfo", json!([{"commitment": "processed"}])).await?;
+    let mut l = window::Look {
+        healthy,
+        slot: u(&epoch, "absoluteSlot")?,
+        slot_index: u(&epoch, "slotIndex")?,
+        slots_in_epoch: u(&epoch, "slotsInEpoch")?,
+        epoch: u(&epoch, "epoch")?,
+        ..Default::default()
+    };
+    if !pending {
+        return Ok((l, behind));
+    }
+    let identity = call("getIdentity", Value::Null).await?["identity"]
+        .as_str()
+        .ok_or("getIdentity: no identity")?
+        .to_string();
+    // An error is no snapshot yet (`get_highest_snapshot_slot().ok()`).
+    l.snapshot = call("getHighestSnapshotSlot", Value::Null)
+        .await
+        .ok()
+        .and_then(|s| Some((s["full"].as_u64()?, s["incremental"].as_u64())));
+    let votes = call("getVoteAccounts", Value::Null).await?;
+    let stake = |k: &str| {
+        votes[k]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a["activatedStake"].as_u64())
+            .sum::<u64>()
+    };
+    l.current_stake = stake("current");
+    l.delinquent_stake = stake("delinquent");
+    let first = l.slot - l.slot_index;
+    let schedule = call("getLeaderSchedule", json!([first, {"identity": identity}])).await?;
+    if schedule.is_null() {
+        return Err(format!("getLeaderSchedule: no schedule from slot {first}"));
+    }
+    l.leader_slots = schedule[&identity]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_u64)
+        .map(|i| first + i)
+        .collect();
+    Ok((l, behind))
 }
 
 /// The experiment `spec.tuning.fromExperiment` names, read with the labels of the
@@ -337,6 +439,31 @@ fn node_is_ready(n: &Node) -> bool {
         .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
+/// A JSON-RPC 2.0 call by POST with a short timeout: (status, body), or None when
+/// nothing answered.
+async fn post(
+    ctx: &Context,
+    url: &str,
+    method: &str,
+    params: serde_json::Value,
+) -> Option<(u16, String)> {
+    let mut call = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method});
+    if !params.is_null() {
+        call["params"] = params;
+    }
+    let resp = ctx
+        .http
+        .post(url)
+        .json(&call)
+        .timeout(std::time::Duration::from_secs(3))
+        .send()
+        .await
+        .ok()?;
+    let code = resp.status().as_u16();
+    let body = resp.text().await.ok()?;
+    Some((code, body))
+}
+
 /// GET with a short timeout: (status, body), or None when nothing answered.
 async fn get(ctx: &Context, url: &str, host: Option<&str>) -> Option<(u16, String)> {
     let mut req = ctx.http.get(url).timeout(std::time::Duration::from_secs(3));
@@ -346,5 +473,6 @@ async fn get(ctx: &Context, url: &str, host: Option<&str>) -> Option<(u16, Strin
     let resp = req.send().await.ok()?;
     let code = resp.status().as_u16();
     let body = resp.text().await.ok()?;
-    Some((code, body.chars().take(512).collect()))
+    // Whole: the judge parses it (status keeps its first 512 characters).
+    Some((code, body))
 }

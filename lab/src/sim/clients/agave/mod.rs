@@ -6,6 +6,7 @@
 //! docs/lab.md list them).
 
 pub mod agent;
+pub mod identity;
 pub mod leader;
 pub mod model;
 pub mod program_cache;
@@ -19,6 +20,7 @@ use super::{
     Datapoint, Env, Exit, MetricsSink, ProcFigures, Process, Rpc, SimClient, Started, flag_values,
     image_version, seed,
 };
+use crate::sim::chain_load::solana;
 use crate::sim::clock::Clock;
 use crate::sim::pod_view::PodView;
 use leader::LeaderModel;
@@ -342,7 +344,40 @@ impl SimClient for AgaveSim {
                 clock.stretch_s() / 3.0,
             )
         });
+        // The identity: the keypair file `--identity` names (a JSON array of 64 bytes,
+        // the public key last: solana-keypair's `read_keypair_file`); one the pod made
+        // for itself on its ledger volume is not readable here and keeps the lab's.
+        let identity = match flag_values(args, "--identity")
+            .first()
+            .and_then(|path| pod.file(container, path))
+        {
+            Some(text) => match identity::pubkey_of_keypair(&text) {
+                Some(k) => k,
+                None => {
+                    return exit_now(format!(
+                        "Failed to read identity keypair from {:?}: not a keypair file",
+                        flag_values(args, "--identity").first().unwrap_or(&"")
+                    ));
+                }
+            },
+            None => LAB_IDENTITY.to_string(),
+        };
+        // Stake is delegated to a vote account; the lab takes a validator that votes
+        // (`--vote-account`, without `--no-voting`) to be staked, so its identity has
+        // leader slots, and one that does not to be unstaked, with none.
+        let staked = !flag_values(args, "--vote-account").is_empty()
+            && !args.iter().any(|a| a == "--no-voting");
+        let started = crate::sim::workloads::started_at(&pod.pod, &container.name)
+            .unwrap_or_else(jiff::Timestamp::now);
+        let chain_offset = if joins {
+            identity::chain_offset(clock, started)
+        } else {
+            0.0
+        };
         Started::Running(Arc::new(Agave {
+            identity,
+            staked,
+            chain_offset,
             model,
             leader,
             rpc_port,
@@ -357,8 +392,18 @@ impl SimClient for AgaveSim {
     }
 }
 
+/// The identity of a validator whose keypair the lab cannot read.
+const LAB_IDENTITY: &str = "Va1tune1ab1dentity11111111111111111111111111";
+
 /// A running agave-validator.
 pub struct Agave {
+    /// Its identity's public key (base58).
+    identity: String,
+    /// Whether its identity has stake, hence leader slots.
+    staked: bool,
+    /// The chain's slots before this process started: a restarted validator of a
+    /// cluster rejoins the same chain, further on ([`identity::chain_offset`]).
+    chain_offset: f64,
     model: AgaveModel,
     leader: Option<LeaderModel>,
     rpc_port: u16,
@@ -416,14 +461,32 @@ impl Agave {
                 self.slot_height(t) as u64,
                 self.lab_count(self.transactions(t)),
             ),
-            None => self.model.chain_counts(t),
+            None => {
+                // A rejoining Validator is further on the same chain (`chain_offset`):
+                // its counts go on from there, like its slot.
+                let (blocks, txs) = self.model.chain_counts(t);
+                let blocks_before = self.chain_offset * (1.0 - solana::SKIP_RATE);
+                (
+                    blocks + blocks_before as u64,
+                    txs + (blocks_before * solana::TX_PER_BLOCK) as u64,
+                )
+            }
         }
     }
 
     fn slot_height(&self, t: f64) -> f64 {
         match self.leader {
             Some(_) => (t * SLOTS_PER_SECOND).floor(),
-            None => self.model.slot_height(t),
+            None => self.model.slot_height(t) + self.chain_offset,
+        }
+    }
+
+    /// This identity's leader slots in `epoch`, as slot indexes ([`identity::leader_slots`]).
+    fn leader_schedule(&self, epoch: u64) -> Vec<u64> {
+        if self.staked {
+            identity::leader_slots(&self.identity, epoch)
+        } else {
+            Vec::new()
         }
     }
 
@@ -518,7 +581,7 @@ impl Process for Agave {
         Some(self.rpc_port)
     }
 
-    fn json_rpc(&self, t: f64, method: &str, _params: &Value) -> Option<Rpc> {
+    fn json_rpc(&self, t: f64, method: &str, params: &Value) -> Option<Rpc> {
         // The RPC service starts once the snapshot is downloaded and loaded.
         if t < self.rpc_start() {
             return None;
@@ -553,9 +616,9 @@ impl Process for Agave {
                 Rpc::Result(json!({
                     "absoluteSlot": slot,
                     "blockHeight": blocks,
-                    "epoch": slot / 432_000,
-                    "slotIndex": slot % 432_000,
-                    "slotsInEpoch": 432_000,
+                    "epoch": slot / identity::SLOTS_PER_EPOCH,
+                    "slotIndex": slot % identity::SLOTS_PER_EPOCH,
+                    "slotsInEpoch": identity::SLOTS_PER_EPOCH,
                     "transactionCount": txs,
                 }))
             }
@@ -563,14 +626,47 @@ impl Process for Agave {
                 "solana-core": format!("{}.{}.{}", self.version.0, self.version.1, self.version.2),
                 "feature-set": 3_294_202_862u64,
             })),
-            "getIdentity" => {
-                Rpc::Result(json!({"identity": "Va1tune1ab1dentity11111111111111111111111111"}))
-            }
+            "getIdentity" => Rpc::Result(json!({"identity": self.identity})),
             "getGenesisHash" => Rpc::Result(json!("5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d")),
-            "getVoteAccounts" => Rpc::Result(json!({"current": [], "delinquent": []})),
-            "getLeaderSchedule" => Rpc::Result(json!({})),
+            "getVoteAccounts" => Rpc::Result(identity::vote_accounts(&self.identity, self.staked)),
+            // rpc.rs get_leader_schedule: the epoch of the slot given (the current one by
+            // default), null for an epoch whose schedule is not known yet; with
+            // `identity`, only that identity's entry, as slot indexes in the epoch. The
+            // lab knows its own identity's slots only.
+            "getLeaderSchedule" => {
+                let p = params.as_array();
+                let at = p
+                    .and_then(|a| a.first())
+                    .and_then(Value::as_u64)
+                    .unwrap_or(slot);
+                let wanted = p
+                    .and_then(|a| a.iter().find_map(|c| c.get("identity")))
+                    .and_then(Value::as_str);
+                let epoch = at / identity::SLOTS_PER_EPOCH;
+                if epoch > slot / identity::SLOTS_PER_EPOCH + 1 {
+                    Rpc::Result(Value::Null)
+                } else {
+                    let mut out = serde_json::Map::new();
+                    let mine = self.leader_schedule(epoch);
+                    if wanted.is_none_or(|w| w == self.identity) && !mine.is_empty() {
+                        out.insert(self.identity.clone(), json!(mine));
+                    }
+                    Rpc::Result(Value::Object(out))
+                }
+            }
             "getBalance" => Rpc::Result(json!({"context": {"slot": slot}, "value": 0})),
-            "getHighestSnapshotSlot" => Rpc::Result(json!({"full": slot.saturating_sub(25_000)})),
+            // Snapshots of its own processed slots, at the default intervals
+            // (snapshot_utils.rs DEFAULT_FULL_/DEFAULT_INCREMENTAL_SNAPSHOT_ARCHIVE_
+            // INTERVAL_SLOTS: 25,000 and 100).
+            "getHighestSnapshotSlot" => {
+                let full = slot / 25_000 * 25_000;
+                let incremental = slot / 100 * 100;
+                if incremental > full {
+                    Rpc::Result(json!({"full": full, "incremental": incremental}))
+                } else {
+                    Rpc::Result(json!({"full": full}))
+                }
+            }
             "minimumLedgerSlot" | "getFirstAvailableBlock" => {
                 Rpc::Result(json!(slot.saturating_sub(200_000)))
             }
@@ -612,7 +708,7 @@ impl Process for Agave {
             let txs = self.lab_count(self.model.transactions(at))
                 - self.lab_count(self.model.transactions(at - step));
             let txs = (txs as f64 * kept).round() as u64;
-            let slot = self.model.slot_height(at) as i64;
+            let slot = self.slot_height(at) as i64;
             // One point stands for `step` of replay; the program cache's figures are those
             // of its last slot, so means per slot are the mechanism's (docs/lab.md).
             let replayed = ((at - replay_from) * SLOTS_PER_SECOND) as u64;
