@@ -74,10 +74,22 @@ fn reachable(schemas: &Value, root: &str) -> serde_json::Map<String, Value> {
     found
 }
 
+/// The API server's answer as JSON. While another test changes a CRD the server rebuilds
+/// its OpenAPI and may answer a document with an empty body for a moment: ask again.
 async fn get_json(lab: &Lab, path: &str) -> Value {
-    let req = http::Request::get(path).body(Vec::new()).unwrap();
-    let text = lab.client.request_text(req).await.unwrap();
-    serde_json::from_str(&text).unwrap()
+    let mut last = String::new();
+    for _ in 0..20 {
+        let req = http::Request::get(path).body(Vec::new()).unwrap();
+        match lab.client.request_text(req).await {
+            Ok(text) => match serde_json::from_str(&text) {
+                Ok(v) => return v,
+                Err(e) => last = format!("{e}: {:?}", text.chars().take(200).collect::<String>()),
+            },
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    panic!("GET {path}: {last}")
 }
 
 /// Writes a schema file for every (apiVersion, kind), from the lab's OpenAPI v3.

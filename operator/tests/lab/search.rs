@@ -259,7 +259,7 @@ async fn successive_halving_finds_the_grids_answer_for_fewer_node_hours() {
     let sweep = json!({"spec": {
         // Two heaps would not do: their difference grows only as the live set does, and
         // a quarter window sees little of it.
-        "sweep": {"allocator": ["jemalloc", "glibc"], "mallocArenaMax": [1], "cpu": [6, 12]},
+        "sweep": {"allocator": ["jemalloc", "glibc"], "mallocArenaMax": [1], "cpu": [6, 12], "heap": null},
         "trial": {"measurement": {"duration": "80s"}},
         "parallelism": 4,
     }});

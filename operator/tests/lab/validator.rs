@@ -532,7 +532,8 @@ async fn a_nodeos_validator_is_ready_by_its_get_info() {
     let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
     let mut v = crate::common::yaml_file("manifests/validators/nodeos.yaml");
     v["metadata"] = json!({"name": "wax-api", "namespace": ns});
-    v["spec"]["nodeName"] = json!("bm-09");
+    // Not bm-09: the budget test's Validator is pinned there.
+    v["spec"]["nodeName"] = json!("bm-08");
     let v: Validator = serde_json::from_value(v).unwrap();
     api.create(&PostParams::default(), &v).await.unwrap();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -598,6 +599,8 @@ async fn an_experiments_recommendation_is_applied_to_a_besu_validator() {
     let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
     let mut v = crate::common::yaml_file("manifests/validators/besu-from-experiment.yaml");
     v["metadata"] = json!({"name": "besu-t", "namespace": ns});
+    // A node of its own: the Validator tests run side by side, each pinned elsewhere.
+    v["spec"]["nodeName"] = json!("bm-07");
     let v: Validator = serde_json::from_value(v).unwrap();
     api.create(&PostParams::default(), &v).await.unwrap();
 
