@@ -23,8 +23,21 @@ const EXAMPLE: &str = "manifests/validators/besu.yaml";
 fn validator(ns: &str, name: &str, node: &str) -> Value {
     let mut v = crate::common::yaml_file(EXAMPLE);
     v["metadata"] = json!({"name": name, "namespace": ns});
-    v["spec"]["nodeName"] = json!(node);
+    on_node(&mut v, node);
     v
+}
+
+/// Pins a Validator to one of the lab's Validator machines (vv-01..06, lab/topology-test.yaml:
+/// tainted so no trial of another test holds them), one per test.
+fn on_node(v: &mut Value, node: &str) {
+    v["spec"]["nodeName"] = json!(node);
+    let tolerations = &mut v["spec"]["template"]["placement"]["tolerations"];
+    if !tolerations.is_array() {
+        *tolerations = json!([]);
+    }
+    tolerations.as_array_mut().unwrap().push(json!(
+        {"key": "valtune.dev/lab-pool", "operator": "Equal", "value": "validators", "effect": "NoSchedule"}
+    ));
 }
 
 fn condition(v: &Validator, type_: &str) -> Option<(String, String, String)> {
@@ -54,7 +67,7 @@ async fn a_besu_validator_is_ready_by_its_own_answer_and_holds_its_identity() {
     let _op = lab.start_operator(&ns);
     node_key(&lab, &ns).await;
     let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
-    let first: Validator = serde_json::from_value(validator(&ns, "besu-a", "bm-12")).unwrap();
+    let first: Validator = serde_json::from_value(validator(&ns, "besu-a", "vv-01")).unwrap();
     api.create(&PostParams::default(), &first).await.unwrap();
 
     // Starting or catching up first, then Ready only once Besu itself says UP.
@@ -97,7 +110,7 @@ async fn a_besu_validator_is_ready_by_its_own_answer_and_holds_its_identity() {
     let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
     let pod = pods.get("besu-a").await.unwrap();
     let spec = pod.spec.unwrap();
-    assert_eq!(spec.node_name.as_deref(), Some("bm-12"));
+    assert_eq!(spec.node_name.as_deref(), Some("vv-01"));
     assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
     let args = spec.containers[0].args.clone().unwrap_or_default();
     assert!(
@@ -158,7 +171,7 @@ async fn a_besu_validator_is_ready_by_its_own_answer_and_holds_its_identity() {
     );
 
     // A second Validator with the same identity: held back, saying who holds it.
-    let second: Validator = serde_json::from_value(validator(&ns, "besu-b", "bm-11")).unwrap();
+    let second: Validator = serde_json::from_value(validator(&ns, "besu-b", "vv-02")).unwrap();
     api.create(&PostParams::default(), &second).await.unwrap();
     let held = wait_for("besu-b held back", Duration::from_secs(60), || {
         let api = api.clone();
@@ -357,7 +370,7 @@ async fn an_agave_validator_is_ready_by_get_health_and_restarts_only_in_its_wind
     let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
     let mut v = crate::common::yaml_file(AGAVE_EXAMPLE);
     v["metadata"] = json!({"name": "agave-a", "namespace": ns});
-    v["spec"]["nodeName"] = json!("bm-10");
+    on_node(&mut v, "vv-04");
     let first: Validator = serde_json::from_value(v).unwrap();
     api.create(&PostParams::default(), &first).await.unwrap();
 
@@ -532,8 +545,7 @@ async fn a_nodeos_validator_is_ready_by_its_get_info() {
     let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
     let mut v = crate::common::yaml_file("manifests/validators/nodeos.yaml");
     v["metadata"] = json!({"name": "wax-api", "namespace": ns});
-    // Not bm-09: the budget test's Validator is pinned there.
-    v["spec"]["nodeName"] = json!("bm-08");
+    on_node(&mut v, "vv-05");
     let v: Validator = serde_json::from_value(v).unwrap();
     api.create(&PostParams::default(), &v).await.unwrap();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -599,8 +611,7 @@ async fn an_experiments_recommendation_is_applied_to_a_besu_validator() {
     let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
     let mut v = crate::common::yaml_file("manifests/validators/besu-from-experiment.yaml");
     v["metadata"] = json!({"name": "besu-t", "namespace": ns});
-    // A node of its own: the Validator tests run side by side, each pinned elsewhere.
-    v["spec"]["nodeName"] = json!("bm-07");
+    on_node(&mut v, "vv-06");
     let v: Validator = serde_json::from_value(v).unwrap();
     api.create(&PostParams::default(), &v).await.unwrap();
 
@@ -728,7 +739,7 @@ async fn a_validators_pod_is_not_evicted_and_a_long_identity_name_gets_a_pod() {
     .unwrap();
     secrets.create(&PostParams::default(), &s).await.unwrap();
     let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
-    let mut v = validator(&ns, "besu-l", "bm-09");
+    let mut v = validator(&ns, "besu-l", "vv-03");
     v["spec"]["identity"]["secretName"] = json!(long);
     api.create(&PostParams::default(), &serde_json::from_value(v).unwrap())
         .await
