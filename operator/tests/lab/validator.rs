@@ -40,6 +40,29 @@ fn on_node(v: &mut Value, node: &str) {
     ));
 }
 
+/// Waits until the Validator is Ready, with the phases its status went through.
+async fn wait_ready(api: &Api<Validator>, name: &str) -> (Validator, Vec<ValidatorPhase>) {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let ready = wait_for(&format!("{name} Ready"), Duration::from_secs(300), || {
+        let (api, seen) = (api.clone(), seen.clone());
+        async move {
+            let v = api.get(name).await.map_err(|e| e.to_string())?;
+            let st = v.status.clone().ok_or("no status yet")?;
+            let mut seen = seen.lock().unwrap();
+            if seen.last() != Some(&st.phase) {
+                seen.push(st.phase);
+            }
+            match condition(&v, "Ready") {
+                Some(c) if c.0 == "True" => Ok(v),
+                other => Err(format!("{:?} {other:?} {:?}", st.phase, st.health)),
+            }
+        }
+    })
+    .await;
+    let seen = seen.lock().unwrap().clone();
+    (ready, seen)
+}
+
 fn condition(v: &Validator, type_: &str) -> Option<(String, String, String)> {
     v.status
         .as_ref()?
@@ -375,24 +398,7 @@ async fn an_agave_validator_is_ready_by_get_health_and_restarts_only_in_its_wind
     api.create(&PostParams::default(), &first).await.unwrap();
 
     // Ready only once Agave's own getHealth says "ok" (behind first, while it catches up).
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let ready = wait_for("agave-a Ready", Duration::from_secs(300), || {
-        let (api, seen) = (api.clone(), seen.clone());
-        async move {
-            let v = api.get("agave-a").await.map_err(|e| e.to_string())?;
-            let st = v.status.clone().ok_or("no status yet")?;
-            let mut seen = seen.lock().unwrap();
-            if seen.last() != Some(&st.phase) {
-                seen.push(st.phase);
-            }
-            match condition(&v, "Ready") {
-                Some(c) if c.0 == "True" => Ok(v),
-                other => Err(format!("{:?} {other:?} {:?}", st.phase, st.health)),
-            }
-        }
-    })
-    .await;
-    let seen = seen.lock().unwrap().clone();
+    let (ready, seen) = wait_ready(&api, "agave-a").await;
     let st = ready.status.clone().unwrap();
     assert_eq!(st.phase, ValidatorPhase::Running, "{st:?}");
     assert!(
@@ -548,24 +554,7 @@ async fn a_nodeos_validator_is_ready_by_its_get_info() {
     on_node(&mut v, "vv-05");
     let v: Validator = serde_json::from_value(v).unwrap();
     api.create(&PostParams::default(), &v).await.unwrap();
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let ready = wait_for("wax-api Ready", Duration::from_secs(300), || {
-        let (api, seen) = (api.clone(), seen.clone());
-        async move {
-            let v = api.get("wax-api").await.map_err(|e| e.to_string())?;
-            let st = v.status.clone().ok_or("no status yet")?;
-            let mut seen = seen.lock().unwrap();
-            if seen.last() != Some(&st.phase) {
-                seen.push(st.phase);
-            }
-            match condition(&v, "Ready") {
-                Some(c) if c.0 == "True" => Ok(v),
-                other => Err(format!("{:?} {other:?} {:?}", st.phase, st.health)),
-            }
-        }
-    })
-    .await;
-    let seen = seen.lock().unwrap().clone();
+    let (ready, seen) = wait_ready(&api, "wax-api").await;
     let st = ready.status.clone().unwrap();
     assert_eq!(st.phase, ValidatorPhase::Running, "{st:?}");
     assert!(
