@@ -252,8 +252,16 @@ pub fn decide(
                         });
                         v
                     }
-                    // Not serving its RPC (starting, loading its snapshot, crash-looping):
-                    // it leads no slot, so there is no window to wait for.
+                    // Asked, and no answer in time: a validator too busy to answer may
+                    // still lead its slots. wait-for-restart-window fails then (its RPC
+                    // calls end it with an error: not a time to restart).
+                    (_, None) if obs.unanswered.is_some() => Verdict::Wait(format!(
+                        "the validator's RPC did not answer ({}), so its leader slots cannot be read",
+                        obs.unanswered.as_deref().unwrap_or_default()
+                    )),
+                    // Not serving its RPC (no pod running, loading its snapshot,
+                    // crash-looping: the connection is refused): it leads no slot, so
+                    // there is no window to wait for.
                     (_, None) => Verdict::Open(
                         "the validator does not answer its RPC: no leader slot to miss, restarting now"
                             .into(),
@@ -517,6 +525,7 @@ template:
                 body: body.into(),
                 health,
             }),
+            unanswered: None,
             position: Some((100, 3)),
             window: RestartWindow::Immediate,
             look: None,
@@ -873,6 +882,22 @@ template:
         obs.window = RestartWindow::LeaderSchedule { rpc_port: 8899 };
         let d = decide(&spec(SPEC), Some(1), &seen, &obs, at());
         assert!(d.delete_pod);
+        // Asked and not answering in time (busy, not stopped): it waits, as the command
+        // would not say "Ready to restart".
+        obs.unanswered = Some("http://10.0.0.7:8899/: operation timed out".into());
+        let d = decide(&spec(SPEC), Some(1), &seen, &obs, at());
+        assert!(!d.delete_pod);
+        assert_eq!(cond(&d, "RestartPending").1, "WaitingForWindow");
+        assert!(
+            d.status
+                .pending_change
+                .as_ref()
+                .unwrap()
+                .waiting_for
+                .contains("did not answer (http://10.0.0.7:8899/: operation timed out)"),
+            "{:?}",
+            d.status.pending_change
+        );
         // The snapshot seen when the window opened is kept while it waits for a new one.
         let mut obs = observed(ours(), Some(pod("h0")), Some((200, ok, Health::Healthy)));
         obs.window = RestartWindow::LeaderSchedule { rpc_port: 8899 };

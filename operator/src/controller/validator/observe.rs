@@ -8,6 +8,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 use kube::{Resource, ResourceExt};
+use serde_json::Value;
 
 use super::tuning::{self, Tuned};
 use crate::api::labels;
@@ -37,6 +38,10 @@ pub struct Observed {
     pub others: Vec<String>,
     /// The client's health answer, if the pod runs and answered.
     pub answer: Option<Answer>,
+    /// Why the health endpoint of a running pod gave no answer, when something may
+    /// listen there (a timeout, a broken connection; not a refused connection, which is
+    /// a process not serving yet): a busy validator is not a stopped one.
+    pub unanswered: Option<String>,
     /// (head, lag), if the client shows them.
     pub position: Option<(i64, i64)>,
     pub window: RestartWindow,
@@ -216,6 +221,7 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
         .map_err(|e| Error::kube(format!("reading pod {ns}/{name}"), e))?;
     let mut state = None;
     let mut answer = None;
+    let mut unanswered = None;
     let mut position = None;
     let mut look = None;
     if let Some(p) = &pod {
@@ -244,8 +250,16 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
             if let Some(probe) = c.health(t) {
                 let url = format!("http://{ip}:{}{}", probe.port, probe.path);
                 let got = match probe.rpc_method {
-                    Some(m) => post(ctx, &url, m, serde_json::Value::Null).await,
-                    None => get(ctx, &url, probe.host.as_deref()).await,
+                    Some(m) => ask(ctx.http.post(&url).json(&rpc_call(m, Value::Null))).await,
+                    None => ask(host(ctx.http.get(&url), probe.host.as_deref())).await,
+                };
+                let got = match got {
+                    Ok(got) => Some(got),
+                    Err(NoAnswer::Refused) => None,
+                    Err(NoAnswer::Other(e)) => {
+                        unanswered = Some(format!("{url}: {e}"));
+                        None
+                    }
                 };
                 if let (Some(read), Some((200, body))) = (probe.position, &got) {
                     position = read(body);
@@ -299,6 +313,7 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
         pod: state,
         others,
         answer,
+        unanswered,
         position,
         window: client
             .map(|c| c.restart_window(&v.spec.template))
@@ -319,7 +334,7 @@ async fn solana_look(
     health: Option<&Answer>,
     pending: bool,
 ) -> std::result::Result<(window::Look, i64), String> {
-    use serde_json::{Value, json};
+    use serde_json::json;
     let call = |method: &'static str, params: Value| async move {
         let (_, body) = post(ctx, url, method, params)
             .await
@@ -439,40 +454,58 @@ fn node_is_ready(n: &Node) -> bool {
         .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
-/// A JSON-RPC 2.0 call by POST with a short timeout: (status, body), or None when
-/// nothing answered.
-async fn post(
-    ctx: &Context,
-    url: &str,
-    method: &str,
-    params: serde_json::Value,
-) -> Option<(u16, String)> {
+/// Why a request got no answer.
+#[derive(Debug)]
+enum NoAnswer {
+    /// The connection was refused (or the address is unreachable): nothing listens.
+    Refused,
+    /// A timeout, a broken connection or body: something may listen, and be busy.
+    Other(String),
+}
+
+fn rpc_call(method: &str, params: Value) -> Value {
     let mut call = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method});
     if !params.is_null() {
         call["params"] = params;
     }
-    let resp = ctx
-        .http
-        .post(url)
-        .json(&call)
+    call
+}
+
+fn host(req: reqwest::RequestBuilder, host: Option<&str>) -> reqwest::RequestBuilder {
+    match host {
+        Some(h) => req.header(reqwest::header::HOST, h),
+        None => req,
+    }
+}
+
+/// A request with a short timeout: (status, body) whole (the judge parses it; status
+/// keeps its first 512 characters), or why there was none.
+async fn ask(req: reqwest::RequestBuilder) -> std::result::Result<(u16, String), NoAnswer> {
+    let failed = |e: reqwest::Error| {
+        if e.is_connect() && !e.is_timeout() {
+            NoAnswer::Refused
+        } else {
+            NoAnswer::Other(e.to_string())
+        }
+    };
+    let resp = req
         .timeout(std::time::Duration::from_secs(3))
         .send()
         .await
-        .ok()?;
+        .map_err(failed)?;
     let code = resp.status().as_u16();
-    let body = resp.text().await.ok()?;
-    Some((code, body))
+    let body = resp.text().await.map_err(failed)?;
+    Ok((code, body))
 }
 
-/// GET with a short timeout: (status, body), or None when nothing answered.
-async fn get(ctx: &Context, url: &str, host: Option<&str>) -> Option<(u16, String)> {
-    let mut req = ctx.http.get(url).timeout(std::time::Duration::from_secs(3));
-    if let Some(h) = host {
-        req = req.header(reqwest::header::HOST, h);
-    }
-    let resp = req.send().await.ok()?;
-    let code = resp.status().as_u16();
-    let body = resp.text().await.ok()?;
-    // Whole: the judge parses it (status keeps its first 512 characters).
-    Some((code, body))
+/// A JSON-RPC 2.0 call by POST: (status, body), or None when nothing answered.
+async fn post(ctx: &Context, url: &str, method: &str, params: Value) -> Option<(u16, String)> {
+    ask(ctx.http.post(url).json(&rpc_call(method, params)))
+        .await
+        .ok()
+}
+
+/// GET: (status, body), or None when nothing answered.
+async fn get(ctx: &Context, url: &str, host_header: Option<&str>) -> Option<(u16, String)> {
+    ask(host(ctx.http.get(url), host_header)).await.ok()
 }
