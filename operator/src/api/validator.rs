@@ -372,9 +372,54 @@ mod tests {
             flag(&args, "--vote-account").as_deref(),
             Some("/etc/valtune/vote/keypair")
         );
+        // The RPC on the pod's IP (the node's, host network), not on every interface.
         assert_eq!(
             flag(&args, "--rpc-bind-address").as_deref(),
-            Some("0.0.0.0")
+            Some("$(POD_IP)")
+        );
+        let pod_ip = |c: &k8s_openapi::api::core::v1::Container| {
+            c.env.iter().flatten().any(|e| {
+                e.name == "POD_IP"
+                    && e.value_from
+                        .as_ref()
+                        .and_then(|f| f.field_ref.as_ref())
+                        .is_some_and(|f| f.field_path == "status.podIP")
+            })
+        };
+        assert!(pod_ip(&s.containers[0]), "{:?}", s.containers[0].env);
+        // Stopped as `agave-validator exit` stops it: SIGTERM would kill it on the spot.
+        let stop = s.containers[0]
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.pre_stop.as_ref())
+            .and_then(|h| h.exec.as_ref())
+            .and_then(|e| e.command.clone());
+        assert_eq!(
+            stop.unwrap(),
+            [
+                "agave-validator",
+                "--ledger",
+                "/mnt/ledger",
+                "exit",
+                "--force"
+            ]
+        );
+        // The exporter asks the RPC where it now listens.
+        let exporter = s
+            .init_containers
+            .iter()
+            .flatten()
+            .find(|c| c.name == "rpc-exporter")
+            .unwrap();
+        assert!(pod_ip(exporter));
+        assert!(
+            exporter
+                .args
+                .iter()
+                .flatten()
+                .any(|a| a == "-rpc-url=http://$(POD_IP):8899"),
+            "{:?}",
+            exporter.args
         );
         assert!(!args.contains(&"--no-voting".to_string()), "{args:?}");
         let inits: Vec<String> = s

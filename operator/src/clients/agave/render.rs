@@ -20,6 +20,10 @@ use crate::clients::{ClientPod, RenderError, RenderInput, ValidatorClient};
 const IDENTITY_DIR: &str = "/etc/valtune/identity";
 const VOTE_DIR: &str = "/etc/valtune/vote";
 
+/// The env var a Validator's containers read the pod's IP from (the downward API's
+/// `status.podIP`: the node's own address under host networking), for `$(POD_IP)`.
+const POD_IP_ENV: &str = "POD_IP";
+
 /// The metrics agent's budget of points a second (metrics/src/metrics.rs).
 const POINTS_BUDGET_ENV: &str = "SOLANA_METRICS_MAX_POINTS_PER_SECOND";
 
@@ -83,12 +87,15 @@ pub fn pod(
     let version = client.version(template);
     let (mut args, knob_env) = args::args(template, agave, version, |r| client.mount_path(r))?;
     let (key_mounts, key_volumes) = keys(&input.role, &mut args);
-    if let Lifecycle::LongRunning { .. } = input.lifecycle {
+    let long_running = matches!(input.lifecycle, Lifecycle::LongRunning { .. });
+    if long_running {
         // The operator reads getHealth and the restart window's figures from outside the
-        // pod: --private-rpc alone binds the RPC to 127.0.0.1 (--rpc-bind-address's
-        // default, validator/src/commands/run/args.rs). Still not advertised in gossip;
-        // the node's firewall keeps the port from the outside (docs/validators.md).
-        args.extend(["--rpc-bind-address".into(), "0.0.0.0".into()]);
+        // pod, at its IP: --private-rpc alone binds the RPC to 127.0.0.1
+        // (--rpc-bind-address's default; agave-validator 4.0.0 src/commands/run/args.rs,
+        // execute.rs). Bound to that one address, the node's own (host network), not to
+        // 0.0.0.0, which would open the RPC and its websocket on every interface of the
+        // node, a public one included. Still not advertised in gossip (docs/validators.md).
+        args.extend(["--rpc-bind-address".into(), format!("$({POD_IP_ENV})")]);
     }
     let image = image(&template.tuning, agave)?;
     let remote_write = input.remote_write.clone().ok_or_else(|| {
@@ -109,6 +116,9 @@ pub fn pod(
         ),
         env("RUST_LOG", &agave.log_filter),
     ];
+    if long_running {
+        validator_env.push(parts::field_env(POD_IP_ENV, "status.podIP"));
+    }
     // Room for every point the banking workers submit, or the agent drops the last of
     // each 10 s write, TPS included (points.rs). A value in template.env wins.
     if !template.env.iter().any(|e| e.name == POINTS_BUDGET_ENV) {
@@ -143,7 +153,7 @@ pub fn pod(
         // An unstaked, non-voting identity, made once per ledger volume.
         init.push(identity(&image, skeleton));
     }
-    init.extend(exporters(agave, &remote_write));
+    init.extend(exporters(agave, &remote_write, long_running));
     if bench {
         init.push(bench::sidecar(agave, &image, &skeleton.mounts));
     }
@@ -161,6 +171,9 @@ pub fn pod(
         termination_message_policy: Some("FallbackToLogsOnError".into()),
         ..Default::default()
     };
+    if long_running {
+        validator.lifecycle = Some(exit_before_stop());
+    }
     let mut volumes = vec![parts::empty_dir(parts::VMAGENT_VOLUME)];
     volumes.extend(key_volumes);
     let mut tweaks = Tweaks {
@@ -179,6 +192,32 @@ pub fn pod(
         tweaks,
         ..Default::default()
     })
+}
+
+/// A Validator's pod stops its validator as `agave-validator exit` does, before the
+/// kubelet's SIGTERM: agave-validator installs no SIGTERM handler (agave-validator and
+/// solana-core 4.0.0 register none; solana-core only SIGUSR1), so SIGTERM ends it on
+/// the spot and the grace period buys nothing. `exit` asks it over the admin RPC socket
+/// in the ledger (`<ledger>/admin.rpc`) to take a fastboot snapshot (up to 5 s), stop
+/// its services and wait for them, and waits until the process is gone
+/// (src/commands/exit/mod.rs, src/admin_rpc_service.rs `exit`). `--force`: the
+/// operator deletes the pod in the restart window it judged itself; a pod deleted by
+/// hand stops at once, as asked.
+fn exit_before_stop() -> k8s_openapi::api::core::v1::Lifecycle {
+    use k8s_openapi::api::core::v1::{ExecAction, LifecycleHandler};
+    k8s_openapi::api::core::v1::Lifecycle {
+        pre_stop: Some(LifecycleHandler {
+            exec: Some(ExecAction {
+                command: Some(
+                    [PROCESS_NAME, "--ledger", LEDGER_DIR, "exit", "--force"]
+                        .map(String::from)
+                        .to_vec(),
+                ),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
 }
 
 /// A Validator's keys from its Secrets: `--identity` is its identity keypair, and a
@@ -232,21 +271,31 @@ fn identity(image: &str, skeleton: &Skeleton) -> Container {
     }
 }
 
-/// The sidecars that carry Agave's metrics to Prometheus.
-fn exporters(agave: &AgaveSpec, remote_write: &str) -> Vec<Container> {
+/// The sidecars that carry Agave's metrics to Prometheus. A Validator's RPC is on the
+/// pod's IP, not on 127.0.0.1 (`pod`).
+fn exporters(agave: &AgaveSpec, remote_write: &str, rpc_on_pod_ip: bool) -> Vec<Container> {
     let x = &agave.exporters;
     let mut init = Vec::new();
+    let rpc_host = if rpc_on_pod_ip {
+        format!("$({POD_IP_ENV})")
+    } else {
+        "127.0.0.1".to_string()
+    };
     // Slot lag from getHealth (solana-exporter, light mode: the node's own figures).
-    init.push(sidecar(
+    let mut rpc_exporter = sidecar(
         "rpc-exporter",
         &x.rpc,
         vec![
-            format!("-rpc-url=http://127.0.0.1:{}", agave.rpc_port),
+            format!("-rpc-url=http://{rpc_host}:{}", agave.rpc_port),
             format!("-listen-address=:{}", x.rpc_port),
             "-light-mode".into(),
         ],
         vec![port(RPC_EXPORTER_PORT_NAME, x.rpc_port)],
-    ));
+    );
+    if rpc_on_pod_ip {
+        rpc_exporter.env = Some(vec![parts::field_env(POD_IP_ENV, "status.podIP")]);
+    }
+    init.push(rpc_exporter);
     // RSS, VSZ and page faults of the validator, read from the shared process namespace.
     init.push(sidecar(
         "process-exporter",
