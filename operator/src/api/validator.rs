@@ -71,6 +71,13 @@ pub const MAX_NAME_LEN: usize = 48;
     validation = Rule::new("!has(self.template.besu) || !has(self.identity) || !has(self.template.extraArgs) || !self.template.extraArgs.exists(a, a == '--node-private-key-file' || a.startsWith('--node-private-key-file='))")
         .message("template.extraArgs sets --node-private-key-file, which valtune already renders from identity (the node key mounted from identity.secretName), and Besu stops at an option given twice: remove it from extraArgs")
         .field_path(".template.extraArgs"),
+    // valtune renders these from identity, voteAccount and role (and binds the RPC for
+    // the operator); agave-validator exits on a flag given twice (clap 2.33: "was
+    // provided more than once"), and a --no-voting kept beside role: voting would run a
+    // staked validator that never votes.
+    validation = Rule::new("!has(self.template.agave) || !has(self.template.extraArgs) || !self.template.extraArgs.exists(a, a == '-i' || a in ['--identity', '--vote-account', '--no-voting', '--rpc-bind-address'] || a.startsWith('--identity=') || a.startsWith('--vote-account=') || a.startsWith('--rpc-bind-address='))")
+        .message("template.extraArgs sets --identity, --vote-account, --no-voting or --rpc-bind-address, which valtune renders for an Agave Validator from identity, voteAccount and role: remove it from extraArgs (agave-validator exits on a flag given twice, and a --no-voting beside role: voting would keep the validator from voting)")
+        .field_path(".template.extraArgs"),
     validation = Rule::new("!has(self.template.besu) || self.role != 'voting'")
         .message("Besu is an execution client: it does not vote, and valtune does not render a consensus validator client; use role: nonVoting")
         .field_path(".role"),

@@ -297,6 +297,18 @@ async fn bad_validators_are_refused_naming_the_field() {
                 "remove it from extraArgs",
             ),
             (
+                "--no-voting in extraArgs of an Agave Validator",
+                json!({"spec": {"template": {"besu": null, "agave": {"image": "anzaxyz/agave:v4.0.3"}, "extraArgs": ["--no-voting"]}}}),
+                "spec.template.extraArgs",
+                "which valtune renders for an Agave Validator",
+            ),
+            (
+                "--identity= in extraArgs of an Agave Validator",
+                json!({"spec": {"template": {"besu": null, "agave": {"image": "anzaxyz/agave:v4.0.3"}, "extraArgs": ["--identity=/mnt/ledger/id.json"]}}}),
+                "spec.template.extraArgs",
+                "which valtune renders for an Agave Validator",
+            ),
+            (
                 "fromExperiment without a name",
                 json!({"spec": {"tuning": {"fromExperiment": ""}}}),
                 "spec.tuning.fromExperiment",
