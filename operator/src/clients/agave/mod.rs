@@ -239,8 +239,9 @@ impl ValidatorClient for Agave {
     /// JSON-RPC `getHealth` on the RPC port, judged by its body: result `"ok"`, or the
     /// error `NodeUnhealthy` (-32005) with `numSlotsBehind` when behind and without it
     /// when it cannot tell (rpc/src/rpc.rs `get_health` over rpc/src/rpc_health.rs
-    /// `RpcHealthStatus::{Ok, Behind, Unknown}`, anza-xyz/agave read at f4064ee8; the
-    /// same at the v4.0.3 the examples pin). The HTTP code is 200 for all three.
+    /// `RpcHealthStatus::{Ok, Behind, Unknown}`; solana-rpc 4.0.0 from crates.io, tag
+    /// v4.0.0 (2a165e7a), L2835-2847, the newest of the 4.0 line published, and the
+    /// same answers on master). The HTTP code is 200 for all three.
     fn health(&self, t: &ValidatorTemplate) -> Option<HealthProbe> {
         let agave = t.client.agave.as_ref()?;
         Some(HealthProbe {

@@ -1,6 +1,6 @@
 //! Agave's restart window, as `agave-validator wait-for-restart-window` judges it
-//! (anza-xyz/agave validator/src/commands/wait_for_restart_window/mod.rs, read at commit
-//! 0379efd7), from the same RPC answers, but one look per pass of the operator instead
+//! (agave-validator 4.0.0 src/commands/wait_for_restart_window/mod.rs, crates.io, tag
+//! v4.0.0, 2a165e7a; the 4.0 line publishes no later one), from the same RPC answers, but one look per pass of the operator instead
 //! of a loop in the pod: what that loop keeps between looks (the snapshot seen when the
 //! window first opened, whether an incremental snapshot was seen) is kept in
 //! `status.pendingChange`. Pure: each rule is a row of the table test.
