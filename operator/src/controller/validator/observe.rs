@@ -43,6 +43,11 @@ pub struct Observed {
     /// The restart window's figures, read from the client when a change is pending and
     /// its window is computed from them (Agave), or why they could not be read.
     pub look: Option<Result<window::Look, String>>,
+    /// A nodeos producer's active schedule (its producer names), read when a change is
+    /// pending, or why it could not be read.
+    pub schedule: Option<Result<Vec<String>, String>>,
+    /// `spec.producerName`: the producer whose round a change waits for.
+    pub producer: Option<String>,
     /// `spec.tuning.fromExperiment`, resolved (what `rendered` runs) or refused.
     pub tuning: Tuned,
 }
@@ -104,6 +109,7 @@ pub fn input(v: &Validator, prometheus_url: Option<&str>) -> RenderInput {
     let keys = Keys {
         identity: v.spec.identity.as_ref().map(key),
         vote: v.spec.vote_account.as_ref().map(key),
+        producer: v.spec.producer_name.clone(),
     };
     let reference = v.controller_owner_ref(&());
     RenderInput {
@@ -218,6 +224,7 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
     let mut answer = None;
     let mut position = None;
     let mut look = None;
+    let mut schedule = None;
     if let Some(p) = &pod {
         let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
         let node_ready = match &node {
@@ -270,6 +277,20 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
                     Err(_) => {}
                 }
             }
+            if let (RestartWindow::ProducerRound { http_port }, Some(_)) =
+                (c.restart_window(t), &v.spec.producer_name)
+                && p.annotations().get(POD_HASH) != Some(&hash)
+            {
+                let url = format!("http://{ip}:{http_port}/v1/chain/get_producer_schedule");
+                schedule = Some(match get(ctx, &url, None).await {
+                    Some((200, body)) => super::round::active_producers(&body),
+                    Some((code, body)) => Err(format!(
+                        "get_producer_schedule: HTTP {code}: {}",
+                        body.chars().take(200).collect::<String>()
+                    )),
+                    None => Err(format!("get_producer_schedule: no answer from {url}")),
+                });
+            }
             if let Some(probe) = c.position(t) {
                 let url = format!("http://{ip}:{}{}", probe.port, probe.path);
                 position = get(ctx, &url, None)
@@ -304,6 +325,8 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
             .map(|c| c.restart_window(&v.spec.template))
             .unwrap_or(RestartWindow::Immediate),
         look,
+        schedule,
+        producer: v.spec.producer_name.clone(),
         tuning,
     })
 }
