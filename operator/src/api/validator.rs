@@ -431,7 +431,10 @@ mod tests {
     }
 
     fn example_at(file: &str) -> Validator {
-        let path = format!("{}/../manifests/validators/{file}", env!("CARGO_MANIFEST_DIR"));
+        let path = format!(
+            "{}/../manifests/validators/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        );
         let mut v: Validator =
             serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         v.metadata.namespace = Some("validators".into());
@@ -445,7 +448,9 @@ mod tests {
     fn the_frankendancer_example_runs_with_its_keys_and_an_rpc_the_operator_reaches() {
         let mut v = example_at("frankendancer.yaml");
         let render = |v: &Validator| {
-            let r = observe::render(v, Some("http://prometheus:9090")).0.unwrap();
+            let r = observe::render(v, Some("http://prometheus:9090"))
+                .0
+                .unwrap();
             let config = r.config_maps[0].data.clone().unwrap()["config.toml"].clone();
             let spec = r.pod.spec.unwrap();
             let script = spec.containers[0].args.clone().unwrap()[0].clone();
@@ -471,7 +476,10 @@ mod tests {
             .iter()
             .filter_map(|v| v.secret.clone()?.secret_name)
             .collect();
-        assert_eq!(secrets, vec!["fd-identity".to_string(), "fd-vote".to_string()]);
+        assert_eq!(
+            secrets,
+            vec!["fd-identity".to_string(), "fd-vote".to_string()]
+        );
         let keys = volumes.iter().find(|v| v.name == "fd-keys").unwrap();
         assert_eq!(
             keys.empty_dir.as_ref().unwrap().medium.as_deref(),
@@ -503,7 +511,10 @@ mod tests {
         let args = c.args.clone().unwrap();
         let at = args.iter().position(|a| a == "--producer-name").unwrap();
         assert_eq!(args[at + 1], "valtunelab11");
-        let at = args.iter().position(|a| a == "--signature-provider").unwrap();
+        let at = args
+            .iter()
+            .position(|a| a == "--signature-provider")
+            .unwrap();
         assert_eq!(args[at + 1], "$(NODEOS_SIGNATURE_PROVIDER)");
         let env = c
             .env
@@ -513,7 +524,10 @@ mod tests {
             .find(|e| e.name == "NODEOS_SIGNATURE_PROVIDER")
             .unwrap();
         let from = env.value_from.unwrap().secret_key_ref.unwrap();
-        assert_eq!((from.name.as_str(), from.key.as_str()), ("wax-producer", "signature-provider"));
+        assert_eq!(
+            (from.name.as_str(), from.key.as_str()),
+            ("wax-producer", "signature-provider")
+        );
         assert_eq!(env.value, None);
     }
 

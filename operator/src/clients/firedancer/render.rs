@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    AppArmorProfile, Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource,
-    EnvVar, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+    AppArmorProfile, Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar,
+    SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -21,11 +21,11 @@ use crate::api::firedancer::{
     Capability, FiredancerNetProvider, FiredancerSpec, FiredancerWorkload,
 };
 use crate::api::version::Version;
+use crate::clients::input::{Lifecycle, Role, SecretKey};
 use crate::clients::parts::{self, empty_dir, env, mount, port, sidecar};
 use crate::clients::pod::{
     PREFLIGHT_CONTAINER, Skeleton, Tweaks, config_map, preflight_head, sidecar_resources,
 };
-use crate::clients::input::{Lifecycle, Role, SecretKey};
 use crate::clients::{ClientPod, RenderError, RenderInput, ValidatorClient};
 
 /// A Validator's keys: its Secrets mounted read-only (root's, 0400), the copies the start
@@ -70,11 +70,21 @@ fn validator_keys(input: &RenderInput) -> Option<ValidatorKeys> {
     };
     let keys = input.role.keys();
     if let Some(id) = keys.and_then(|k| k.identity.as_ref()) {
-        k.files.identity = Some(add("identity", "/etc/valtune/identity", id, "identity.json"));
+        k.files.identity = Some(add(
+            "identity",
+            "/etc/valtune/identity",
+            id,
+            "identity.json",
+        ));
         k.copies.identity = true;
     }
     if let (Role::Voting(_), Some(vote)) = (&input.role, keys.and_then(|k| k.vote.as_ref())) {
-        k.files.vote_account = Some(add("vote-account", "/etc/valtune/vote", vote, "vote-account.json"));
+        k.files.vote_account = Some(add(
+            "vote-account",
+            "/etc/valtune/vote",
+            vote,
+            "vote-account.json",
+        ));
     }
     if !k.copies.copies.is_empty() {
         k.mounts.push(mount("fd-keys", start::KEYS_DIR, false));

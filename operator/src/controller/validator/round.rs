@@ -118,18 +118,72 @@ mod tests {
         // 21 producers: a cycle of 252 slots (126 s); bp3 (index 2) owns slots 24..36 of it.
         let base = 21 * 12 * 1_000_000;
         let rows: Vec<(&str, usize, &str, u64, Result<(), &str>)> = vec![
-            ("in its round, first block", 21, "bp3", 24, Err("producing its round (block 1 of 12")),
-            ("in its round, last block", 21, "bp3", 35, Err("block 12 of 12; it ends in 0.5 s")),
-            ("just after its round: the whole gap ahead", 21, "bp3", 36, Ok(())),
-            ("half the gap ahead: still open", 21, "bp3", 36 + 120, Ok(())),
-            ("less than half the gap ahead", 21, "bp3", 36 + 121, Err("next round starts in 59.5 s")),
-            ("just before its round", 21, "bp3", 23, Err("next round starts in 0.5 s")),
-            ("first in the schedule, after the wrap", 21, "bp1", 251, Err("next round starts in 0.5 s")),
-            ("first in the schedule, just after its round", 21, "bp1", 12, Ok(())),
+            (
+                "in its round, first block",
+                21,
+                "bp3",
+                24,
+                Err("producing its round (block 1 of 12"),
+            ),
+            (
+                "in its round, last block",
+                21,
+                "bp3",
+                35,
+                Err("block 12 of 12; it ends in 0.5 s"),
+            ),
+            (
+                "just after its round: the whole gap ahead",
+                21,
+                "bp3",
+                36,
+                Ok(()),
+            ),
+            (
+                "half the gap ahead: still open",
+                21,
+                "bp3",
+                36 + 120,
+                Ok(()),
+            ),
+            (
+                "less than half the gap ahead",
+                21,
+                "bp3",
+                36 + 121,
+                Err("next round starts in 59.5 s"),
+            ),
+            (
+                "just before its round",
+                21,
+                "bp3",
+                23,
+                Err("next round starts in 0.5 s"),
+            ),
+            (
+                "first in the schedule, after the wrap",
+                21,
+                "bp1",
+                251,
+                Err("next round starts in 0.5 s"),
+            ),
+            (
+                "first in the schedule, just after its round",
+                21,
+                "bp1",
+                12,
+                Ok(()),
+            ),
             ("not in the schedule", 21, "standby1", 30, Ok(())),
             ("the only producer", 1, "bp1", 5, Err("the only producer")),
             ("two producers: in the other's round", 2, "bp1", 12, Ok(())),
-            ("two producers: the other's round, late", 2, "bp1", 20, Err("next round starts in 2.0 s")),
+            (
+                "two producers: the other's round, late",
+                2,
+                "bp1",
+                20,
+                Err("next round starts in 2.0 s"),
+            ),
         ];
         for (what, n, who, offset, want) in rows {
             let v = judge(&schedule(n), who, at_slot(base + offset));

@@ -140,10 +140,9 @@ pub fn rpc(
         "getVersion" => Rpc::Result(json!({"solana-core": agave, "feature-set": 3_294_202_862u64})),
         "getIdentity" => Rpc::Result(json!({"identity": cluster.identity})),
         "getGenesisHash" => Rpc::Result(json!("5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d")),
-        "getVoteAccounts" => Rpc::Result(identity::vote_accounts(
-            &cluster.identity,
-            cluster.staked,
-        )),
+        "getVoteAccounts" => {
+            Rpc::Result(identity::vote_accounts(&cluster.identity, cluster.staked))
+        }
         "getLeaderSchedule" => Rpc::Result(identity::leader_schedule_answer(
             &cluster.identity,
             cluster.staked,

@@ -41,10 +41,26 @@ const GIB: f64 = (1u64 << 30) as f64;
 /// `--producer-name` is taken to be elected: its name replaces the one at the place it
 /// draws, as a voting Agave is taken to be staked.
 const PRODUCERS: [&str; 21] = [
-    "eosnationftw", "waxswedenorg", "alohaeosprod", "cryptolions1", "eosdacserver",
-    "blacklusionx", "guild.nefty", "amsterdamwax", "dapplicaprod", "waxhiveguild",
-    "blokcrafters", "bountyblokbp", "eosphereiobp", "nation.wax", "ledgerwiseio",
-    "sentnlagents", "waxdaobp1111", "guild.taco", "greeneosiobp", "3dkrenderwax",
+    "eosnationftw",
+    "waxswedenorg",
+    "alohaeosprod",
+    "cryptolions1",
+    "eosdacserver",
+    "blacklusionx",
+    "guild.nefty",
+    "amsterdamwax",
+    "dapplicaprod",
+    "waxhiveguild",
+    "blokcrafters",
+    "bountyblokbp",
+    "eosphereiobp",
+    "nation.wax",
+    "ledgerwiseio",
+    "sentnlagents",
+    "waxdaobp1111",
+    "guild.taco",
+    "greeneosiobp",
+    "3dkrenderwax",
     "liquidstudio",
 ];
 /// `config::producer_repetitions`, `config::block_interval_ms`, `block_timestamp_epoch`
