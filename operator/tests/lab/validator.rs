@@ -3,7 +3,9 @@
 //! does, Host allowlist included); a second Validator naming the same identity gets no
 //! pod and says which Validator holds it; an Agave Validator is Ready by its getHealth
 //! and replaces its pod only in its restart window (the simulated Agave has a leader
-//! schedule for its identity), never two pods of its identity at once; bad input is
+//! schedule for its identity), never two pods of its identity at once; so is a
+//! Frankendancer Validator (its Agave child's RPC, the same window); a nodeos Validator is
+//! Ready by its get_info, and as a producer restarts only after its round; bad input is
 //! refused naming the field.
 
 use std::time::Duration;
