@@ -117,7 +117,9 @@ mod tests {
     fn the_table() {
         // 21 producers: a cycle of 252 slots (126 s); bp3 (index 2) owns slots 24..36 of it.
         let base = 21 * 12 * 1_000_000;
-        let rows: Vec<(&str, usize, &str, u64, Result<(), &str>)> = vec![
+        // (what, producers, who, slot in the cycle, open or a part of the reason).
+        type Row<'a> = (&'a str, usize, &'a str, u64, Result<(), &'a str>);
+        let rows: Vec<Row> = vec![
             (
                 "in its round, first block",
                 21,

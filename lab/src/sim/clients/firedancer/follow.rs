@@ -182,6 +182,37 @@ pub fn datapoints(m: &AgaveModel, scale: f64, step: f64, t0: f64, t1: f64) -> Ve
 mod tests {
     use super::*;
 
+    /// The identity is the keypair the start script copied to `identity_path`; a vote
+    /// account makes it staked, so it leads slots; a trial's unreadable identity is the
+    /// lab's.
+    #[test]
+    fn a_validators_identity_is_read_from_its_copied_keypair() {
+        let keypair: Vec<u8> = (0..64u8).collect();
+        let text = serde_json::to_string(&keypair).unwrap();
+        let written =
+            BTreeMap::from([("/run/valtune/keys/identity.json".to_string(), text.clone())]);
+        let config = super::super::toml::parse(
+            "[consensus]\nidentity_path = \"/run/valtune/keys/identity.json\"\nvote_account_path = \"/run/valtune/keys/vote-account.json\"\n",
+        )
+        .unwrap();
+        let c = Cluster::of(&Cfg(&config), &written).unwrap();
+        assert_eq!(c.identity, identity::pubkey_of_keypair(&text).unwrap());
+        assert!(c.staked);
+        let schedule = identity::leader_schedule_answer(&c.identity, c.staked, 1_000, &Value::Null);
+        assert!(!schedule[&c.identity].as_array().unwrap().is_empty());
+        let trial = super::super::toml::parse(
+            "[consensus]\nidentity_path = \"/var/lib/firedancer/identity.json\"\n",
+        )
+        .unwrap();
+        let c = Cluster::of(&Cfg(&trial), &written).unwrap();
+        assert_eq!((c.identity.as_str(), c.staked), (LAB_IDENTITY, false));
+        let bad = BTreeMap::from([(
+            "/run/valtune/keys/identity.json".to_string(),
+            "x".to_string(),
+        )]);
+        assert!(Cluster::of(&Cfg(&config), &bad).is_err());
+    }
+
     #[test]
     fn the_reporting_config_needs_all_four_keys() {
         let s = sink("host=http://127.0.0.1:8429,db=frankendancer,u=valtune,p=valtune")

@@ -410,3 +410,26 @@ fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod schedule_tests {
+    use super::*;
+
+    /// A producer is elected in the place its name draws; each producer's round is 12
+    /// slots of 500 ms, in the schedule's order.
+    #[test]
+    fn a_producer_is_elected_and_produces_its_round() {
+        let own = vec!["valtunelab11".to_string()];
+        let s = schedule(&own);
+        assert_eq!(s.len(), 21);
+        let at = s.iter().position(|p| p == "valtunelab11").unwrap();
+        assert_eq!(schedule(&[]).len(), 21);
+        // The first slot of its round in some cycle, and the 12 that follow.
+        let slot = 1_000 * 252 + at as i64 * 12;
+        let t = |slot: i64| jiff::Timestamp::from_millisecond(EPOCH_MS + slot * BLOCK_MS).unwrap();
+        for k in 0..12 {
+            assert_eq!(scheduled(&s, t(slot + k)), "valtunelab11");
+        }
+        assert_ne!(scheduled(&s, t(slot + 12)), "valtunelab11");
+    }
+}
