@@ -41,7 +41,7 @@ pub struct Observed {
     pub position: Option<(i64, i64)>,
     pub window: RestartWindow,
     /// The restart window's figures, read from the client when a change is pending and
-    /// its window is computed from them (Agave), or why they could not be read.
+    /// its window is computed from them (Agave, Frankendancer), or why they could not be read.
     pub look: Option<Result<window::Look, String>>,
     /// A nodeos producer's active schedule (its producer names), read when a change is
     /// pending, or why it could not be read.
