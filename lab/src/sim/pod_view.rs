@@ -249,6 +249,18 @@ impl PodView {
             .collect()
     }
 
+    /// The files of a ConfigMap or Secret volume (key: content), if it is one.
+    pub fn volume_files(
+        &self,
+        v: &k8s_openapi::api::core::v1::Volume,
+    ) -> Option<&BTreeMap<String, String>> {
+        if let Some(cm) = &v.config_map {
+            self.config_maps.get(&cm.name)
+        } else {
+            self.secrets.get(v.secret.as_ref()?.secret_name.as_ref()?)
+        }
+    }
+
     /// The content of a file mounted into the container from a ConfigMap or Secret.
     pub fn file(&self, c: &Container, path: &str) -> Option<String> {
         let volumes = self.pod.spec.as_ref()?.volumes.as_ref()?;

@@ -45,26 +45,43 @@ pub const MAX_NAME_LEN: usize = 48;
     validation = Rule::new("self.role != 'standby' || has(self.identity)")
         .message("a standby needs an identity of its own (an unstaked keypair): set identity.secretName; it must never run with the voting identity it stands by for")
         .field_path(".identity"),
-    validation = Rule::new("self.role != 'voting' || (has(self.identity) && has(self.voteAccount))")
+    validation = Rule::new("self.role != 'voting' || has(self.template.nodeos) || (has(self.identity) && has(self.voteAccount))")
         .message("a voting validator needs its identity and its vote account: set identity.secretName and voteAccount.secretName")
         .field_path(".voteAccount"),
-    validation = Rule::new("self.role == 'voting' || !has(self.voteAccount)")
-        .message("only a voting validator uses a vote account: remove voteAccount, or set role: voting")
+    validation = Rule::new("(self.role == 'voting' && !has(self.template.nodeos)) || !has(self.voteAccount)")
+        .message("only a voting Agave or Frankendancer validator uses a vote account (a nodeos producer signs with its identity's signature provider): remove voteAccount, or set role: voting")
         .field_path(".voteAccount"),
+    validation = Rule::new("!has(self.producerName) || (has(self.template.nodeos) && self.role == 'voting')")
+        .message("producerName is a nodeos producer's account (nodeos --producer-name): set role: voting with template.nodeos, or remove producerName")
+        .field_path(".producerName"),
+    validation = Rule::new("!has(self.template.nodeos) || self.role != 'voting' || (has(self.producerName) && has(self.identity))")
+        .message("a producing nodeos needs its producer account and its key: set producerName and identity.secretName (a Secret whose key holds nodeos' signature provider, <public-key>=KEY:<private-key>)")
+        .field_path(".producerName"),
     validation = Rule::new("has(self.template.resources.memory)")
         .message("no memory given: set template.resources.memory")
         .field_path(".template.resources.memory"),
-    validation = Rule::new("!has(self.template.firedancer)")
-        .message("this version of valtune runs Validators of Besu, Agave and nodeos only (Firedancer needs its keys, RPC and restart window wired first: docs/validators.md); run it as an experiment")
-        .field_path(".template"),
-    validation = Rule::new("!has(self.template.nodeos) || self.role == 'nonVoting'")
-        .message("a nodeos Validator is a non-producing node: valtune does not compute a producer's round to restart after it, nor swap a producer's key; use role: nonVoting")
+    // Full Firedancer's rpc tile listens on 127.0.0.1 only (`[tiles.rpc] rpc_listen_address`),
+    // so the operator cannot read its health; its vote and tower tiles are not wired.
+    validation = Rule::new("!has(self.template.firedancer) || self.template.firedancer.flavor != 'firedancer'")
+        .message("valtune runs Frankendancer Validators (fdctl, v0.x) only: full Firedancer's RPC and voting are not wired (docs/validators.md); use flavor: frankendancer with a v0.x image, or run full Firedancer as an experiment")
+        .field_path(".template.firedancer.flavor"),
+    validation = Rule::new("!has(self.template.firedancer) || self.template.firedancer.workload != 'bench'")
+        .message("a Validator follows its cluster: the bench workload is a private cluster of one for experiments; remove template.firedancer.workload")
+        .field_path(".template.firedancer.workload"),
+    validation = Rule::new("!has(self.template.firedancer) || !has(self.template.firedancer.config) || !self.template.firedancer.config.exists(k, k in ['rpc.bind_address', 'consensus.vote_account_path', 'consensus.authorized_voter_paths'])")
+        .message("a Frankendancer Validator's rpc.bind_address (0.0.0.0, so the operator reads getHealth), consensus.vote_account_path (from voteAccount) and authorized_voter_paths (its identity votes) are valtune's: remove them from template.firedancer.config")
+        .field_path(".template.firedancer.config"),
+    validation = Rule::new("!has(self.template.nodeos) || ((!has(self.template.nodeos.config) || !self.template.nodeos.config.exists(k, k in ['producer-name', 'signature-provider'])) && (!has(self.template.extraArgs) || !self.template.extraArgs.exists(a, a.startsWith('--producer-name') || a.startsWith('--signature-provider') || a == '-p')))")
+        .message("a nodeos Validator's producer-name and signature-provider come from producerName and identity (the key stays in its Secret, out of a ConfigMap): remove them from template.nodeos.config and template.extraArgs")
+        .field_path(".template.nodeos.config"),
+    validation = Rule::new("!has(self.template.nodeos) || self.role != 'standby'")
+        .message("a nodeos Validator is a non-producing node (role: nonVoting) or a producer (role: voting); valtune has no nodeos standby to swap a producer's key to: use one of those")
         .field_path(".role"),
     validation = Rule::new("!has(self.template.agave) || !has(self.template.agave.workload) || self.template.agave.workload != 'bench'")
         .message("a Validator follows its cluster: the bench workload is a private cluster of one for experiments; remove template.agave.workload")
         .field_path(".template.agave.workload"),
-    validation = Rule::new("!has(self.restartWindow) || has(self.template.agave) || (!has(self.restartWindow.minIdleTime) && !has(self.restartWindow.skipNewSnapshotCheck) && !has(self.restartWindow.maxDelinquentStake))")
-        .message("minIdleTime, skipNewSnapshotCheck and maxDelinquentStake are the options of Agave's wait-for-restart-window: remove them for this client")
+    validation = Rule::new("!has(self.restartWindow) || has(self.template.agave) || has(self.template.firedancer) || (!has(self.restartWindow.minIdleTime) && !has(self.restartWindow.skipNewSnapshotCheck) && !has(self.restartWindow.maxDelinquentStake))")
+        .message("minIdleTime, skipNewSnapshotCheck and maxDelinquentStake are the options of Agave's wait-for-restart-window (Agave and Frankendancer): remove them for this client")
         .field_path(".restartWindow"),
     // Besu aborts on a single-valued option given twice ("Option '...' should be
     // specified only once": BesuCommand.java L1037-1051 @25.12.0).
@@ -95,12 +112,18 @@ pub struct ValidatorSpec {
     pub role: ValidatorRole,
     /// The validator's identity keypair. One Validator at a time holds an identity (a
     /// Lease per identity Secret); the client uses it as its identity (Agave's
-    /// `--identity`; Besu's node key, `--node-private-key-file`).
+    /// `--identity`; Frankendancer's `[consensus] identity_path`; Besu's node key,
+    /// `--node-private-key-file`; a nodeos producer's `signature-provider`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<KeyRef>,
-    /// The vote account keypair (voting only).
+    /// The vote account keypair (a voting Agave or Frankendancer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vote_account: Option<KeyRef>,
+    /// A producing nodeos' producer account (`--producer-name`); its key is `identity`'s
+    /// signature provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 12), regex(pattern = r"^[a-z1-5.]{1,12}$"))]
+    pub producer_name: Option<String>,
     /// When a change of the pod may replace the running one (the client's restart window).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_window: Option<RestartWindowSpec>,
@@ -457,6 +480,107 @@ mod tests {
             flag(&args, "--identity").as_deref(),
             Some("/etc/valtune/identity/keypair")
         );
+    }
+
+    fn example_at(file: &str) -> Validator {
+        let path = format!(
+            "{}/../manifests/validators/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let mut v: Validator =
+            serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        v.metadata.namespace = Some("validators".into());
+        v
+    }
+
+    /// The Frankendancer example votes with its keys copied from its Secrets for fdctl's
+    /// user, its RPC open to the operator; nonVoting keeps the identity, without a vote
+    /// account; neither makes a throwaway identity.
+    #[test]
+    fn the_frankendancer_example_runs_with_its_keys_and_an_rpc_the_operator_reaches() {
+        let mut v = example_at("frankendancer.yaml");
+        let render = |v: &Validator| {
+            let r = observe::render(v, Some("http://prometheus:9090"))
+                .0
+                .unwrap();
+            let config = r.config_maps[0].data.clone().unwrap()["config.toml"].clone();
+            let spec = r.pod.spec.unwrap();
+            let script = spec.containers[0].args.clone().unwrap()[0].clone();
+            (config, script, spec)
+        };
+        let (config, script, spec) = render(&v);
+        for part in [
+            "identity_path = \"/run/valtune/keys/identity.json\"",
+            "vote_account_path = \"/run/valtune/keys/vote-account.json\"",
+            "bind_address = \"0.0.0.0\"",
+        ] {
+            assert!(config.contains(part), "{part}: {config}");
+        }
+        assert!(
+            script.contains(
+                "(umask 077; cat \"$root/etc/valtune/identity/keypair\" > \"$root/run/valtune/keys/identity.json\")"
+            ) && script.contains("/etc/valtune/vote/keypair"),
+            "{script}"
+        );
+        assert!(!script.contains("keys new"), "{script}");
+        let volumes = spec.volumes.unwrap();
+        let secrets: Vec<String> = volumes
+            .iter()
+            .filter_map(|v| v.secret.clone()?.secret_name)
+            .collect();
+        assert_eq!(
+            secrets,
+            vec!["fd-identity".to_string(), "fd-vote".to_string()]
+        );
+        let keys = volumes.iter().find(|v| v.name == "fd-keys").unwrap();
+        assert_eq!(
+            keys.empty_dir.as_ref().unwrap().medium.as_deref(),
+            Some("Memory")
+        );
+        assert!(spec.containers.iter().all(|c| c.liveness_probe.is_none()));
+
+        v.spec.role = ValidatorRole::NonVoting;
+        v.spec.vote_account = None;
+        let (config, script, _) = render(&v);
+        assert!(!config.contains("vote_account_path"), "{config}");
+        assert!(config.contains("identity_path = \"/run/valtune/keys/identity.json\""));
+        assert!(!script.contains("/etc/valtune/vote"), "{script}");
+    }
+
+    /// A producing nodeos: its producer name, and its signature provider from the
+    /// identity Secret through the env, never in the pod object.
+    #[test]
+    fn a_producing_nodeos_signs_with_its_secret() {
+        let mut v = example_at("nodeos.yaml");
+        v.spec.role = ValidatorRole::Voting;
+        v.spec.producer_name = Some("valtunelab11".into());
+        v.spec.identity = Some(KeyRef {
+            secret_name: "wax-producer".into(),
+            key: "signature-provider".into(),
+        });
+        let r = observe::render(&v, None).0.unwrap();
+        let c = &r.pod.spec.unwrap().containers[0];
+        let args = c.args.clone().unwrap();
+        let at = args.iter().position(|a| a == "--producer-name").unwrap();
+        assert_eq!(args[at + 1], "valtunelab11");
+        let at = args
+            .iter()
+            .position(|a| a == "--signature-provider")
+            .unwrap();
+        assert_eq!(args[at + 1], "$(NODEOS_SIGNATURE_PROVIDER)");
+        let env = c
+            .env
+            .clone()
+            .unwrap()
+            .into_iter()
+            .find(|e| e.name == "NODEOS_SIGNATURE_PROVIDER")
+            .unwrap();
+        let from = env.value_from.unwrap().secret_key_ref.unwrap();
+        assert_eq!(
+            (from.name.as_str(), from.key.as_str()),
+            ("wax-producer", "signature-provider")
+        );
+        assert_eq!(env.value, None);
     }
 
     #[test]

@@ -72,6 +72,10 @@ pub enum RestartWindow {
     /// minimum idle time, a new snapshot, delinquent stake below its bound, checked over
     /// the validator's JSON-RPC on this port (controller/validator/window.rs).
     LeaderSchedule { rpc_port: i32 },
+    /// A nodeos producer's: after its round of the active schedule, read from
+    /// `/v1/chain/get_producer_schedule` on this port (controller/validator/round.rs); a
+    /// Validator without a producer name restarts at once.
+    ProducerRound { http_port: i32 },
 }
 
 #[cfg(test)]

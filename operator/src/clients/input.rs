@@ -61,6 +61,9 @@ impl Role {
 pub struct Keys {
     pub identity: Option<SecretKey>,
     pub vote: Option<SecretKey>,
+    /// A nodeos producer's account (`--producer-name`); `identity` holds its signature
+    /// provider.
+    pub producer: Option<String>,
 }
 
 /// One key of one Secret of the owner's namespace.

@@ -186,6 +186,17 @@ pub struct Inputs<'a> {
     pub volumes: Vec<(VolumeRole, String)>,
     /// Where the Agave child pushes its datapoints (a follower's vmagent), if anywhere.
     pub datapoints_port: Option<i32>,
+    /// A Validator's: its key files and an RPC the operator reaches; None for a trial.
+    pub validator: Option<KeyFiles>,
+}
+
+/// A Frankendancer Validator's key files, where the start script copies them from its
+/// Secrets ([`super::start`]): `[consensus] identity_path` and, voting,
+/// `vote_account_path` (the identity is the authorized voter: no `authorized_voter_paths`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct KeyFiles {
+    pub identity: Option<String>,
+    pub vote_account: Option<String>,
 }
 
 /// Every configured tile count, the spec's and the tuned ones, under its version's key
@@ -281,7 +292,14 @@ fn follower(c: &mut Config, i: &Inputs) {
     k.extend(s.known_validators.iter().cloned());
     c.set("gossip.entrypoints", Value::Strs(e));
     c.set("consensus.known_validators", Value::Strs(k));
-    c.set("consensus.identity_path", Value::Str(identity_path()));
+    let keys = i.validator.clone().unwrap_or_default();
+    c.set(
+        "consensus.identity_path",
+        Value::Str(keys.identity.unwrap_or_else(identity_path)),
+    );
+    if let Some(vote) = keys.vote_account {
+        c.set("consensus.vote_account_path", Value::Str(vote));
+    }
     let genesis = s.expected_genesis_hash.clone().unwrap_or(genesis.into());
     if !genesis.is_empty() {
         c.set("consensus.expected_genesis_hash", Value::Str(genesis));
@@ -293,6 +311,13 @@ fn follower(c: &mut Config, i: &Inputs) {
     c.set("rpc.private", Value::Bool(true));
     // Snapshots from any peer (only known validators often stalls the download).
     c.set("rpc.only_known", Value::Bool(false));
+    if i.validator.is_some() {
+        // The operator reads getHealth and the restart window's figures from outside the
+        // pod; with `private` the Agave child binds 127.0.0.1 unless told otherwise
+        // (default.toml [rpc] bind_address, passed as --rpc-bind-address by
+        // src/app/fdctl/commands/run_agave.c @v0.1106.40201, the same from v0.501.20212).
+        c.set("rpc.bind_address", Value::Str("0.0.0.0".into()));
+    }
     if let Some(port) = i.datapoints_port {
         c.set(
             "reporting.solana_metrics_config",

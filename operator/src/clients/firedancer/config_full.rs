@@ -110,6 +110,7 @@ mod tests {
             version: Some(v),
             volumes: volumes.iter().map(|(r, p)| (*r, p.to_string())).collect(),
             datapoints_port: None,
+            validator: None,
         })
         .unwrap()
         .render("")

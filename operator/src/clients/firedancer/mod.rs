@@ -20,6 +20,7 @@ mod versions;
 
 use kube::core::Rule;
 
+use super::health::{HealthProbe, RestartWindow};
 use super::knobs::KnobTable;
 use super::pod::Skeleton;
 use super::profile::{Layout, MetricProfile, Objective};
@@ -82,6 +83,38 @@ impl ValidatorClient for Firedancer {
             )
         })?;
         render::pod(self, input, spec, version, skeleton)
+    }
+
+    /// A Frankendancer follower serves the Agave RPC of its Agave child (`[rpc] port`):
+    /// `getHealth` judged by its body as Agave's ([`crate::clients::agave::get_health`]).
+    /// Not `fdctl ready`: it joins the tiles' shared memory from inside the container,
+    /// blocks until every tile but the Agave child's is running, and says nothing of the
+    /// chain (src/app/shared/commands/ready.c @v0.1106.40201). Full Firedancer's rpc tile
+    /// listens on 127.0.0.1 only (refused as a Validator).
+    fn health(&self, t: &ValidatorTemplate) -> Option<HealthProbe> {
+        let f = t.client.firedancer.as_ref()?;
+        (f.workload == FiredancerWorkload::Follow && !layout::full(f)).then(|| HealthProbe {
+            port: f.rpc_port,
+            path: "/".into(),
+            host: None,
+            rpc_method: Some("getHealth"),
+            judge: crate::clients::agave::get_health,
+            position: None,
+        })
+    }
+
+    /// fdctl has no `wait-for-restart-window` (src/app/fdctl/main.c ACTIONS @v0.1106.40201;
+    /// firedancer-io/firedancer#10617 asks for one "matching Agave's semantics"): its Agave
+    /// child serves the same RPC methods, so the operator applies Agave's checks there.
+    fn restart_window(&self, t: &ValidatorTemplate) -> RestartWindow {
+        match t.client.firedancer.as_ref() {
+            Some(f) if !layout::full(f) => RestartWindow::LeaderSchedule {
+                rpc_port: f.rpc_port,
+            },
+            _ => RestartWindow::NotImplemented(
+                "valtune computes no restart window for full Firedancer",
+            ),
+        }
     }
 
     fn profile(&self, t: &ValidatorTemplate) -> MetricProfile {

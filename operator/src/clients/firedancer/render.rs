@@ -8,11 +8,12 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    AppArmorProfile, Capabilities, ConfigMapVolumeSource, Container, EnvVar, SecurityContext,
-    Volume,
+    AppArmorProfile, Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar,
+    SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::config::{self, Inputs, RUN_DIR, SCRATCH_DIR, TEMPLATE_DIR, TEMPLATE_FILE};
+use super::config::{self, Inputs, KeyFiles, RUN_DIR, SCRATCH_DIR, TEMPLATE_DIR, TEMPLATE_FILE};
 use super::layout::{self, Needs};
 use super::profile::{METRICS_PORT_NAME, RPC_EXPORTER_PORT_NAME};
 use super::{VALIDATOR_CONTAINER, start};
@@ -20,11 +21,84 @@ use crate::api::firedancer::{
     Capability, FiredancerNetProvider, FiredancerSpec, FiredancerWorkload,
 };
 use crate::api::version::Version;
+use crate::clients::input::{Lifecycle, Role, SecretKey};
 use crate::clients::parts::{self, empty_dir, env, mount, port, sidecar};
 use crate::clients::pod::{
     PREFLIGHT_CONTAINER, Skeleton, Tweaks, config_map, preflight_head, sidecar_resources,
 };
 use crate::clients::{ClientPod, RenderError, RenderInput, ValidatorClient};
+
+/// A Validator's keys: its Secrets mounted read-only (root's, 0400), the copies the start
+/// script makes for fdctl's user in a Memory emptyDir, and the config's paths to them.
+struct ValidatorKeys {
+    files: KeyFiles,
+    copies: start::Keys,
+    mounts: Vec<VolumeMount>,
+    volumes: Vec<Volume>,
+}
+
+/// None for a trial (an observer with a throwaway identity). A voting Validator adds its
+/// vote account (`[consensus] vote_account_path`: "If no voting account is provided,
+/// voting will be disabled", default.toml @v0.1106.40201); nonVoting and standby run
+/// their identity without one.
+fn validator_keys(input: &RenderInput) -> Option<ValidatorKeys> {
+    if !matches!(input.lifecycle, Lifecycle::LongRunning { .. }) {
+        return None;
+    }
+    let mut k = ValidatorKeys {
+        files: KeyFiles::default(),
+        copies: start::Keys::default(),
+        mounts: Vec::new(),
+        volumes: Vec::new(),
+    };
+    let mut add = |name: &str, dir: &str, key: &SecretKey, file: &str| {
+        k.mounts.push(mount(name, dir, true));
+        k.volumes.push(Volume {
+            name: name.into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(key.secret.clone()),
+                default_mode: Some(0o400),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let to = format!("{}/{file}", start::KEYS_DIR);
+        k.copies
+            .copies
+            .push((format!("{dir}/{}", key.key), to.clone()));
+        to
+    };
+    let keys = input.role.keys();
+    if let Some(id) = keys.and_then(|k| k.identity.as_ref()) {
+        k.files.identity = Some(add(
+            "identity",
+            "/etc/valtune/identity",
+            id,
+            "identity.json",
+        ));
+        k.copies.identity = true;
+    }
+    if let (Role::Voting(_), Some(vote)) = (&input.role, keys.and_then(|k| k.vote.as_ref())) {
+        k.files.vote_account = Some(add(
+            "vote-account",
+            "/etc/valtune/vote",
+            vote,
+            "vote-account.json",
+        ));
+    }
+    if !k.copies.copies.is_empty() {
+        k.mounts.push(mount("fd-keys", start::KEYS_DIR, false));
+        k.volumes.push(Volume {
+            name: "fd-keys".into(),
+            empty_dir: Some(EmptyDirVolumeSource {
+                medium: Some("Memory".into()),
+                size_limit: Some(Quantity("1Mi".into())),
+            }),
+            ..Default::default()
+        });
+    }
+    Some(k)
+}
 
 /// What fdctl run checks of the node (shared/commands/configure/sysctl.c @v0.1106.40201:
 /// the ENFORCE_MINIMUM params, the socket provider's buffer sizes, default 134217728 in
@@ -102,12 +176,14 @@ pub fn pod(
         .iter()
         .map(|v| (v.role, client.mount_path(v.role)))
         .collect();
+    let keys = validator_keys(input);
     let cfg = config::config(&Inputs {
         spec,
         tuning: &t.tuning,
         version: Some(version),
         volumes: volumes.clone(),
         datapoints_port: follow.then_some(x.datapoints_port),
+        validator: keys.as_ref().map(|k| k.files.clone()),
     })?;
     let header = format!(
         "# Written by valtune for trial {} (firedancer-io/firedancer {version}). The @...@\n# affinity placeholders are filled in from the container's cpuset at start.\n",
@@ -130,6 +206,7 @@ pub fn pod(
         t.resources.cpu,
         &spec.user,
         &dirs,
+        keys.as_ref().map(|k| &k.copies),
     );
 
     // A follower's gossip, turbine and repair ports (and Agave's start-up port check) must
@@ -203,6 +280,10 @@ pub fn pod(
         mount("fd-run", RUN_DIR, false),
         mount("fd-scratch", SCRATCH_DIR, false),
     ]);
+    if let Some(k) = keys {
+        mounts.extend(k.mounts);
+        pod_volumes.extend(k.volumes);
+    }
     let mut validator_env: Vec<EnvVar> = Vec::new();
     let applied = crate::clients::knobs::apply(client.knobs(), &t.tuning, Some(version))?;
     validator_env.extend(applied.env.iter().map(|(k, v)| env(k, v)));

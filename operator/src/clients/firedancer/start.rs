@@ -87,7 +87,37 @@ pub fn command(full: bool, workload: FiredancerWorkload) -> String {
     }
 }
 
-/// The script, for a trial needing `needs` on `cpu` cores.
+/// Where a Validator's keys are copied for fdctl's user (an emptyDir of medium Memory:
+/// the keys stay off the node's disks).
+pub const KEYS_DIR: &str = "/run/valtune/keys";
+
+/// A Validator's key files: each (Secret file, copy) the script makes, and whether one is
+/// the identity (then no throwaway identity is made).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Keys {
+    pub copies: Vec<(String, String)>,
+    pub identity: bool,
+}
+
+/// Copies each Secret's key for `user`: a Secret's files are root's (mode 0400), and the
+/// Agave child, which reads `--identity` and `--vote-account`, runs as the user fdctl
+/// drops to (`fd_topo_run_single_process(..., config->uid, config->gid, ...)`,
+/// src/app/fdctl/commands/run_agave.c @v0.1106.40201). `FD_ROOT` prefixes the paths (the
+/// lab runs the script against files of its own); a missing key stops the script
+/// (`set -e`) with cat's message.
+fn copy_keys(keys: &Keys) -> String {
+    let mut s = String::from(
+        "# The Validator's keys, from its Secrets, readable by the user only.\nroot=${FD_ROOT:-}\n",
+    );
+    for (from, to) in &keys.copies {
+        s.push_str(&format!(
+            "(umask 077; cat \"$root{from}\" > \"$root{to}\")\nchown \"$user\" \"$root{to}\"\n"
+        ));
+    }
+    s
+}
+
+/// The script, for a trial needing `needs` on `cpu` cores (a Validator's with its `keys`).
 pub fn script(
     full: bool,
     workload: FiredancerWorkload,
@@ -95,6 +125,7 @@ pub fn script(
     cpu: i32,
     user: &str,
     dirs: &[String],
+    keys: Option<&Keys>,
 ) -> String {
     let (program, dev) = programs(full);
     let say = if full {
@@ -125,11 +156,19 @@ pub fn script(
             } else {
                 "hugetlbfs"
             };
-            s.push_str(&format!(
-                r#"# An unstaked identity: a trial never votes (no vote account in the config).
+            if let Some(k) = keys {
+                s.push_str(&copy_keys(k));
+            }
+            if !keys.is_some_and(|k| k.identity) {
+                s.push_str(&format!(
+                    r#"# An unstaked identity: a trial never votes (no vote account in the config).
 if [ ! -f {id} ]; then {program} keys new {id} --config "$config"; fi
 chown "$user" {id}
-# {program} run accepts only hugetlbfs mounts it made (device none, owned by the user, mode
+"#
+                ));
+            }
+            s.push_str(&format!(
+                r#"# {program} run accepts only hugetlbfs mounts it made (device none, owned by the user, mode
 # 0700; shared/commands/configure/hugetlbfs.c check): this replaces the kubelet's
 # hugepages mounts under {HUGETLBFS} with such mounts, drawing on the same pages.
 {program} configure init {stages} --config "$config"
@@ -232,6 +271,7 @@ mod tests {
             10,
             "firedancer",
             &["/var/lib/firedancer".into()],
+            None,
         );
         let (code, config, calls, _) = run(&s, "2-7,10-13\n", true);
         assert_eq!(code, 0);
@@ -258,6 +298,7 @@ mod tests {
             4,
             "firedancer",
             &["/d".into()],
+            None,
         );
         let (code, config, calls, _) = run(&s, "0-3", true);
         assert_eq!(code, 0);
@@ -286,6 +327,7 @@ mod tests {
             4,
             "firedancer",
             &["/d".into()],
+            None,
         );
         let (code, config, calls, err) = run(&s, "0-3", true);
         assert_eq!(code, 0, "{err}");
@@ -311,6 +353,7 @@ mod tests {
             6,
             "firedancer",
             &["/d".into()],
+            None,
         );
         let (_, _, calls, _) = run(&s, "0-5", true);
         assert!(calls.contains("firedancer-dev bench --config "), "{calls}");
@@ -326,6 +369,7 @@ mod tests {
             4,
             "firedancer",
             &["/d".into()],
+            None,
         );
         let (code, config, _, _) = run(&s, "8-11", true);
         assert_eq!(code, 0);
@@ -344,6 +388,7 @@ mod tests {
             3,
             "firedancer",
             &["/d".into()],
+            None,
         );
         let (code, config, _, err) = run(&s, "0-63", true);
         assert_eq!(code, 0);
@@ -363,6 +408,7 @@ mod tests {
             4,
             "fd",
             &["/d".into()],
+            None,
         );
         let (code, _, calls, err) = run(&s, "0-3", false);
         assert_eq!(code, 1);

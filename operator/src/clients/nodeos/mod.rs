@@ -119,10 +119,14 @@ pub fn get_info_health(code: u16, body: &str) -> crate::clients::health::Health 
     }
 }
 
-/// (head block, blocks behind) from get_info: the head's age in 500 ms blocks.
+/// (head block, head - LIB) from get_info: the blocks not yet irreversible
+/// (`last_irreversible_block_num`), which grows when finality stalls (about 325 under
+/// leap's DPoS, two or three under spring's Savanna). The head's age is Ready's.
 fn get_info_position(body: &str) -> Option<(i64, i64)> {
-    let (head, age) = head_and_age(body, jiff::Timestamp::now())?;
-    Some((head, (age * profile::BLOCKS_PER_SECOND).floor() as i64))
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    let head = v["head_block_num"].as_i64()?;
+    let lib = v["last_irreversible_block_num"].as_i64()?;
+    Some((head, (head - lib).max(0)))
 }
 
 impl ValidatorClient for Nodeos {
@@ -144,14 +148,19 @@ impl ValidatorClient for Nodeos {
         })
     }
 
-    /// A non-producing node (the only role a nodeos Validator may take: admission
-    /// refuses a producer) misses no round: it restarts at once, stopped by the
-    /// kubelet's SIGTERM, which nodeos takes as it takes SIGINT or SIGQUIT, a clean
-    /// shutdown, within the 600 s grace that lets it close chainbase (killed before, its
-    /// state is dirty and needs a replay: spring v1.2.2
-    /// docs/01_nodeos/08_troubleshooting/index.md).
-    fn restart_window(&self, _t: &ValidatorTemplate) -> crate::clients::health::RestartWindow {
-        crate::clients::health::RestartWindow::Immediate
+    /// A producer restarts after its round, from the active schedule of
+    /// `get_producer_schedule` (controller/validator/round.rs); a non-producing node misses
+    /// no round and restarts at once. Either is stopped by the kubelet's SIGTERM, which
+    /// nodeos takes as it takes SIGINT or SIGQUIT, a clean shutdown, within the 600 s
+    /// grace that lets it close chainbase (killed before, its state is dirty and needs a
+    /// replay: spring v1.2.2 docs/01_nodeos/08_troubleshooting/index.md).
+    fn restart_window(&self, t: &ValidatorTemplate) -> crate::clients::health::RestartWindow {
+        match t.client.nodeos.as_ref() {
+            Some(n) => crate::clients::health::RestartWindow::ProducerRound {
+                http_port: n.http_port,
+            },
+            None => crate::clients::health::RestartWindow::Immediate,
+        }
     }
 
     fn runs(&self, spec: &ClientSpec) -> bool {
@@ -222,6 +231,13 @@ mod tests;
 #[cfg(test)]
 mod validator_health_tests {
     use super::head_and_age;
+
+    #[test]
+    fn the_position_is_the_head_and_its_distance_to_irreversibility() {
+        let body = r#"{"head_block_num": 400000123, "last_irreversible_block_num": 400000120, "head_block_time": "2026-11-28T01:00:00.500"}"#;
+        assert_eq!(super::get_info_position(body), Some((400_000_123, 3)));
+        assert_eq!(super::get_info_position(r#"{"head_block_num": 5}"#), None);
+    }
 
     #[test]
     fn get_info_gives_the_head_and_its_age() {

@@ -243,6 +243,7 @@ pub fn pod(
                 ..Default::default()
             }),
     );
+    producer(input, &mut args, &mut env);
     let config_map = config_map(input, skeleton, "nodeos", files);
 
     // The node's tmpfs outlives pods: a fresh start from the snapshot needs it empty.
@@ -446,4 +447,45 @@ fn hog(spec: &NodeosSpec, bytes: u128) -> Container {
         volume_mounts: Some(vec![mount("run", RUN_DIR, true)]),
         ..Default::default()
     }
+}
+
+/// The env var that carries a producer's signature provider from its Secret.
+pub const SIGNATURE_ENV: &str = "NODEOS_SIGNATURE_PROVIDER";
+
+/// A producing Validator: `--producer-name` and `--signature-provider
+/// <public-key>=KEY:<private-key>` (producer_plugin.cpp L1287-1291, the spec's form in
+/// signature_provider_plugin.cpp L75-80, spring v1.2.2), the latter from the identity
+/// Secret through an env var the kubelet expands in the arguments, so the key is in no
+/// object of the API (the pod says `$(NODEOS_SIGNATURE_PROVIDER)` and where it comes
+/// from). The producer_plugin is always loaded (programs/nodeos/main.cpp L183).
+fn producer(
+    input: &RenderInput,
+    args: &mut Vec<String>,
+    env: &mut Vec<k8s_openapi::api::core::v1::EnvVar>,
+) {
+    use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, SecretKeySelector};
+    let crate::clients::input::Role::Voting(keys) = &input.role else {
+        return;
+    };
+    let (Some(name), Some(key)) = (&keys.producer, &keys.identity) else {
+        return;
+    };
+    args.extend([
+        "--producer-name".into(),
+        name.clone(),
+        "--signature-provider".into(),
+        format!("$({SIGNATURE_ENV})"),
+    ]);
+    env.push(EnvVar {
+        name: SIGNATURE_ENV.into(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: key.secret.clone(),
+                key: key.key.clone(),
+                optional: Some(false),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
 }

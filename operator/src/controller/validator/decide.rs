@@ -231,6 +231,20 @@ pub fn decide(
             RestartWindow::NotImplemented(why) => Verdict::Wait(format!(
                 "the client's restart window: {why}; the pod keeps running as it is"
             )),
+            RestartWindow::ProducerRound { .. } => match (&obs.producer, &obs.schedule) {
+                (None, _) => {
+                    Verdict::Open("a non-producing nodeos misses no round: restarting now".into())
+                }
+                (Some(p), Some(Ok(producers))) => super::round::judge(producers, p, now),
+                (Some(_), Some(Err(e))) => Verdict::Wait(format!(
+                    "the producer schedule cannot be read from nodeos: {e}"
+                )),
+                // Not serving its API (starting, replaying): it produces nothing.
+                (Some(_), None) if obs.answer.is_none() => Verdict::Open(
+                    "nodeos does not answer its API: it produces no block, restarting now".into(),
+                ),
+                (Some(_), None) => Verdict::Wait("the producer schedule is not read yet".into()),
+            },
             RestartWindow::LeaderSchedule { .. } => {
                 let kept = previous
                     .pending_change
@@ -529,6 +543,8 @@ template:
             position: Some((100, 3)),
             window: RestartWindow::Immediate,
             look: None,
+            schedule: None,
+            producer: None,
             tuning: Tuned::NotAsked,
         }
     }
@@ -917,6 +933,82 @@ template:
             "{}",
             p.waiting_for
         );
+    }
+
+    /// A producing nodeos waits for its round to end; a non-producer and one that does not
+    /// answer restart at once; an unreadable schedule waits.
+    #[test]
+    fn a_producers_change_waits_for_its_round() {
+        use crate::controller::validator::round::{BLOCK_MS, REPETITIONS};
+        let producers: Vec<String> = (1..=21).map(|i| format!("bp{i}")).collect();
+        // at() is slot 1,698,264,000, 216 into a 252-slot cycle: bp1's round starts 36
+        // slots later.
+        let t = |slot_offset: i64| {
+            at() + jiff::SignedDuration::from_millis((36 + slot_offset) * BLOCK_MS)
+        };
+        let up = Some((200, r#"{"head_block_num":1}"#, Health::Healthy));
+        type Row<'a> = (
+            &'a str,
+            Option<&'a str>,
+            Option<Result<Vec<String>, String>>,
+            bool,
+            i64,
+            bool,
+        );
+        let rows: Vec<Row> = vec![
+            (
+                "in its round",
+                Some("bp1"),
+                Some(Ok(producers.clone())),
+                true,
+                3,
+                false,
+            ),
+            (
+                "just after its round",
+                Some("bp1"),
+                Some(Ok(producers.clone())),
+                true,
+                REPETITIONS as i64,
+                true,
+            ),
+            ("a non-producer", None, None, true, 3, true),
+            (
+                "the schedule unreadable",
+                Some("bp1"),
+                Some(Err("HTTP 500".into())),
+                true,
+                20,
+                false,
+            ),
+            ("not answering at all", Some("bp1"), None, false, 3, true),
+        ];
+        for (what, producer, schedule, answers, offset, delete) in rows {
+            let mut obs = observed(ours(), Some(pod("h0")), if answers { up } else { None });
+            obs.window = RestartWindow::ProducerRound { http_port: 8888 };
+            obs.producer = producer.map(String::from);
+            obs.schedule = schedule;
+            let d = decide(
+                &spec(SPEC),
+                Some(1),
+                &ValidatorStatus::default(),
+                &obs,
+                t(offset),
+            );
+            assert_eq!(
+                d.delete_pod, delete,
+                "{what}: {:?}",
+                d.status.pending_change
+            );
+            if !delete {
+                let p = d.status.pending_change.unwrap();
+                assert!(
+                    p.waiting_for.contains("waiting:"),
+                    "{what}: {}",
+                    p.waiting_for
+                );
+            }
+        }
     }
 
     #[test]

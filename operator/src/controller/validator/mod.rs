@@ -12,6 +12,7 @@ pub mod act;
 pub mod decide;
 pub mod observe;
 pub mod pdb;
+pub mod round;
 pub mod tuning;
 pub mod window;
 

@@ -46,8 +46,13 @@ pub struct Observed {
     pub position: Option<(i64, i64)>,
     pub window: RestartWindow,
     /// The restart window's figures, read from the client when a change is pending and
-    /// its window is computed from them (Agave), or why they could not be read.
+    /// its window is computed from them (Agave, Frankendancer), or why they could not be read.
     pub look: Option<Result<window::Look, String>>,
+    /// A nodeos producer's active schedule (its producer names), read when a change is
+    /// pending, or why it could not be read.
+    pub schedule: Option<Result<Vec<String>, String>>,
+    /// `spec.producerName`: the producer whose round a change waits for.
+    pub producer: Option<String>,
     /// `spec.tuning.fromExperiment`, resolved (what `rendered` runs) or refused.
     pub tuning: Tuned,
 }
@@ -109,6 +114,7 @@ pub fn input(v: &Validator, prometheus_url: Option<&str>) -> RenderInput {
     let keys = Keys {
         identity: v.spec.identity.as_ref().map(key),
         vote: v.spec.vote_account.as_ref().map(key),
+        producer: v.spec.producer_name.clone(),
     };
     let reference = v.controller_owner_ref(&());
     RenderInput {
@@ -224,6 +230,7 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
     let mut unanswered = None;
     let mut position = None;
     let mut look = None;
+    let mut schedule = None;
     if let Some(p) = &pod {
         let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
         let node_ready = match &node {
@@ -284,6 +291,20 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
                     Err(_) => {}
                 }
             }
+            if let (RestartWindow::ProducerRound { http_port }, Some(_)) =
+                (c.restart_window(t), &v.spec.producer_name)
+                && p.annotations().get(POD_HASH) != Some(&hash)
+            {
+                let url = format!("http://{ip}:{http_port}/v1/chain/get_producer_schedule");
+                schedule = Some(match get(ctx, &url, None).await {
+                    Some((200, body)) => super::round::active_producers(&body),
+                    Some((code, body)) => Err(format!(
+                        "get_producer_schedule: HTTP {code}: {}",
+                        body.chars().take(200).collect::<String>()
+                    )),
+                    None => Err(format!("get_producer_schedule: no answer from {url}")),
+                });
+            }
             if let Some(probe) = c.position(t) {
                 let url = format!("http://{ip}:{}{}", probe.port, probe.path);
                 position = get(ctx, &url, None)
@@ -319,6 +340,8 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
             .map(|c| c.restart_window(&v.spec.template))
             .unwrap_or(RestartWindow::Immediate),
         look,
+        schedule,
+        producer: v.spec.producer_name.clone(),
         tuning,
     })
 }

@@ -94,6 +94,49 @@ pub fn vote_accounts(identity: &str, staked: bool) -> Value {
     })
 }
 
+/// `getLeaderSchedule` at `slot` (rpc.rs get_leader_schedule): the epoch of the slot
+/// given (the current one by default), null for an epoch whose schedule is not known yet;
+/// with `identity`, only that identity's entry, as slot indexes in the epoch. The lab
+/// knows its own identity's slots only (none when unstaked).
+pub fn leader_schedule_answer(identity: &str, staked: bool, slot: u64, params: &Value) -> Value {
+    let p = params.as_array();
+    let at = p
+        .and_then(|a| a.first())
+        .and_then(Value::as_u64)
+        .unwrap_or(slot);
+    let wanted = p
+        .and_then(|a| a.iter().find_map(|c| c.get("identity")))
+        .and_then(Value::as_str);
+    let epoch = at / SLOTS_PER_EPOCH;
+    if epoch > slot / SLOTS_PER_EPOCH + 1 {
+        return Value::Null;
+    }
+    let mut out = serde_json::Map::new();
+    let mine = if staked {
+        leader_slots(identity, epoch)
+    } else {
+        Vec::new()
+    };
+    if wanted.is_none_or(|w| w == identity) && !mine.is_empty() {
+        out.insert(identity.to_string(), json!(mine));
+    }
+    Value::Object(out)
+}
+
+/// `getHighestSnapshotSlot` of a validator at `slot`: snapshots of its own processed
+/// slots at the default intervals (snapshot_utils.rs DEFAULT_FULL_/DEFAULT_INCREMENTAL_
+/// SNAPSHOT_ARCHIVE_INTERVAL_SLOTS: 25,000 and 100; Frankendancer's default.toml
+/// `[snapshots]` the same).
+pub fn highest_snapshot_answer(slot: u64) -> Value {
+    let full = slot / 25_000 * 25_000;
+    let incremental = slot / 100 * 100;
+    if incremental > full {
+        json!({"full": full, "incremental": incremental})
+    } else {
+        json!({"full": full})
+    }
+}
+
 /// Slots of the lab chain before `started`, in simulated time: a validator that
 /// restarts finds the chain where it went on without it.
 pub fn chain_offset(clock: &Clock, started: Timestamp) -> f64 {

@@ -481,15 +481,6 @@ impl Agave {
         }
     }
 
-    /// This identity's leader slots in `epoch`, as slot indexes ([`identity::leader_slots`]).
-    fn leader_schedule(&self, epoch: u64) -> Vec<u64> {
-        if self.staked {
-            identity::leader_slots(&self.identity, epoch)
-        } else {
-            Vec::new()
-        }
-    }
-
     /// The leader's points: what each banking worker processed (tag `id`), and the
     /// replay stats of its own slots, which count no transactions (replay skips them).
     fn leader_points(&self, l: &LeaderModel, at: f64, step: f64, slot: i64) -> Vec<Datapoint> {
@@ -629,44 +620,14 @@ impl Process for Agave {
             "getIdentity" => Rpc::Result(json!({"identity": self.identity})),
             "getGenesisHash" => Rpc::Result(json!("5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d")),
             "getVoteAccounts" => Rpc::Result(identity::vote_accounts(&self.identity, self.staked)),
-            // rpc.rs get_leader_schedule: the epoch of the slot given (the current one by
-            // default), null for an epoch whose schedule is not known yet; with
-            // `identity`, only that identity's entry, as slot indexes in the epoch. The
-            // lab knows its own identity's slots only.
-            "getLeaderSchedule" => {
-                let p = params.as_array();
-                let at = p
-                    .and_then(|a| a.first())
-                    .and_then(Value::as_u64)
-                    .unwrap_or(slot);
-                let wanted = p
-                    .and_then(|a| a.iter().find_map(|c| c.get("identity")))
-                    .and_then(Value::as_str);
-                let epoch = at / identity::SLOTS_PER_EPOCH;
-                if epoch > slot / identity::SLOTS_PER_EPOCH + 1 {
-                    Rpc::Result(Value::Null)
-                } else {
-                    let mut out = serde_json::Map::new();
-                    let mine = self.leader_schedule(epoch);
-                    if wanted.is_none_or(|w| w == self.identity) && !mine.is_empty() {
-                        out.insert(self.identity.clone(), json!(mine));
-                    }
-                    Rpc::Result(Value::Object(out))
-                }
-            }
+            "getLeaderSchedule" => Rpc::Result(identity::leader_schedule_answer(
+                &self.identity,
+                self.staked,
+                slot,
+                params,
+            )),
             "getBalance" => Rpc::Result(json!({"context": {"slot": slot}, "value": 0})),
-            // Snapshots of its own processed slots, at the default intervals
-            // (snapshot_utils.rs DEFAULT_FULL_/DEFAULT_INCREMENTAL_SNAPSHOT_ARCHIVE_
-            // INTERVAL_SLOTS: 25,000 and 100).
-            "getHighestSnapshotSlot" => {
-                let full = slot / 25_000 * 25_000;
-                let incremental = slot / 100 * 100;
-                if incremental > full {
-                    Rpc::Result(json!({"full": full, "incremental": incremental}))
-                } else {
-                    Rpc::Result(json!({"full": full}))
-                }
-            }
+            "getHighestSnapshotSlot" => Rpc::Result(identity::highest_snapshot_answer(slot)),
             "minimumLedgerSlot" | "getFirstAvailableBlock" => {
                 Rpc::Result(json!(slot.saturating_sub(200_000)))
             }

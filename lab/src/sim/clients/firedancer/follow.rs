@@ -4,10 +4,44 @@
 //! JSON-RPC (`[rpc] port`, the full API with `[rpc] full_api`) and the datapoints it pushes
 //! to `[reporting] solana_metrics_config` (passed to Agave as SOLANA_METRICS_CONFIG).
 
-use serde_json::json;
+use std::collections::BTreeMap;
 
+use serde_json::{Value, json};
+
+use super::super::agave::identity;
 use super::super::agave::model::{AgaveModel, HEALTH_SLOT_DISTANCE};
 use super::super::{Datapoint, MetricsSink, Rpc};
+use super::topology::Cfg;
+
+/// The identity of a follower whose keypair the lab cannot read (a trial's, made by
+/// `fdctl keys new` in the container).
+const LAB_IDENTITY: &str = "Va1tune1ab1dentity11111111111111111111111111";
+
+/// A follower's place in its cluster: its identity, from the keypair file `[consensus]
+/// identity_path` names (as the start script left it), and whether it votes
+/// (`vote_account_path` set: "If no voting account is provided, voting will be
+/// disabled"), which the lab takes as staked, so it leads slots (as for Agave).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cluster {
+    pub identity: String,
+    pub staked: bool,
+}
+
+impl Cluster {
+    pub fn of(cfg: &Cfg, written: &BTreeMap<String, String>) -> Result<Cluster, String> {
+        let path = cfg.str("consensus.identity_path", "");
+        let identity = match written.get(path) {
+            Some(text) => identity::pubkey_of_keypair(text).ok_or_else(|| {
+                format!("ERR     failed to read identity keypair `{path}`: not a keypair file")
+            })?,
+            None => LAB_IDENTITY.to_string(),
+        };
+        Ok(Cluster {
+            identity,
+            staked: !cfg.str("consensus.vote_account_path", "").is_empty(),
+        })
+    }
+}
 
 /// Methods Agave serves without `--full-rpc-api` (rpc/src/rpc.rs `rpc_minimal`), and the
 /// full-API ones solana-exporter calls.
@@ -20,6 +54,8 @@ const MINIMAL: &[&str] = &[
     "getTransactionCount",
     "getVersion",
     "getVoteAccounts",
+    "getLeaderSchedule",
+    "getHighestSnapshotSlot",
 ];
 const FULL: &[&str] = &["minimumLedgerSlot", "getFirstAvailableBlock"];
 
@@ -53,7 +89,15 @@ fn lab(simulated: f64, scale: f64) -> u64 {
 }
 
 /// The Agave child's JSON-RPC answer at `t`; None while it is not listening.
-pub fn rpc(m: &AgaveModel, full: bool, agave: &str, t: f64, method: &str) -> Option<Rpc> {
+pub fn rpc(
+    m: &AgaveModel,
+    full: bool,
+    agave: &str,
+    cluster: &Cluster,
+    t: f64,
+    method: &str,
+    params: &Value,
+) -> Option<Rpc> {
     if t < m.rpc_start_seconds() {
         return None;
     }
@@ -94,11 +138,18 @@ pub fn rpc(m: &AgaveModel, full: bool, agave: &str, t: f64, method: &str) -> Opt
             }))
         }
         "getVersion" => Rpc::Result(json!({"solana-core": agave, "feature-set": 3_294_202_862u64})),
-        "getIdentity" => {
-            Rpc::Result(json!({"identity": "Va1tune1ab1dentity11111111111111111111111111"}))
-        }
+        "getIdentity" => Rpc::Result(json!({"identity": cluster.identity})),
         "getGenesisHash" => Rpc::Result(json!("5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d")),
-        "getVoteAccounts" => Rpc::Result(json!({"current": [], "delinquent": []})),
+        "getVoteAccounts" => {
+            Rpc::Result(identity::vote_accounts(&cluster.identity, cluster.staked))
+        }
+        "getLeaderSchedule" => Rpc::Result(identity::leader_schedule_answer(
+            &cluster.identity,
+            cluster.staked,
+            slot,
+            params,
+        )),
+        "getHighestSnapshotSlot" => Rpc::Result(identity::highest_snapshot_answer(slot)),
         _ => Rpc::Result(json!(slot.saturating_sub(200_000))),
     })
 }
@@ -130,6 +181,37 @@ pub fn datapoints(m: &AgaveModel, scale: f64, step: f64, t0: f64, t1: f64) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The identity is the keypair the start script copied to `identity_path`; a vote
+    /// account makes it staked, so it leads slots; a trial's unreadable identity is the
+    /// lab's.
+    #[test]
+    fn a_validators_identity_is_read_from_its_copied_keypair() {
+        let keypair: Vec<u8> = (0..64u8).collect();
+        let text = serde_json::to_string(&keypair).unwrap();
+        let written =
+            BTreeMap::from([("/run/valtune/keys/identity.json".to_string(), text.clone())]);
+        let config = super::super::toml::parse(
+            "[consensus]\nidentity_path = \"/run/valtune/keys/identity.json\"\nvote_account_path = \"/run/valtune/keys/vote-account.json\"\n",
+        )
+        .unwrap();
+        let c = Cluster::of(&Cfg(&config), &written).unwrap();
+        assert_eq!(c.identity, identity::pubkey_of_keypair(&text).unwrap());
+        assert!(c.staked);
+        let schedule = identity::leader_schedule_answer(&c.identity, c.staked, 1_000, &Value::Null);
+        assert!(!schedule[&c.identity].as_array().unwrap().is_empty());
+        let trial = super::super::toml::parse(
+            "[consensus]\nidentity_path = \"/var/lib/firedancer/identity.json\"\n",
+        )
+        .unwrap();
+        let c = Cluster::of(&Cfg(&trial), &written).unwrap();
+        assert_eq!((c.identity.as_str(), c.staked), (LAB_IDENTITY, false));
+        let bad = BTreeMap::from([(
+            "/run/valtune/keys/identity.json".to_string(),
+            "x".to_string(),
+        )]);
+        assert!(Cluster::of(&Cfg(&config), &bad).is_err());
+    }
 
     #[test]
     fn the_reporting_config_needs_all_four_keys() {

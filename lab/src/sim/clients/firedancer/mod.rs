@@ -186,6 +186,7 @@ fn boot(view: &PodView, c: &Container, env: &Env, clock: &Clock) -> Result<Frank
             full_rpc: cfg.bool("rpc.full_api", false),
             sink: follow::sink(cfg.str("reporting.solana_metrics_config", ""))?,
             agave: format!("{}.{}.{}", v.2 / 10000, v.2 / 100 % 100, v.2 % 100),
+            cluster: follow::Cluster::of(&cfg, &ran.files)?,
         }
     };
     Ok(Frankendancer {
@@ -216,6 +217,8 @@ enum Kind {
         sink: Option<MetricsSink>,
         /// The Agave version inside (the tag's patch field, src/app/fdctl/with-version.mk).
         agave: String,
+        /// Its identity and whether it votes (so leads slots).
+        cluster: follow::Cluster,
     },
 }
 
@@ -491,14 +494,15 @@ impl Process for Frankendancer {
         }
     }
 
-    fn json_rpc(&self, t: f64, method: &str, _params: &Value) -> Option<Rpc> {
+    fn json_rpc(&self, t: f64, method: &str, params: &Value) -> Option<Rpc> {
         match &self.kind {
             Kind::Follow {
                 model,
                 full_rpc,
                 agave,
+                cluster,
                 ..
-            } => follow::rpc(model, *full_rpc, agave, t, method),
+            } => follow::rpc(model, *full_rpc, agave, cluster, t, method, params),
             Kind::FullFollow(_) => None,
             Kind::Bench => (t >= BOOT_S).then(|| match method {
                 "getHealth" => Rpc::Result(json!("ok")),

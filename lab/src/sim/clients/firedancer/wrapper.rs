@@ -32,6 +32,9 @@ pub struct Ran {
     pub config: Option<String>,
     /// The container's cores.
     pub cpuset: Vec<u32>,
+    /// Files the script wrote into the container's emptyDirs (its path there: content),
+    /// e.g. a Validator's keys copied from its Secrets.
+    pub files: std::collections::BTreeMap<String, String>,
 }
 
 fn basename(s: &str) -> &str {
@@ -106,6 +109,7 @@ pub fn run(view: &PodView, c: &Container, env: &Env) -> Result<Ran, String> {
             calls: vec![line.clone()],
             config,
             cpuset: cpus,
+            files: Default::default(),
         });
     };
     let dir = std::env::temp_dir().join(format!(
@@ -159,6 +163,29 @@ fn in_dir(
         .ok_or_else(|| format!("sed: {default}: No such file or directory"))?;
     std::fs::write(dir.join("template"), template).map_err(io)?;
     std::fs::write(dir.join("cpuset"), ranges(cpus)).map_err(io)?;
+    // The container's file system where the script names it under `FD_ROOT`: its
+    // Secrets' and ConfigMaps' files as mounted, its emptyDirs empty.
+    let root = dir.join("root");
+    let volumes = view
+        .pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.clone())
+        .unwrap_or_default();
+    let mut scratch = Vec::new();
+    for m in c.volume_mounts.iter().flatten() {
+        let at = root.join(m.mount_path.trim_start_matches('/'));
+        std::fs::create_dir_all(&at).map_err(io)?;
+        let Some(v) = volumes.iter().find(|v| v.name == m.name) else {
+            continue;
+        };
+        if v.empty_dir.is_some() {
+            scratch.push(m.mount_path.clone());
+        }
+        for (key, text) in view.volume_files(v).into_iter().flatten() {
+            std::fs::write(at.join(key), text).map_err(io)?;
+        }
+    }
     let out = Command::new("sh")
         .arg("-c")
         .arg(body)
@@ -168,6 +195,7 @@ fn in_dir(
         .env("FD_TEMPLATE", dir.join("template"))
         .env("FD_CONFIG", dir.join("config"))
         .env("CPUSET_FILE", dir.join("cpuset"))
+        .env("FD_ROOT", &root)
         .current_dir(dir)
         .stdin(std::process::Stdio::null())
         .output()
@@ -204,12 +232,23 @@ fn in_dir(
             .collect(),
         None => calls,
     };
+    let mut files = std::collections::BTreeMap::new();
+    for mount in scratch {
+        let at = root.join(mount.trim_start_matches('/'));
+        for entry in std::fs::read_dir(&at).into_iter().flatten().flatten() {
+            if let Ok(text) = std::fs::read_to_string(entry.path()) {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                files.insert(format!("{}/{name}", mount.trim_end_matches('/')), text);
+            }
+        }
+    }
     Ok(Ran {
         code: out.status.code().unwrap_or(1),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         calls,
         config,
         cpuset: cpus.to_vec(),
+        files,
     })
 }
 

@@ -37,6 +37,56 @@ const HEAD_BASE: f64 = 125_000_000.0;
 const LIB_BEHIND: f64 = 325.0;
 const GIB: f64 = (1u64 << 30) as f64;
 
+/// The lab chain's producers, as many as WAX elects (21). A node started with
+/// `--producer-name` is taken to be elected: its name replaces the one at the place it
+/// draws, as a voting Agave is taken to be staked.
+const PRODUCERS: [&str; 21] = [
+    "eosnationftw",
+    "waxswedenorg",
+    "alohaeosprod",
+    "cryptolions1",
+    "eosdacserver",
+    "blacklusionx",
+    "guild.nefty",
+    "amsterdamwax",
+    "dapplicaprod",
+    "waxhiveguild",
+    "blokcrafters",
+    "bountyblokbp",
+    "eosphereiobp",
+    "nation.wax",
+    "ledgerwiseio",
+    "sentnlagents",
+    "waxdaobp1111",
+    "guild.taco",
+    "greeneosiobp",
+    "3dkrenderwax",
+    "liquidstudio",
+];
+/// `config::producer_repetitions`, `config::block_interval_ms`, `block_timestamp_epoch`
+/// (spring v1.2.2 libraries/chain/include/eosio/chain/config.hpp, block_timestamp.hpp).
+const REPETITIONS: u64 = 12;
+const BLOCK_MS: i64 = 500;
+const EPOCH_MS: i64 = 946_684_800_000;
+
+/// The active schedule of a node producing as `own`.
+fn schedule(own: &[String]) -> Vec<String> {
+    let mut s: Vec<String> = PRODUCERS.iter().map(|p| p.to_string()).collect();
+    for name in own {
+        let at = (seed(name) % PRODUCERS.len() as u64) as usize;
+        s[at] = name.clone();
+    }
+    s
+}
+
+/// The producer of the block slot of `at` (`get_scheduled_producer`,
+/// block_header_state_utils.hpp L42-46).
+fn scheduled(schedule: &[String], at: jiff::Timestamp) -> &str {
+    let slot = ((at.as_millisecond() - EPOCH_MS) / BLOCK_MS).max(0) as u64;
+    let n = schedule.len() as u64;
+    &schedule[((slot % (n * REPETITIONS)) / REPETITIONS) as usize]
+}
+
 /// `OTHER_FAIL` (-2) of programs/nodeos/main.cpp: exit status 254.
 const OTHER_FAIL: i32 = 254;
 
@@ -152,10 +202,12 @@ impl Nodeos {
     fn get_info(&self, t: f64) -> String {
         let head = self.lab(self.head(t)).floor();
         let lag = self.model.lag_blocks(t) / BLOCKS_PER_SECOND;
+        let head_at = jiff::Timestamp::now() - jiff::SignedDuration::from_secs_f64(lag);
         let when = |behind_s: f64| {
             let at = jiff::Timestamp::now() - jiff::SignedDuration::from_secs_f64(behind_s);
             at.strftime("%Y-%m-%dT%H:%M:%S%.3f").to_string()
         };
+        let producer = scheduled(&schedule(&self.reading.producers), head_at).to_string();
         let lib = self.lab(self.head(t) - LIB_BEHIND).floor();
         json!({
             "server_version": "8d6d6a5a",
@@ -165,7 +217,7 @@ impl Nodeos {
             "last_irreversible_block_id": format!("{:016x}{:048x}", lib as u64, self.reading.seed),
             "head_block_id": format!("{:016x}{:048x}", head as u64, self.reading.seed),
             "head_block_time": when(lag),
-            "head_block_producer": "waxswedenorg",
+            "head_block_producer": producer,
             "virtual_block_cpu_limit": 200_000_000,
             "virtual_block_net_limit": 1_048_576_000,
             "block_cpu_limit": 199_900,
@@ -180,6 +232,21 @@ impl Nodeos {
             "last_irreversible_block_time": when(lag + LIB_BEHIND / BLOCKS_PER_SECOND),
         })
         .to_string()
+    }
+
+    /// `/v1/chain/get_producer_schedule` (chain_plugin.cpp L1855-1864: `active`, and
+    /// `pending` and `proposed` when there are; the lab's schedule never changes).
+    fn producer_schedule(&self) -> String {
+        let producers: Vec<serde_json::Value> = schedule(&self.reading.producers)
+            .into_iter()
+            .map(|p| {
+                json!({"producer_name": p, "authority": [0, {"threshold": 1, "keys": [
+                    {"key": "PUB_K1_6MRyAjQq8ud7hVNYcfnVPJqcVpscN5So8BhtHuGYqET5BoDq1", "weight": 1}
+                ]}]})
+            })
+            .collect();
+        json!({"active": {"version": 1, "producers": producers}, "pending": null, "proposed": null})
+            .to_string()
     }
 
     /// The prometheus_plugin's page (spring plugins/prometheus_plugin/metrics.hpp; names
@@ -265,6 +332,9 @@ impl Process for Nodeos {
         }
         match path {
             "/v1/chain/get_info" if self.reading.chain_api => Some(self.get_info(t)),
+            "/v1/chain/get_producer_schedule" if self.reading.chain_api => {
+                Some(self.producer_schedule())
+            }
             "/v1/prometheus/metrics" if self.reading.prometheus => Some(self.plugin_page(t)),
             _ => None,
         }
@@ -340,3 +410,26 @@ fn flag<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod schedule_tests {
+    use super::*;
+
+    /// A producer is elected in the place its name draws; each producer's round is 12
+    /// slots of 500 ms, in the schedule's order.
+    #[test]
+    fn a_producer_is_elected_and_produces_its_round() {
+        let own = vec!["valtunelab11".to_string()];
+        let s = schedule(&own);
+        assert_eq!(s.len(), 21);
+        let at = s.iter().position(|p| p == "valtunelab11").unwrap();
+        assert_eq!(schedule(&[]).len(), 21);
+        // The first slot of its round in some cycle, and the 12 that follow.
+        let slot = 1_000 * 252 + at as i64 * 12;
+        let t = |slot: i64| jiff::Timestamp::from_millisecond(EPOCH_MS + slot * BLOCK_MS).unwrap();
+        for k in 0..12 {
+            assert_eq!(scheduled(&s, t(slot + k)), "valtunelab11");
+        }
+        assert_ne!(scheduled(&s, t(slot + 12)), "valtunelab11");
+    }
+}

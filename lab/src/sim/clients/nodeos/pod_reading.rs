@@ -27,6 +27,9 @@ pub struct Reading {
     /// load done, exit code, message).
     pub load_failure: Option<(f64, i32, String)>,
     pub seed: u64,
+    /// `producer-name`s (composing: the command line's and config.ini's together,
+    /// producer_plugin.cpp L1287 @spring v1.2.2).
+    pub producers: Vec<String>,
 }
 
 type Refusal = (i32, String);
@@ -293,6 +296,16 @@ pub fn read(pod: &PodView, c: &Container, args: &[String], env: &Env) -> Result<
         prometheus: plugins.iter().any(|p| p == "eosio::prometheus_plugin"),
         load_failure,
         seed: crate::sim::clients::seed(&pod.name),
+        producers: flag_values(args, "--producer-name")
+            .into_iter()
+            .map(String::from)
+            .chain(
+                config
+                    .iter()
+                    .filter(|(k, _)| k == "producer-name")
+                    .map(|(_, v)| v.clone()),
+            )
+            .collect(),
     })
 }
 
