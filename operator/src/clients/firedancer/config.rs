@@ -28,6 +28,8 @@ pub const HUGETLBFS: &str = "/mnt/.fd";
 pub const AFFINITY: &str = "@AFFINITY@";
 pub const AGAVE_AFFINITY: &str = "@AGAVE_AFFINITY@";
 pub const BENCH_AFFINITY: &str = "@BENCH_AFFINITY@";
+/// A Validator's RPC address, the pod's IP (`$POD_IP`, from `status.podIP`).
+pub const POD_IP: &str = "@POD_IP@";
 
 pub fn template_path() -> String {
     format!("{TEMPLATE_DIR}/{TEMPLATE_FILE}")
@@ -316,7 +318,9 @@ fn follower(c: &mut Config, i: &Inputs) {
         // pod; with `private` the Agave child binds 127.0.0.1 unless told otherwise
         // (default.toml [rpc] bind_address, passed as --rpc-bind-address by
         // src/app/fdctl/commands/run_agave.c @v0.1106.40201, the same from v0.501.20212).
-        c.set("rpc.bind_address", Value::Str("0.0.0.0".into()));
+        // The pod's IP, as for Agave: under host networking 0.0.0.0 would open the full
+        // RPC API on every address of the node; the start script fills it in.
+        c.set("rpc.bind_address", Value::Str(POD_IP.into()));
     }
     if let Some(port) = i.datapoints_port {
         c.set(

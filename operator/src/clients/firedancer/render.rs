@@ -280,6 +280,7 @@ pub fn pod(
         mount("fd-run", RUN_DIR, false),
         mount("fd-scratch", SCRATCH_DIR, false),
     ]);
+    let validator_role = keys.is_some();
     if let Some(k) = keys {
         mounts.extend(k.mounts);
         pod_volumes.extend(k.volumes);
@@ -288,6 +289,10 @@ pub fn pod(
     let applied = crate::clients::knobs::apply(client.knobs(), &t.tuning, Some(version))?;
     validator_env.extend(applied.env.iter().map(|(k, v)| env(k, v)));
     validator_env.extend(t.env.iter().cloned());
+    if validator_role {
+        // The RPC's bind address (config::POD_IP), the node's own under host networking.
+        validator_env.push(parts::field_env("POD_IP", "status.podIP"));
+    }
     let validator = Container {
         name: VALIDATOR_CONTAINER.into(),
         image: Some(spec.image.clone()),

@@ -15,7 +15,7 @@
 //! (the lab runs this script against files of its own).
 
 use super::config::{
-    AFFINITY, AGAVE_AFFINITY, BENCH_AFFINITY, HUGETLBFS, config_path, identity_path, template_path,
+    AFFINITY, AGAVE_AFFINITY, BENCH_AFFINITY, HUGETLBFS, POD_IP, config_path, identity_path, template_path,
 };
 use super::layout::Needs;
 use crate::api::firedancer::FiredancerWorkload;
@@ -57,7 +57,7 @@ if [ -n "$b" ]; then bench_affinity="f1,$b"; fi
 rest=$((n - tiles - bench))
 if [ "$rest" -lt 0 ]; then rest=0; fi
 agave_affinity=$(take $((tiles + bench)) "$rest" "$@")
-sed -e "s/{{A}}/$affinity/" -e "s/{{AA}}/$agave_affinity/" -e "s/{{BA}}/$bench_affinity/" "$template" > "$config"
+sed -e "s/{{A}}/$affinity/" -e "s/{{AA}}/$agave_affinity/" -e "s/{{BA}}/$bench_affinity/" -e "s/{{IP}}/${POD_IP:-127.0.0.1}/" "$template" > "$config"
 {{SAY}}
 if ! id "$user" >/dev/null 2>&1; then
   echo "valtune: the image has no user $user, which {{PROGRAM}} drops to (it refuses root): add one (useradd $user) or set template.firedancer.user" >&2
@@ -145,6 +145,7 @@ pub fn script(
         .replace("{{A}}", AFFINITY)
         .replace("{{AA}}", AGAVE_AFFINITY)
         .replace("{{BA}}", BENCH_AFFINITY)
+        .replace("{{IP}}", POD_IP)
         .replace("{{DIRS}}", &dirs.join(" "));
     match workload {
         FiredancerWorkload::Follow => {
@@ -220,7 +221,7 @@ mod tests {
         std::fs::write(dir.join("cpuset"), cpuset).unwrap();
         std::fs::write(
             dir.join("template"),
-            "[layout]\naffinity = \"@AFFINITY@\"\nagave_affinity = \"@AGAVE_AFFINITY@\"\n[development.bench]\naffinity = \"@BENCH_AFFINITY@\"\n",
+            "[layout]\naffinity = \"@AFFINITY@\"\nagave_affinity = \"@AGAVE_AFFINITY@\"\n[development.bench]\naffinity = \"@BENCH_AFFINITY@\"\n[rpc]\nbind_address = \"@POD_IP@\"\n",
         )
         .unwrap();
         let out = Command::new("sh")
@@ -230,6 +231,7 @@ mod tests {
             .env("FD_TEMPLATE", dir.join("template"))
             .env("FD_CONFIG", dir.join("config"))
             .env("CPUSET_FILE", dir.join("cpuset"))
+            .env("POD_IP", "10.0.0.7")
             .output()
             .unwrap();
         let read = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
@@ -281,6 +283,11 @@ mod tests {
         );
         assert!(
             config.contains("[development.bench]\naffinity = \"f1,6,7,10\""),
+            "{config}"
+        );
+        // A Validator's RPC binds the pod's IP (config::POD_IP).
+        assert!(
+            config.contains("[rpc]\nbind_address = \"10.0.0.7\""),
             "{config}"
         );
         let calls: Vec<&str> = calls.lines().collect();
