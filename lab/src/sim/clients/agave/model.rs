@@ -628,7 +628,10 @@ mod tests {
                     AgaveModel::new(seed(&name), 1024 * GI, stretch)
                         .with_chain(Some((load, origin)))
                 };
-                let (a, b) = (on(format!("a{k}"), origin), on(format!("b{k}"), origin + apart));
+                let (a, b) = (
+                    on(format!("a{k}"), origin),
+                    on(format!("b{k}"), origin + apart),
+                );
                 // b caught up later: the first scrape that sees it, then one more.
                 let caught = ((origin + apart + b.catch_up_seconds()) / step).ceil() * step;
                 let start = caught + step;
