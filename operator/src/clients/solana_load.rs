@@ -12,8 +12,9 @@
 //! - `skipRatePct` = 1 - blocks / slots, in percent.
 //!
 //! Each is the growth of a gauge over the window: its last sample in the window less its
-//! last before the window (within a window's length), so no rate is extrapolated and one
-//! scrape in each is enough (a slow exporter's failed scrapes leave gaps: the lab's busy
+//! last before the window (within a window's length; its first in the window when the
+//! pod's first scrape is in it), so no rate is extrapolated and one scrape in each is
+//! enough (a slow exporter's failed scrapes leave gaps: the lab's busy
 //! machines showed windows of a single sample). The three gauges come from one
 //! `getEpochInfo` and one scrape, so their growths span the same slots. The exporter
 //! starts its gauges at 0 until its first poll: a 0 before the window gives no figure,
@@ -49,11 +50,12 @@ pub const SLOTS: &str = "solana_node_slot_height";
 pub const BLOCKS: &str = "solana_node_block_height";
 
 /// How much a gauge that only grows grew over the window: from its last sample before
-/// the window to its last in it; none when the first is 0 (an exporter that had not
-/// polled yet).
+/// the window to its last in it, or, when the pod's first scrape is in the window (a
+/// follower caught up by its first samples: a busy lab's, whose catch-up is seconds),
+/// from its first in it; none from 0 (an exporter that had not polled yet).
 fn grown(series: &str) -> String {
     format!(
-        "(max(last_over_time({series}{{$selector}}[$window])) - (max(last_over_time({series}{{$selector}}[$window] offset $window)) > 0))"
+        "(max(last_over_time({series}{{$selector}}[$window])) - ((max(last_over_time({series}{{$selector}}[$window] offset $window)) > 0) or (max(min_over_time({series}{{$selector}}[$window])) > 0)))"
     )
 }
 
@@ -74,15 +76,6 @@ pub fn figures() -> Vec<Figure> {
     ]
 }
 
-/// How much a replay tile's count grew over the window: from its last sample before the
-/// window, or, when the pod's first scrape is in the window (a follower caught up by its
-/// first samples, as the lab's compressed one is), its first in it; none from 0.
-fn grown_in_tile(series: &str) -> String {
-    format!(
-        "(max(last_over_time({series}{{$selector}}[$window])) - ((max(last_over_time({series}{{$selector}}[$window] offset $window)) > 0) or (max(min_over_time({series}{{$selector}}[$window])) > 0)))"
-    )
-}
-
 /// The figures of a full Firedancer follower's chain load, from its replay tile (module
 /// docs); `renamed`: the names from v1.1.0 (c7473a8d80).
 pub fn replay_figures(renamed: bool) -> Vec<Figure> {
@@ -94,8 +87,8 @@ pub fn replay_figures(renamed: bool) -> Vec<Figure> {
     let per_block = if renamed {
         format!(
             "{} / {}",
-            grown_in_tile("replay_txn_processed_total"),
-            grown_in_tile(blocks)
+            grown("replay_txn_processed_total"),
+            grown(blocks)
         )
     } else {
         "max(avg_over_time(replay_transactions_total{$selector}[$window]))".to_string()
@@ -108,11 +101,7 @@ pub fn replay_figures(renamed: bool) -> Vec<Figure> {
         },
         Figure {
             name: SKIP_RATE_PCT,
-            query: format!(
-                "1 - {} / {}",
-                grown_in_tile(blocks),
-                grown_in_tile(ROOT_SLOT)
-            ),
+            query: format!("1 - {} / {}", grown(blocks), grown(ROOT_SLOT)),
             scale: 100.0,
         },
     ]
@@ -144,16 +133,18 @@ mod tests {
         let tx = &f.iter().find(|f| f.name == TX_PER_SLOT).unwrap().query;
         assert_eq!(
             tx,
-            "(max(last_over_time(solana_node_transactions_total{$selector}[$window])) - (max(last_over_time(solana_node_transactions_total{$selector}[$window] offset $window)) > 0)) / (max(last_over_time(solana_node_block_height{$selector}[$window])) - (max(last_over_time(solana_node_block_height{$selector}[$window] offset $window)) > 0))"
+            "(max(last_over_time(solana_node_transactions_total{$selector}[$window])) - ((max(last_over_time(solana_node_transactions_total{$selector}[$window] offset $window)) > 0) or (max(min_over_time(solana_node_transactions_total{$selector}[$window])) > 0))) / (max(last_over_time(solana_node_block_height{$selector}[$window])) - ((max(last_over_time(solana_node_block_height{$selector}[$window] offset $window)) > 0) or (max(min_over_time(solana_node_block_height{$selector}[$window])) > 0)))"
         );
         let skip = f.iter().find(|f| f.name == SKIP_RATE_PCT).unwrap();
         assert!(
             skip.query
                 .starts_with("1 - (max(last_over_time(solana_node_block_height{")
         );
-        assert!(skip.query.ends_with(
-            "(max(last_over_time(solana_node_slot_height{$selector}[$window] offset $window)) > 0))"
-        ));
+        assert!(
+            skip.query.ends_with(
+                "(max(min_over_time(solana_node_slot_height{$selector}[$window])) > 0)))"
+            )
+        );
         assert_eq!(skip.scale, 100.0);
         // Only names the exporter serves (slots.go at v3.0.2).
         for f in &f {
