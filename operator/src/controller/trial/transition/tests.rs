@@ -1438,6 +1438,20 @@ fn a_pair_measures_one_window_from_the_later_catch_up() {
     let same = transition(&warming(0), &within, &settings(), at(4100));
     assert_eq!(same.status.window_start, later.status.window_start);
     assert_eq!(same.status.window_end, later.status.window_end);
+    // A side waiting for its partner keeps the catch-up it recorded, which its partner
+    // read, though the samples now date it later: both choose one window.
+    let recorded = ValidatorTrialStatus {
+        caught_up_at: Some(Time(at(4000))),
+        ..warming(0)
+    };
+    let moved = Observed {
+        caught_up: Some(Ok(Some(at(4001)))),
+        partner: Some(Partner::CaughtUp(at(3600))),
+        ..lag(Ok(Some(0.0)))
+    };
+    let kept = transition(&recorded, &moved, &settings(), at(4100));
+    assert_eq!(kept.status.caught_up_at, Some(Time(at(4000))));
+    assert_eq!(kept.status.window_start, Some(Time(at(4015))));
     // A partner measuring already gives its window as it is.
     let taken = Observed {
         partner: Some(Partner::Measuring(at(4015))),

@@ -134,7 +134,14 @@ pub(super) fn warm_up(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
     // Moments are dated by Prometheus' samples where it has them, so a pass that came late
     // (a busy operator, a restart) measures the same window as one that came on time; a
     // moment past the deadline does not count.
-    let caught_up = first(&obs.caught_up, lag.is_some_and(|l| l <= s.max_lag), now)
+    // A catch-up once recorded (a paired side waiting for its partner) stays as recorded:
+    // the partner chooses the pair's window from it, and a later pass may date it a
+    // scrape later from the samples (the lab's pairs then measured a second apart).
+    let caught_up = st
+        .caught_up_at
+        .as_ref()
+        .map(|t| t.0)
+        .or_else(|| first(&obs.caught_up, lag.is_some_and(|l| l <= s.max_lag), now))
         .filter(|at| *at <= deadline);
     // The paper's window: from the first transaction processed, catch-up included.
     if s.from == WindowStart::FirstExecution
