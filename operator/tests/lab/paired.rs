@@ -369,13 +369,17 @@ async fn agave_pairs_share_the_chains_load_that_sequential_agave_runs_do_not() {
                     figure(side, SKIP_RATE_PCT)
                 );
             }
-            aa.push(avg_tps(t) / avg_tps(partner) - 1.0);
+            // Both sides alike at 0 (a short window of zero stretches and a burst, which
+            // the paper's average leaves out) differ by nothing.
+            let (a, b) = (avg_tps(t), avg_tps(partner));
+            aa.push(if a == b { 0.0 } else { a / b - 1.0 });
         }
     }
     assert_eq!(aa.len(), 2);
-    // Within 5%: both sides measure one window, from the later catch-up, and each
-    // replays the chain as it comes from the moment it is caught up (the model held a
-    // node at its catch-up pace to the end of its stretch: pairs differed by up to 12%).
+    // Within 5% (0.0% measured): both sides measure one window, to the second, a scrape
+    // after the later catch-up, and each replays the chain as it comes from the moment it
+    // is caught up. (Windows a second apart, a tenth of the window, and a node held at its
+    // catch-up pace to the end of its stretch made pairs differ by up to 15%.)
     assert!(
         aa.iter().all(|d| d.abs() < 0.05),
         "A/A pairs differ: {aa:?}"
