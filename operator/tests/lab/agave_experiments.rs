@@ -9,16 +9,8 @@ use valtune::api::trial::{TrialOutcome, ValidatorTrial};
 use valtune::results::dataset::Dataset;
 
 use crate::common::{
-    create, example_as as example, lab, merge, start_experiment, trials, wait_finished,
+    create, example_as as example, figure, lab, merge, start_experiment, trials, wait_finished,
 };
-
-fn figure(t: &ValidatorTrial, name: &str) -> f64 {
-    t.status
-        .as_ref()
-        .and_then(|s| s.results.as_ref())
-        .and_then(|r| r.figure(name))
-        .unwrap_or_else(|| panic!("{}: no {name}: {:?}", t.spec.point.describe(), t.status))
-}
 
 fn by_entries(ts: &[ValidatorTrial], n: i32) -> &ValidatorTrial {
     ts.iter()

@@ -14,7 +14,7 @@ use valtune::clients::besu::profile::{BLOCKS, P50, P95, P99};
 use valtune::results::dataset::Dataset;
 
 use crate::common::{
-    Lab, Operator, experiments, lab, merge, refusals, trials, wait_finished, yaml_file,
+    Lab, Operator, experiments, figure, lab, merge, refusals, trials, wait_finished, yaml_file,
 };
 
 const EXAMPLE: &str = "manifests/examples/besu-allocator-heap-sweep.yaml";
@@ -37,14 +37,6 @@ async fn start(lab: &Lab, name: &str, patch: Value) -> (String, Operator) {
 fn one_point(sweep: Value) -> Value {
     json!({"spec": {"sweep": merge(&json!({"allocator": null, "mallocArenaMax": null, "heap": null}), &sweep),
                     "trial": {"measurement": {"duration": "30s"}}}})
-}
-
-fn figure(t: &ValidatorTrial, name: &str) -> f64 {
-    t.status
-        .as_ref()
-        .and_then(|s| s.results.as_ref())
-        .and_then(|r| r.figure(name))
-        .unwrap_or_else(|| panic!("{}: no {name} in {:?}", t.spec.point.describe(), t.status))
 }
 
 fn max_rss(t: &ValidatorTrial) -> f64 {

@@ -263,6 +263,15 @@ pub async fn wait_finished(
 }
 
 /// Every trial in a namespace.
+/// A figure of a trial's results; the test fails naming the trial without it.
+pub fn figure(t: &valtune::api::ValidatorTrial, name: &str) -> f64 {
+    t.status
+        .as_ref()
+        .and_then(|s| s.results.as_ref())
+        .and_then(|r| r.figure(name))
+        .unwrap_or_else(|| panic!("{}: no {name} in {:?}", t.spec.point.describe(), t.status))
+}
+
 pub async fn trials(lab: &Lab, ns: &str) -> Vec<valtune::api::ValidatorTrial> {
     let api: Api<valtune::api::ValidatorTrial> = Api::namespaced(lab.client.clone(), ns);
     api.list(&kube::api::ListParams::default())

@@ -297,6 +297,22 @@ async fn fastest_tps_since_start(lab: &Lab, ns: &str, t: &ValidatorTrial) -> f64
     query(&lab.state.prometheus_url, &q, end).await.unwrap()
 }
 
+/// The chain's load in a follower's window, from its replay tile: the lab's steady chain
+/// has about 2,000 transactions a block and skips 5% of its slots (the minority forks'
+/// blocks, one slot in 200, count as blocks replayed).
+fn chain_load_recorded(r: &valtune::api::trial::TrialResults, version: &str) {
+    let tx = r.figure("txPerSlot");
+    let skip = r.figure("skipRatePct");
+    assert!(
+        tx.is_some_and(|tx| (1_700.0..2_300.0).contains(&tx)),
+        "{version}: {tx:?} transactions per block ({r:?})"
+    );
+    assert!(
+        skip.is_some_and(|s| (3.0..6.5).contains(&s)),
+        "{version}: {skip:?}% of slots skipped ({r:?})"
+    );
+}
+
 #[tokio::test]
 #[ignore = "needs the lab: run `make test`"]
 async fn a_follower_is_measured_from_its_own_replay_and_its_execrp_tiles_decide() {
@@ -327,6 +343,7 @@ async fn a_follower_is_measured_from_its_own_replay_and_its_execrp_tiles_decide(
     );
     let fastest = fastest_tps_since_start(&lab, &ns, &old[0]).await;
     assert!((3_000.0..16_000.0).contains(&fastest), "v1.0.1: {fastest}");
+    chain_load_recorded(&r, "v1.0.1");
     let by = |n: i32| {
         all.iter()
             .find(|t| t.spec.point.threads["execTiles"] == n)
@@ -357,7 +374,10 @@ async fn a_follower_is_measured_from_its_own_replay_and_its_execrp_tiles_decide(
     assert!(r.max_tps.unwrap() < 16_000.0, "{r:?}");
     let fastest = fastest_tps_since_start(&lab, &ns, t).await;
     assert!((3_000.0..16_000.0).contains(&fastest), "{fastest}");
+    chain_load_recorded(&r, "v26.08.1");
     for metric in [
+        "replay_sched_block_replayed_total",
+        "replay_root_slot",
         "replay_sched_txn_done_total",
         "replay_txn_processed_total",
         "repair_slot_current",

@@ -133,10 +133,9 @@ impl ValidatorClient for Firedancer {
     fn report(&self, t: &ValidatorTemplate, _sweep: &SweepSpec) -> Layout {
         let full = t.client.firedancer.as_ref().is_some_and(layout::full);
         let mut numbers = profile::columns(full);
-        // A Frankendancer follower's chain load beside its results (solana-exporter's).
-        if !full
-            && t.client.firedancer.as_ref().map(|f| f.workload) == Some(FiredancerWorkload::Follow)
-        {
+        // A follower's chain load beside its results (Frankendancer: solana-exporter's;
+        // full Firedancer: its replay tile's).
+        if t.client.firedancer.as_ref().map(|f| f.workload) == Some(FiredancerWorkload::Follow) {
             numbers.extend(crate::clients::solana_load::COLUMNS);
         }
         Layout {

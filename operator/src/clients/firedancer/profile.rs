@@ -19,7 +19,9 @@
 //! - Full Firedancer from its own metric tile: bench TPS from its execle tiles, a
 //!   follower's from its replay scheduler's finished transactions (a counter; the
 //!   replay tile's `txn_processed` is the fork's running total, not one) and its slot
-//!   lag from repair and replay ([`full_follower`]).
+//!   lag from repair and replay ([`full_follower`]); its chain's load from the replay
+//!   tile's blocks, root and transaction counts
+//!   ([`crate::clients::solana_load::replay_figures`]).
 //! - The bench leads its own cluster and cannot fall behind: its "lag" is the number of
 //!   tiles not yet running (`tile_status`, 1 = running), 0 once it is up.
 
@@ -217,7 +219,12 @@ pub fn profile(spec: &FiredancerSpec, v: Version) -> MetricProfile {
                 default_max_lag: 100,
                 endpoints: vec![native],
                 validator_container: super::VALIDATOR_CONTAINER,
-                figures: figures(v, false, true),
+                // The chain's load from its replay tile (no solana-exporter).
+                figures: [
+                    figures(v, false, true),
+                    crate::clients::solana_load::replay_figures(renamed_metrics(v)),
+                ]
+                .concat(),
                 remote_written: Vec::new(),
             }
         }
@@ -415,9 +422,21 @@ mod tests {
         // Never the fork's running total: set, not counted (see full_follower).
         assert!(!new.queries.values().any(|q| q.contains("txn_processed")));
         assert!(new.queries[&QueryKey::SlotLag].contains("max(repair_slot_current{"));
-        // Its own metric tile only: no Agave datapoints, no RPC exporter.
+        // Its own metric tile only: no Agave datapoints, no RPC exporter; the chain's
+        // load from its replay tile, in the names of its version.
         assert_eq!(new.endpoints.len(), 1);
         assert!(!new.queries.values().any(|q| q.contains("solana_")));
+        let load = |p: &MetricProfile| {
+            p.figures
+                .iter()
+                .filter(|f| f.name == "txPerSlot" || f.name == "skipRatePct")
+                .map(|f| f.query.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(load(&new).len(), 2);
+        assert!(load(&new).iter().all(|q| !q.contains("solana_")));
+        assert!(load(&new)[0].contains("replay_sched_block_replayed_total"));
+        assert!(load(&old)[0].contains("replay_transactions_total"));
     }
 
     #[test]

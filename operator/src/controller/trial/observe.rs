@@ -221,10 +221,12 @@ async fn partner(trial: &ValidatorTrial, ctx: &Context, name: &str) -> Result<Pa
         return Ok(Partner::Gone);
     };
     let st = p.status.unwrap_or_default();
-    Ok(match (&st.caught_up_at, st.phase.is_finished()) {
-        (Some(at), _) => Partner::CaughtUp(at.0),
-        (None, true) => Partner::Gone,
-        (None, false) => Partner::Waiting(name.to_string()),
+    let done = st.phase.is_finished();
+    Ok(match (&st.caught_up_at, &st.window_start, done) {
+        (Some(_), Some(start), _) => Partner::Measuring(start.0),
+        (Some(at), None, _) => Partner::CaughtUp(at.0),
+        (None, _, true) => Partner::Gone,
+        (None, _, false) => Partner::Waiting(name.to_string()),
     })
 }
 

@@ -257,6 +257,9 @@ pub enum Partner {
     Waiting(String),
     /// It caught up at this moment (dated by its samples).
     CaughtUp(Timestamp),
+    /// It caught up and chose the pair's window, which starts at this moment: take it
+    /// as it is (this side's catch-up, read again on a later pass, may have moved).
+    Measuring(Timestamp),
     /// Gone, or ended without catching up: measure alone.
     Gone,
 }

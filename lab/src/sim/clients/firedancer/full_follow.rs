@@ -5,6 +5,16 @@
 //! `watch` reads (src/app/shared/commands/watch/watch.c @v1.1.4): repair's current slot
 //! (the turbine slot), replay's reset slot, and the transactions and slots replayed.
 //!
+//! The chain it follows is the lab's Solana chain (crate::sim::chain_load::solana): on a
+//! machine whose chain load varies, its blocks carry the chain's load and a busy chain
+//! skips more slots, as the Agave model's chain does; on a steady one, the mean block and
+//! skip rate. Replay serves what the chain's load is read from (metrics.xml @v1.0.1 L786,
+//! L815, @v1.1.4 L1229, L1254): the scheduler's blocks fully replayed (`SchedBlockReplayed`,
+//! fd_sched.c `block_removed_cnt`: every fork's blocks) and the consensus root
+//! (`RootSlot`, fd_replay_tile.c L144 @v1.1.4, 32 slots behind replay here, the tower's
+//! lockout). Counts compared with slots are in simulated units, like the slots (as the
+//! Agave lab's getEpochInfo counts): the blocks, and `txn_processed`.
+//!
 //! Two transaction counts, as upstream keeps them (src/discof/replay/): the scheduler's
 //! transactions fully replayed, a counter from the tile's start (fd_sched.c
 //! `txn_done_cnt`), and `txn_processed`, which replay *sets* on every completed block
@@ -31,6 +41,8 @@
 
 use super::super::agave::model::{CHAIN_TPS, SLOTS_PER_SECOND};
 use super::super::uniform;
+use crate::sim::chain_load::solana;
+use crate::topology::ChainLoad;
 
 /// Slots a second replay reaches with unlimited execrp tiles (assumption).
 pub const MAX_REPLAY: f64 = 8.0;
@@ -47,6 +59,9 @@ const TXN_PER_SLOT: f64 = CHAIN_TPS / SLOTS_PER_SECOND;
 /// Slots that also have a minority fork's block (assumption).
 const FORK_SHARE: f64 = 1.0 / 200.0;
 const FORK: u64 = 37;
+/// Slots from replay's slot back to the consensus root: the tower's full lockout
+/// (MAX_LOCKOUT_HISTORY 31, plus the slot voted on).
+const ROOT_DISTANCE: f64 = 32.0;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct FullFollower {
@@ -55,6 +70,8 @@ pub struct FullFollower {
     pub speed: f64,
     /// When tiles run (simulated seconds).
     boot: f64,
+    /// A chain whose load varies, and the simulated time since the epoch at start.
+    chain: Option<(ChainLoad, f64)>,
 }
 
 impl FullFollower {
@@ -63,7 +80,39 @@ impl FullFollower {
             seed,
             speed: replay_speed(execrp),
             boot,
+            chain: None,
         }
+    }
+
+    /// The same follower of a chain whose load varies, started at simulated time `origin`
+    /// (seconds since the epoch); None: a steady chain.
+    pub fn with_chain(mut self, chain: Option<(ChainLoad, f64)>) -> Self {
+        self.chain = chain;
+        self
+    }
+
+    /// The chain's clock at `s` slots after the snapshot: when the chain made that slot.
+    fn chain_time(&self, s: f64) -> f64 {
+        let origin = self.chain.map_or(0.0, |(_, o)| o);
+        origin + (self.snapshot_slot() + s - SLOT0) / SLOTS_PER_SECOND
+    }
+
+    /// Blocks and transactions of the chain in its first `s` slots after the snapshot;
+    /// the transactions with a smooth wave over the slots besides (so one slot's differ
+    /// from the next; the count only grows).
+    fn chain(&self, s: f64) -> (f64, f64) {
+        let (blocks, txs) = match &self.chain {
+            Some((c, _)) => solana::made(Some(c), self.chain_time(0.0), self.chain_time(s)),
+            // What `made` sums on a steady chain, at once.
+            None => {
+                let blocks = s.max(0.0) * (1.0 - solana::SKIP_RATE);
+                (blocks, blocks * solana::TX_PER_BLOCK)
+            }
+        };
+        (
+            blocks,
+            txs + TXN_PER_SLOT * 0.1 * 400.0 * (1.0 - (s / 400.0).cos()),
+        )
     }
 
     /// When the snapshot is loaded and replay starts.
@@ -130,14 +179,30 @@ impl FullFollower {
     /// Transactions replayed by `t` on the cluster's fork: a slot's transactions vary
     /// around the mean with the slot (a smooth wave, so the count only grows).
     pub fn transactions(&self, t: f64) -> f64 {
-        by_slot(self.slots(t))
+        self.chain(self.slots(t)).1
     }
 
     /// The scheduler's transactions fully replayed by `t`: the cluster's fork's and the
     /// minority forks' blocks (`SchedTxnDone`, a counter).
     pub fn sched_done(&self, t: f64) -> f64 {
         let s = self.slots(t);
-        by_slot(s) + s * FORK_SHARE * 0.5 * TXN_PER_SLOT
+        self.chain(s).1 + s * FORK_SHARE * 0.5 * TXN_PER_SLOT
+    }
+
+    /// The scheduler's blocks fully replayed by `t` (`SchedBlockReplayed`, a counter):
+    /// the chain's blocks and the minority forks'.
+    pub fn blocks_replayed(&self, t: f64) -> f64 {
+        let s = self.slots(t);
+        self.chain(s).0 + s * FORK_SHARE
+    }
+
+    /// The consensus root at `t` (`RootSlot`): 0 until replay starts, then the snapshot's
+    /// slot until replay is a lockout past it.
+    pub fn root_slot(&self, t: f64) -> u64 {
+        match self.replayed_to(t) {
+            None => 0,
+            Some(s) => (s - ROOT_DISTANCE).max(self.snapshot_slot()).floor() as u64,
+        }
     }
 
     /// Whether the slot `k` after the snapshot has a minority fork's block too.
@@ -160,10 +225,16 @@ impl FullFollower {
             return genesis;
         }
         let minority = self.forked(k as u64) && done - k >= 0.5;
+        let txs = |s: f64| self.chain(s).1;
         match (cumulative, minority) {
-            (true, false) => genesis + by_slot(k),
-            (true, true) => genesis + by_slot((k - 2.0).max(0.0)) + 0.5 * TXN_PER_SLOT,
-            (false, false) => by_slot(k) - by_slot(k - 1.0),
+            (true, false) => genesis + txs(k),
+            (true, true) => genesis + txs((k - 2.0).max(0.0)) + 0.5 * TXN_PER_SLOT,
+            // The last block's own: the chain's transactions per block about slot k.
+            (false, false) => {
+                let (b0, t0) = self.chain(k - 1.0);
+                let (b1, t1) = self.chain(k);
+                (t1 - t0) / (b1 - b0).max(0.01)
+            }
             (false, true) => 0.5 * TXN_PER_SLOT,
         }
     }
@@ -177,11 +248,6 @@ impl FullFollower {
             _ => 0.998,
         }
     }
-}
-
-/// Transactions of the cluster's fork in its first `s` slots after the snapshot.
-fn by_slot(s: f64) -> f64 {
-    TXN_PER_SLOT * (s + 0.1 * 400.0 * (1.0 - (s / 400.0).cos()))
 }
 
 /// Slots a second replay does with `n` execrp tiles (module docs).
@@ -223,6 +289,51 @@ mod tests {
         assert!((0.3..0.4).contains(&f.execrp_busy(at + 10.0)));
         let done = (f.sched_done(at + 7_000.0) - f.sched_done(at + 3_000.0)) / 4_000.0;
         assert!((tps..tps * 1.01).contains(&done), "{done} {tps}");
+    }
+
+    /// The chain's load as replay reads it: transactions per block replayed and the
+    /// share of the root's slots without one; on a varying chain a busy hour has fuller
+    /// blocks and more skipped slots, and two followers read one chain.
+    #[test]
+    fn replay_reads_the_chains_load_and_skipped_slots() {
+        let window = |f: &FullFollower, from: f64, to: f64| {
+            let blocks = f.blocks_replayed(to) - f.blocks_replayed(from);
+            let txs = f.txn_processed(to, true) - f.txn_processed(from, true);
+            let slots = (f.root_slot(to) - f.root_slot(from)) as f64;
+            (txs / blocks, 100.0 * (1.0 - blocks / slots))
+        };
+        let steady = FullFollower::new(7, 10, 240.0);
+        let at = steady.caught_up_at().unwrap();
+        let (per_block, skip) = window(&steady, at + 600.0, at + 7_800.0);
+        assert!((1_950.0..2_100.0).contains(&per_block), "{per_block}");
+        // 5% skipped, less the minority forks' blocks (one slot in 200).
+        assert!((4.0..5.0).contains(&skip), "{skip}");
+        let load = ChainLoad {
+            amplitude: 0.3,
+            noise: 0.05,
+            seed: 19,
+        };
+        // Started three hours before the busiest hour of a day, and twelve hours later.
+        let origin = 86_400.0 * 11_574.0 + 3.0 * 3_600.0;
+        let on = |seed, origin| FullFollower::new(seed, 10, 240.0).with_chain(Some((load, origin)));
+        let (busy, skip_busy) = window(&on(1, origin), 3.0 * 3_600.0, 4.0 * 3_600.0);
+        let (other, skip_other) = window(
+            &on(2, origin - 100.0),
+            3.0 * 3_600.0 + 100.0,
+            4.0 * 3_600.0 + 100.0,
+        );
+        assert!((busy / other - 1.0).abs() < 0.01, "{busy} {other}");
+        assert!(
+            (skip_busy - skip_other).abs() < 0.2,
+            "{skip_busy} {skip_other}"
+        );
+        let (quiet, skip_quiet) = window(&on(3, origin + 43_200.0), 3.0 * 3_600.0, 4.0 * 3_600.0);
+        assert!(busy > 1.3 * quiet, "{busy} {quiet}");
+        assert!(skip_busy > skip_quiet + 2.0, "{skip_busy} {skip_quiet}");
+        // The root follows replay a lockout behind, and is 0 before replay starts.
+        assert_eq!(steady.root_slot(steady.replay_start() - 1.0), 0);
+        let t = at + 1_000.0;
+        assert!(steady.reset_slot(t) - steady.root_slot(t) > 25);
     }
 
     #[test]

@@ -53,6 +53,10 @@ pub struct Replay {
     pub done: u64,
     pub slots: u64,
     pub reset_slot: u64,
+    /// `SchedBlockReplayed`: blocks fully replayed, every fork's (simulated count).
+    pub blocks: u64,
+    /// `RootSlot`: the consensus root.
+    pub root_slot: u64,
 }
 
 struct Page {
@@ -195,39 +199,62 @@ fn full(p: &mut Page, new: bool, execle: &[(&Tile, (u64, u64))], tiles: &[(Tile,
     }
     for (t, f) in tiles {
         if let Some(r) = &f.replay {
-            let (slots, txns, done) = if new {
+            let (slots, txns, done, blocks) = if new {
                 (
                     "replay_slot_replayed_total",
                     "replay_txn_processed_total",
                     "replay_sched_txn_done_total",
+                    "replay_sched_block_replayed_total",
                 )
             } else {
                 (
                     "replay_slots_total",
                     "replay_transactions_total",
                     "replay_sched_txn_done",
+                    "replay_sched_block_replayed",
                 )
             };
-            p.header(
-                "replay_reset_slot",
-                "gauge",
-                "Slot at which we last reset the replay stage, or 0 if unknown",
-            );
-            p.line("replay_reset_slot", t, "", r.reset_slot);
-            p.header(
-                slots,
-                "counter",
-                "Slots replayed successfully or leader slots packed and shredded successfully",
-            );
-            p.line(slots, t, "", r.slots);
-            p.header(
-                txns,
-                "counter",
-                "Transactions processed overall on the current fork",
-            );
-            p.line(txns, t, "", r.processed);
-            p.header(done, "counter", "Transactions that were fully replayed");
-            p.line(done, t, "", r.done);
+            for (name, kind, help, value) in [
+                (
+                    "replay_root_slot",
+                    "gauge",
+                    "Slot at which our node has most recently rooted",
+                    r.root_slot,
+                ),
+                (
+                    blocks,
+                    "counter",
+                    "Blocks the replay scheduler considers fully replayed",
+                    r.blocks,
+                ),
+                (
+                    "replay_reset_slot",
+                    "gauge",
+                    "Slot at which we last reset the replay stage, or 0 if unknown",
+                    r.reset_slot,
+                ),
+                (
+                    slots,
+                    "counter",
+                    "Slots replayed successfully or leader slots packed and shredded successfully",
+                    r.slots,
+                ),
+                (
+                    txns,
+                    "counter",
+                    "Transactions processed overall on the current fork",
+                    r.processed,
+                ),
+                (
+                    done,
+                    "counter",
+                    "Transactions that were fully replayed",
+                    r.done,
+                ),
+            ] {
+                p.header(name, kind, help);
+                p.line(name, t, "", value);
+            }
         }
         if let Some(slot) = f.turbine_slot {
             let name = if new {
@@ -282,6 +309,8 @@ mod tests {
                     done: 4,
                     slots: 2,
                     reset_slot: 9,
+                    blocks: 3,
+                    root_slot: 7,
                 }),
                 executed: None,
                 ..bank().remove(0).1
@@ -296,6 +325,8 @@ mod tests {
         assert!(old.contains("execle_transaction_landed{kind=\"execle\",kind_id=\"0\",transaction_landed=\"landed_success\"} 100\n"));
         assert!(old.contains("replay_transactions_total{kind=\"replay\",kind_id=\"0\"} 5\n"));
         assert!(old.contains("replay_sched_txn_done{kind=\"replay\",kind_id=\"0\"} 4\n"));
+        assert!(old.contains("replay_sched_block_replayed{kind=\"replay\",kind_id=\"0\"} 3\n"));
+        assert!(old.contains("replay_root_slot{kind=\"replay\",kind_id=\"0\"} 7\n"));
         assert!(old.contains("tile_regime_duration_nanos{"));
         assert!(!old.contains("bank_"));
         let new = render((1, 1, 4), &full_tiles());
@@ -303,6 +334,8 @@ mod tests {
         assert!(new.contains("replay_txn_processed_total{kind=\"replay\",kind_id=\"0\"} 5\n"));
         assert!(new.contains("# TYPE replay_sched_txn_done_total counter\nreplay_sched_txn_done_total{kind=\"replay\",kind_id=\"0\"} 4\n"));
         assert!(new.contains("replay_reset_slot{kind=\"replay\",kind_id=\"0\"} 9\n"));
+        assert!(new.contains("# TYPE replay_sched_block_replayed_total counter\nreplay_sched_block_replayed_total{kind=\"replay\",kind_id=\"0\"} 3\n"));
+        assert!(new.contains("replay_root_slot{kind=\"replay\",kind_id=\"0\"} 7\n"));
         assert_eq!(render((26, 8, 1), &full_tiles()), new);
     }
 

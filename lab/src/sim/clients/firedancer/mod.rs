@@ -171,7 +171,10 @@ fn boot(view: &PodView, c: &Container, env: &Env, clock: &Clock) -> Result<Frank
     let kind = if local {
         Kind::Bench
     } else if fdctl::full(v) {
-        Kind::FullFollow(FullFollower::new(s, topology.setup.exec, BOOT_S))
+        Kind::FullFollow(
+            FullFollower::new(s, topology.setup.exec, BOOT_S)
+                .with_chain(crate::sim::chain_load::of(view, &c.name, clock.scale)),
+        )
     } else {
         let limit = PodView::memory_limit(c).unwrap_or(1 << 40);
         Kind::Follow {
@@ -311,16 +314,15 @@ impl Frankendancer {
         let cumulative = metrics::renamed(self.version);
         match &self.kind {
             Kind::FullFollow(m) => {
-                let processed = m.txn_processed(t, cumulative);
+                // `processed` and the blocks are compared with slots: simulated counts,
+                // like the slots (full_follow's module docs).
                 Replay {
-                    processed: if cumulative {
-                        self.lab(processed)
-                    } else {
-                        processed as u64
-                    },
+                    processed: m.txn_processed(t, cumulative) as u64,
                     done: self.lab(m.sched_done(t)),
                     slots: self.lab(m.slots(t)),
                     reset_slot: m.reset_slot(t),
+                    blocks: m.blocks_replayed(t) as u64,
+                    root_slot: m.root_slot(t),
                 }
             }
             _ => {
@@ -332,15 +334,19 @@ impl Frankendancer {
                     let tps = self.stretches(t).last().map(|(_, _, tps)| tps);
                     (0.4 * tps.unwrap_or(0.0)) as u64
                 };
+                let reset_slot = if t >= BOOT_S {
+                    1 + (up * 2.5) as u64
+                } else {
+                    0
+                };
                 Replay {
                     processed,
                     done: 0,
                     slots: self.lab(up * 2.5),
-                    reset_slot: if t >= BOOT_S {
-                        1 + (up * 2.5) as u64
-                    } else {
-                        0
-                    },
+                    reset_slot,
+                    // Its own leader slots, every one a block, rooted as made.
+                    blocks: (up * 2.5) as u64,
+                    root_slot: reset_slot,
                 }
             }
         }

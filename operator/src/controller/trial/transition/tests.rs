@@ -1374,7 +1374,8 @@ fn a_finished_trial_is_collected_again_when_asked() {
 }
 
 /// A pair measures one window: the side that caught up first waits for its partner, and
-/// both windows start at the later catch-up; a partner gone leaves it to measure alone.
+/// both windows start a scrape (15 s) after the later catch-up, so the first sample of
+/// neither holds catch-up replay; a partner gone leaves it to measure alone.
 #[test]
 fn a_pair_measures_one_window_from_the_later_catch_up() {
     let caught = |partner| Observed {
@@ -1409,14 +1410,56 @@ fn a_pair_measures_one_window_from_the_later_catch_up() {
     );
     assert_eq!(later.status.phase, TrialPhase::Measuring);
     assert_eq!(later.status.caught_up_at, Some(Time(at(3600))));
-    assert_eq!(later.status.window_start, Some(Time(at(4000))));
+    assert_eq!(later.status.window_start, Some(Time(at(4015))));
+    assert!(
+        later
+            .status
+            .message
+            .clone()
+            .unwrap()
+            .contains("a scrape after the later of its pair's catch-ups"),
+        "{:?}",
+        later.status.message
+    );
     let earlier = transition(
         &warming(0),
         &caught(Partner::CaughtUp(at(3000))),
         &settings(),
         at(3700),
     );
-    assert_eq!(earlier.status.window_start, Some(Time(at(3600))));
+    assert_eq!(earlier.status.window_start, Some(Time(at(3615))));
+    // A catch-up within a second, as status keeps it (whole seconds) and the partner
+    // reads it: both sides' windows start at one moment.
+    let within = Observed {
+        caught_up: Some(Ok(Some(at(4000) + SignedDuration::from_millis(700)))),
+        partner: Some(Partner::CaughtUp(at(4000))),
+        ..lag(Ok(Some(0.0)))
+    };
+    let same = transition(&warming(0), &within, &settings(), at(4100));
+    assert_eq!(same.status.window_start, later.status.window_start);
+    assert_eq!(same.status.window_end, later.status.window_end);
+    // A side waiting for its partner keeps the catch-up it recorded, which its partner
+    // read, though the samples now date it later: both choose one window.
+    let recorded = ValidatorTrialStatus {
+        caught_up_at: Some(Time(at(4000))),
+        ..warming(0)
+    };
+    let moved = Observed {
+        caught_up: Some(Ok(Some(at(4001)))),
+        partner: Some(Partner::CaughtUp(at(3600))),
+        ..lag(Ok(Some(0.0)))
+    };
+    let kept = transition(&recorded, &moved, &settings(), at(4100));
+    assert_eq!(kept.status.caught_up_at, Some(Time(at(4000))));
+    assert_eq!(kept.status.window_start, Some(Time(at(4015))));
+    // A partner measuring already gives its window as it is.
+    let taken = Observed {
+        partner: Some(Partner::Measuring(at(4015))),
+        ..caught(Partner::Gone)
+    };
+    let taken = transition(&warming(0), &taken, &settings(), at(4100));
+    assert_eq!(taken.status.window_start, Some(Time(at(4015))));
+    assert_eq!(taken.status.caught_up_at, Some(Time(at(3600))));
     let alone = transition(
         &waiting.status,
         &caught(Partner::Gone),

@@ -134,7 +134,14 @@ pub(super) fn warm_up(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
     // Moments are dated by Prometheus' samples where it has them, so a pass that came late
     // (a busy operator, a restart) measures the same window as one that came on time; a
     // moment past the deadline does not count.
-    let caught_up = first(&obs.caught_up, lag.is_some_and(|l| l <= s.max_lag), now)
+    // A catch-up once recorded (a paired side waiting for its partner) stays as recorded:
+    // the partner chooses the pair's window from it, and a later pass may date it a
+    // scrape later from the samples (the lab's pairs then measured a second apart).
+    let caught_up = st
+        .caught_up_at
+        .as_ref()
+        .map(|t| t.0)
+        .or_else(|| first(&obs.caught_up, lag.is_some_and(|l| l <= s.max_lag), now))
         .filter(|at| *at <= deadline);
     // The paper's window: from the first transaction processed, catch-up included.
     if s.from == WindowStart::FirstExecution
@@ -160,7 +167,14 @@ pub(super) fn warm_up(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
     {
         // A pair measures one window, from the later of the two catch-ups, so both see
         // the same chain (the paired design's point); a partner gone or ended without
-        // catching up leaves this one to measure alone.
+        // catching up leaves this one to measure alone. It starts a scrape after that
+        // catch-up: a window's first sample is the rate over the step before it, which
+        // from the later catch-up itself would hold that side's last catch-up replay
+        // (faster than the chain) and not its partner's (the lab's A/A pairs differed
+        // by up to 12%, a sample being a tenth of their window). Both sides take the
+        // catch-ups in whole seconds, as status keeps them (metav1.Time) and so as each
+        // reads the other's, or their windows would be a fraction of a second apart, and
+        // so a sample apart; a partner that chose the window already gives it as is.
         let at = match &obs.partner {
             Some(Partner::Waiting(partner)) => {
                 st.caught_up_at = Some(Time(own));
@@ -177,8 +191,14 @@ pub(super) fn warm_up(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
                 step.requeue = Some(s.step);
                 return;
             }
-            Some(Partner::CaughtUp(theirs)) => own.max(*theirs),
-            Some(Partner::Gone) | None => own,
+            Some(Partner::CaughtUp(theirs)) => {
+                let whole = |t: Timestamp| Timestamp::from_second(t.as_second()).unwrap_or(t);
+                whole(own).max(whole(*theirs)) + s.step_signed()
+            }
+            // A window from before this side caught up is not the pair's (a side run
+            // again beside one that measured long ago): measure alone.
+            Some(Partner::Measuring(start)) if *start >= own => *start,
+            Some(Partner::Measuring(_) | Partner::Gone) | None => own,
         };
         let end = at + s.measurement;
         st.caught_up_at = Some(Time(own));
@@ -191,7 +211,7 @@ pub(super) fn warm_up(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
             own.duration_since(started).as_secs(),
             s.max_lag,
             if at > own {
-                format!("from {at}, when its pair's partner caught up, ")
+                format!("from {at}, a scrape after the later of its pair's catch-ups, ")
             } else {
                 String::new()
             }
