@@ -23,6 +23,10 @@ async fn the_bisection_example_finds_the_least_memory_that_keeps_up_and_confirms
     let operator = lab.start_operator(&ns);
     let mut v = example("manifests/examples/agave-ram-bisection.yaml");
     v["metadata"]["namespace"] = json!(ns);
+    // A 9-hour window (45 s here, not 60 s) over four rounds: the sizes that fall behind
+    // still end early (early abort judges from about 30 s into the window), and every
+    // verdict below is the same.
+    v["spec"]["trial"]["measurement"]["duration"] = json!("45s");
     create(&lab, &serde_json::from_value(v).unwrap()).await;
     // SIGKILL mid-search, twice: while the first round measures, and once the second
     // round has started. Each new process reads the search from the trials alone and
@@ -106,8 +110,8 @@ async fn the_bisection_example_finds_the_least_memory_that_keeps_up_and_confirms
     }
     // What it cost: the sum of its trials' node time, each from its validator's start to
     // its end (lab hours), well under what a grid of the 21 sizes would hold (at this
-    // experiment's warm-up and collection: in the lab they weigh against a one-minute
-    // window as they do not against 12 hours); the sizes too small ended early.
+    // experiment's warm-up and collection: in the lab they weigh against a 45-second
+    // window as they do not against 9 hours); the sizes too small ended early.
     let cost = st.node_hours.clone().expect("status.nodeHours");
     let held: f64 = all
         .iter()
