@@ -348,22 +348,29 @@ pub async fn first_time(
 }
 
 /// Whether remote-written samples of `series` dated at or after `t` have arrived: samples
-/// are pushed in order (Agave flushes every 10 s, vmagent forwards in order), so once one
-/// past the window's end is in, the window's are too.
+/// are pushed in order (Agave flushes every 10 s; the vmagent sidecar sends through one
+/// queue, [`crate::clients::parts::vmagent`]), so once one past the window's end is in,
+/// the window's are too.
 pub async fn pushed_since(
     prom: &Prometheus,
     series: &[String],
     selector: &str,
     t: Timestamp,
 ) -> Result<bool, PromError> {
-    let names = series.join("|");
     let last = prom
-        .value(
-            &format!("max(timestamp({{__name__=~\"{names}\",{selector}}}))"),
-            None,
-        )
+        .value(&pushed_since_query(series, selector), None)
         .await?;
     Ok(last.is_some_and(|ts| ts >= t.as_second() as f64))
+}
+
+/// `timestamp()` drops the metric name, and two series that differ only in it are then
+/// one labelset, which Prometheus refuses ("vector cannot contain metrics with the same
+/// labelset", prometheus/prometheus#11397): the name is copied to a label first.
+fn pushed_since_query(series: &[String], selector: &str) -> String {
+    let names = series.join("|");
+    format!(
+        "max(timestamp(label_replace({{__name__=~\"{names}\",{selector}}}, \"valtune_series\", \"$1\", \"__name__\", \"(.+)\")))"
+    )
 }
 
 pub async fn scraped_since(

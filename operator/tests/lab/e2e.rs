@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use valtune::api::trial::{TrialOutcome, TrialPhase};
@@ -161,6 +162,20 @@ async fn the_ram_sweep_reproduces_the_papers_shape_from_prometheus() {
             panic!("{m}: {e}");
         }
     }
+    // Prometheus answered throughout: collection read the pushed samples' arrival rather
+    // than timing out on a query it refused (prometheus/prometheus#11397), which warned
+    // PrometheusUnreachable on every Agave trial.
+    let events: Api<Event> = Api::namespaced(lab.client.clone(), &ns);
+    let unreachable: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("PrometheusUnreachable"))
+        .map(|e| e.note.unwrap_or_default())
+        .collect();
+    assert!(unreachable.is_empty(), "{unreachable:?}");
     let rec = st.recommendation.unwrap();
     assert_eq!(rec.summary, "memory=512Gi", "{rec:?}");
     report_draws_the_papers_figures(&lab, &ns);

@@ -15,7 +15,8 @@
 //! (the lab runs this script against files of its own).
 
 use super::config::{
-    AFFINITY, AGAVE_AFFINITY, BENCH_AFFINITY, HUGETLBFS, POD_IP, config_path, identity_path, template_path,
+    AFFINITY, AGAVE_AFFINITY, BENCH_AFFINITY, HUGETLBFS, POD_IP, config_path, identity_path,
+    template_path,
 };
 use super::layout::Needs;
 use crate::api::firedancer::FiredancerWorkload;
