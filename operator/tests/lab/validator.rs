@@ -3,8 +3,10 @@
 //! does, Host allowlist included); a second Validator naming the same identity gets no
 //! pod and says which Validator holds it; an Agave Validator is Ready by its getHealth
 //! and replaces its pod only in its restart window (the simulated Agave has a leader
-//! schedule for its identity), never two pods of its identity at once; bad input is
-//! refused naming the field.
+//! schedule for its identity), never two pods of its identity at once; a node that stops
+//! answering gets no second pod until its pod is confirmed gone, and the replacement
+//! resumes from the ledger on the machine's volume; bad input is refused naming the
+//! field.
 
 use std::time::Duration;
 
