@@ -355,6 +355,14 @@ async fn start(
             format!("--config={}", kwok_config.display()),
             "--manage-all-nodes=false".into(),
             "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake".into(),
+            // Server-side: a node whose label changes leaves the watch (kwok v0.7.0 drops
+            // an update that no longer matches its client-side annotation filter, and
+            // would keep playing the node: pkg/utils/informer/informer.go).
+            format!(
+                "--manage-nodes-with-label-selector={}={}",
+                crate::topology::KUBELET_LABEL.0,
+                crate::topology::KUBELET_LABEL.1
+            ),
             format!("--cidr={kwok_cidr}"),
             format!("--node-ip={node_ip}"),
             "--node-lease-duration-seconds=20".into(),

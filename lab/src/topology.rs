@@ -20,6 +20,12 @@ use crate::allocatable::{Allocatable, Capacity, KubeletConfig, format_bytes, for
 
 /// kwok manages nodes carrying this annotation (and only those).
 pub const KWOK_ANNOTATION: (&str, &str) = ("kwok.x-k8s.io/node", "fake");
+/// The label whose value says whether the node's kubelet answers: kwok plays the nodes
+/// that carry it with this value (`--manage-nodes-with-label-selector`, a selector the API
+/// server applies, so a node whose label changes leaves kwok's watch and kwok lets its
+/// Lease and heartbeats go, as a machine cut off the network). A test sets another value
+/// to take a node away and this one to bring it back.
+pub const KUBELET_LABEL: (&str, &str) = ("valtune.dev/lab-kubelet", "answers");
 /// Label on everything the lab creates, so a second lab's objects are never touched.
 pub const LAB_LABEL: &str = "valtune.dev/lab";
 pub const STORAGE_CLASS: &str = "local-nvme";
@@ -437,6 +443,7 @@ impl LabNode {
     pub fn node(&self, lab: &str) -> Node {
         let mut labels = self.labels.clone();
         labels.insert(LAB_LABEL.into(), lab.into());
+        labels.insert(KUBELET_LABEL.0.into(), KUBELET_LABEL.1.into());
         Node {
             metadata: ObjectMeta {
                 name: Some(self.name.clone()),

@@ -27,7 +27,7 @@ use crate::state::LabState;
 pub async fn run(state: LabState) -> anyhow::Result<()> {
     let client = state.client().await?;
     tokio::select! {
-        r = volumes::recycle_volumes(client.clone(), state.name.clone()) => r,
+        r = volumes::recycle_volumes(client.clone(), state.name.clone(), state.dir.clone()) => r,
         r = reloader::run(client.clone(), state.clone()) => r,
         r = workloads::run(client.clone(), state.clone()) => r,
         r = local_pods::run(client.clone(), state.clone()) => r,

@@ -1,13 +1,15 @@
 //! A running pod as a kubelet sees it: its spec, its address, the env of each container
 //! (literal values, ConfigMap and Secret references, the downward API), the files of the
-//! ConfigMaps and Secrets mounted into it, and the `$(VAR)` references in its args. The
-//! lab's models read pods only through this: never valtune's own resources.
+//! ConfigMaps and Secrets mounted into it, the node's local volumes its claims are bound
+//! to, and the `$(VAR)` references in its args. The lab's models read pods only through
+//! this: never valtune's own resources.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::path::PathBuf;
 
 use anyhow::Context;
-use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, PersistentVolumeClaim, Pod, Secret};
 use kube::api::Api;
 use kube::{Client, ResourceExt};
 
@@ -26,6 +28,12 @@ pub struct PodView {
     secrets: BTreeMap<String, BTreeMap<String, String>>,
     /// What the lab's registry says is inside the images (a kubelet has pulled them).
     pub registry: Vec<crate::topology::ImageEntry>,
+    /// The PersistentVolume each of the pod's claim volumes is bound to (pod volume name
+    /// -> PV name), as the kubelet mounts it.
+    pub claims: BTreeMap<String, String>,
+    /// Where the node's local volumes keep their files (`<lab>/nodes/<node>/volumes`),
+    /// one directory per PersistentVolume; None: the files are not kept.
+    pub volumes_root: Option<PathBuf>,
 }
 
 /// What a kubelet knows of its machine beyond the Node object: its memory and swap, its
@@ -105,7 +113,17 @@ impl PodView {
                 }
             }
         }
+        let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &namespace);
+        let mut claims = BTreeMap::new();
         for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+            if let Some(c) = &v.persistent_volume_claim
+                && let Some(pv) = pvcs
+                    .get_opt(&c.claim_name)
+                    .await?
+                    .and_then(|c| c.spec?.volume_name)
+            {
+                claims.insert(v.name.clone(), pv);
+            }
             if let Some(cm) = &v.config_map {
                 cm_names.insert(cm.name.clone());
             }
@@ -134,7 +152,9 @@ impl PodView {
                 secrets.insert(name, data);
             }
         }
-        Ok(PodView::new(pod.clone(), ip, config_maps, secrets))
+        let mut view = PodView::new(pod.clone(), ip, config_maps, secrets);
+        view.claims = claims;
+        Ok(view)
     }
 
     pub fn new(
@@ -162,7 +182,22 @@ impl PodView {
             config_maps,
             secrets,
             registry: Vec::new(),
+            claims: BTreeMap::new(),
+            volumes_root: None,
         }
+    }
+
+    /// The directory on the node that a container's path is on, when that path is on a
+    /// claim's local volume: the files a process writes there outlive its pod, as on the
+    /// machine's NVMe.
+    pub fn volume_dir(&self, c: &Container, path: &str) -> Option<PathBuf> {
+        let root = self.volumes_root.as_ref()?;
+        c.volume_mounts.iter().flatten().find_map(|m| {
+            let rest = path.strip_prefix(&m.mount_path)?.trim_start_matches('/');
+            let pv = self.claims.get(&m.name)?;
+            let sub = m.sub_path.as_deref().unwrap_or("");
+            Some(root.join(pv).join(sub).join(rest))
+        })
     }
 
     /// Whether the pod uses the node's network namespace (`hostNetwork`).
@@ -388,6 +423,27 @@ mod tests {
                 BTreeMap::from([("secret".to_string(), "0xabc".to_string())]),
             )]),
         )
+    }
+
+    /// A path on a claim's volume is a directory of that PersistentVolume on the node; a
+    /// ConfigMap's path, or any without a kept root, is none.
+    #[test]
+    fn a_path_on_a_claim_is_on_the_nodes_volume() {
+        let mut v = view();
+        let c = v.pod.spec.as_mut().unwrap().containers.get_mut(0).unwrap();
+        c.volume_mounts
+            .as_mut()
+            .unwrap()
+            .push(serde_saphyr::from_str("{name: ledger, mountPath: /mnt/ledger}").unwrap());
+        let c = c.clone();
+        assert_eq!(v.volume_dir(&c, "/mnt/ledger/tip"), None);
+        v.volumes_root = Some("/lab/nodes/bm-01/volumes".into());
+        v.claims.insert("ledger".into(), "bm-01-nvme0".into());
+        assert_eq!(
+            v.volume_dir(&c, "/mnt/ledger/tip"),
+            Some("/lab/nodes/bm-01/volumes/bm-01-nvme0/tip".into())
+        );
+        assert_eq!(v.volume_dir(&c, "/etc/fd/config.toml"), None);
     }
 
     #[test]

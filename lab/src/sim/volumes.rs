@@ -1,6 +1,9 @@
 //! The local static provisioner's part: a Released local PersistentVolume is wiped and
-//! made Available again, so a node's NVMe drives serve trial after trial.
+//! made Available again, so a node's NVMe drives serve trial after trial. A volume's
+//! files (what the simulated validators keep on it, [`dir`]) go with the wipe: the next
+//! claim finds an empty disk.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -12,8 +15,14 @@ use tracing::{info, warn};
 
 use crate::topology::LAB_LABEL;
 
-/// Released volumes get their claim reference cleared, which makes them Available.
-pub async fn recycle_volumes(client: Client, lab: String) -> anyhow::Result<()> {
+/// Where a node's local volumes keep their files, one directory per PersistentVolume.
+pub fn root(lab_dir: &Path, node: &str) -> PathBuf {
+    lab_dir.join("nodes").join(node).join("volumes")
+}
+
+/// Released volumes are wiped, then get their claim reference cleared, which makes them
+/// Available.
+pub async fn recycle_volumes(client: Client, lab: String, lab_dir: PathBuf) -> anyhow::Result<()> {
     let api: Api<PersistentVolume> = Api::all(client);
     let cfg = watcher::Config::default().labels(&format!("{LAB_LABEL}={lab}"));
     let mut stream = watcher(api.clone(), cfg).applied_objects().boxed();
@@ -28,6 +37,15 @@ pub async fn recycle_volumes(client: Client, lab: String) -> anyhow::Result<()> 
         };
         let released = pv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Released");
         if released {
+            if let Some(node) = pv.labels().get("valtune.dev/node") {
+                let dir = root(&lab_dir, node).join(pv.name_any());
+                if let Err(e) = std::fs::remove_dir_all(&dir)
+                    && e.kind() != std::io::ErrorKind::NotFound
+                {
+                    warn!(volume = %pv.name_any(), error = %e, "wiping the volume's files");
+                    continue;
+                }
+            }
             let patch = serde_json::json!({"spec": {"claimRef": null}});
             match api
                 .patch(

@@ -138,6 +138,15 @@ impl Live {
 
 struct AbortOnDrop(Vec<tokio::task::JoinHandle<()>>);
 
+/// Marks the process dead when its workload stops (the pod deleted).
+struct DeadOnDrop(Arc<Live>);
+
+impl Drop for DeadOnDrop {
+    fn drop(&mut self) {
+        self.0.dead.store(true, Ordering::SeqCst);
+    }
+}
+
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         for t in &self.0 {
@@ -205,6 +214,7 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
     view.registry = crate::topology::Topology::load(&state.topology)
         .map(|t| t.images)
         .unwrap_or_default();
+    view.volumes_root = Some(super::volumes::root(&state.dir, &view.node));
     let clock = Clock {
         scale: state.time_scale,
         step: crate::state::parse_seconds(&state.scrape_interval).unwrap_or(15.0),
@@ -294,6 +304,10 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
             )));
         }
         tasks.push(tokio::spawn(send_posts(live.clone(), view.clone())));
+        tasks.push(tokio::spawn(keep_files(live.clone())));
+        if let Some(path) = live.process.admin_socket() {
+            tasks.push(tokio::spawn(serve_admin(path, live.clone())));
+        }
         if let Some(sink) = live.process.metrics_sink() {
             let url = format!(
                 "{}/write?db={}&u={}&p={}&precision=n",
@@ -310,6 +324,9 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
         }
     }
     let _guard = AbortOnDrop(tasks);
+    // A stopped pod's process is gone: connections its servers still hold (a client's
+    // keep-alive) must not be answered by it any more.
+    let _dead = live.clone().map(DeadOnDrop);
 
     let exit = live.as_ref().and_then(|l| l.process.exit());
     let exit_at = exit.as_ref().map(|e| clock.at(start, e.at));
@@ -409,6 +426,99 @@ async fn keep_proc(live: Arc<Live>, root: PathBuf, pid: u32, cmdline: Vec<String
         remove(pid + 1 + n, pid + 1 + forked.max(n));
         forked = n;
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Lets the process write what it keeps on its volumes (Agave's ledger), often: a
+/// fifth of a real second is 144 simulated seconds at the lab's usual time scale.
+async fn keep_files(live: Arc<Live>) {
+    while live.alive() {
+        if let Err(e) = live.process.persist(live.now()) {
+            warn!(error = %e, "writing the process's files on its volume");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The admin RPC on its Unix socket, as jsonrpc-ipc-server serves it: JSON-RPC 2.0
+/// requests one after another on a connection, each answer a line.
+async fn serve_admin(path: PathBuf, live: Arc<Live>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    // A socket file left by the previous process of this ledger.
+    let _ = std::fs::remove_file(&path);
+    let l = match tokio::net::UnixListener::bind(&path) {
+        Ok(l) => l,
+        Err(e) => {
+            warn!(path = %path.display(), error = %e, "admin RPC socket");
+            return;
+        }
+    };
+    let _gone = RemoveOnDrop(path);
+    while live.alive() {
+        let Ok((mut conn, _)) = l.accept().await else {
+            continue;
+        };
+        let live = live.clone();
+        tokio::spawn(async move {
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            loop {
+                let n = match conn.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => n,
+                };
+                buf.extend_from_slice(&chunk[..n]);
+                let mut stream = serde_json::Deserializer::from_slice(&buf).into_iter::<Value>();
+                let mut answers = Vec::new();
+                while let Some(Ok(call)) = stream.next() {
+                    answers.push(admin_answer(&live, &call));
+                }
+                let used = stream.byte_offset();
+                buf.drain(..used);
+                for a in answers {
+                    let mut line = a.to_string();
+                    line.push('\n');
+                    if conn.write_all(line.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+    }
+}
+
+fn admin_answer(live: &Live, call: &Value) -> Value {
+    let id = call.get("id").cloned().unwrap_or(Value::Null);
+    let method = call.get("method").and_then(Value::as_str).unwrap_or("");
+    let params = call.get("params").cloned().unwrap_or(Value::Null);
+    match live.process.admin_rpc(live.now(), method, &params) {
+        Some(Rpc::Result(r)) => json!({"jsonrpc": "2.0", "result": r, "id": id}),
+        Some(Rpc::Error {
+            code,
+            message,
+            data,
+        }) => {
+            let mut err = json!({"code": code, "message": message});
+            if let Some(d) = data {
+                err["data"] = d;
+            }
+            json!({"jsonrpc": "2.0", "error": err, "id": id})
+        }
+        None => {
+            json!({"jsonrpc": "2.0", "error": {"code": -32601, "message": "Method not found"}, "id": id})
+        }
+    }
+}
+
+/// Removes the socket file when its server stops (the process exited).
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
 
@@ -623,5 +733,79 @@ async fn push_datapoints(live: Arc<Live>, url: String, host_id: String) {
             Ok(r) => warn!(%url, status = %r.status(), "datapoints refused"),
             Err(e) => warn!(%url, error = %e, "pushing datapoints"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    /// A process whose admin RPC answers `pid`.
+    struct Admin;
+
+    impl Process for Admin {
+        fn exit(&self) -> Option<Exit> {
+            None
+        }
+        fn proc(&self, _t: f64) -> clients::ProcFigures {
+            clients::ProcFigures {
+                comm: "admin".into(),
+                rss_bytes: 0,
+                vsz_bytes: 0,
+                swap_bytes: 0,
+                minor_faults: 0,
+                major_faults: 0,
+                read_bytes: 0,
+                write_bytes: 0,
+                threads: 1,
+            }
+        }
+        fn admin_rpc(&self, _t: f64, method: &str, _params: &Value) -> Option<Rpc> {
+            (method == "pid").then(|| Rpc::Result(json!(42)))
+        }
+    }
+
+    /// Two calls in one write get two answers, a line each; an unknown method is
+    /// "Method not found"; the socket goes with its server.
+    #[tokio::test]
+    async fn the_admin_rpc_answers_on_its_unix_socket() {
+        let dir = std::env::temp_dir().join(format!("vv-admin-{}", std::process::id()));
+        let path = dir.join("admin.rpc");
+        let live = Arc::new(Live {
+            process: Arc::new(Admin),
+            clock: Clock {
+                scale: 1.0,
+                step: 15.0,
+            },
+            start: Timestamp::now(),
+            dead: AtomicBool::new(false),
+        });
+        let server = tokio::spawn(serve_admin(path.clone(), live));
+        let mut conn = loop {
+            match tokio::net::UnixStream::connect(&path).await {
+                Ok(c) => break c,
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        };
+        conn.write_all(
+            br#"{"jsonrpc":"2.0","id":1,"method":"pid"}{"jsonrpc":"2.0","id":2,"method":"exit"}"#,
+        )
+        .await
+        .unwrap();
+        let mut lines = BufReader::new(conn).lines();
+        let first: Value =
+            serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        let second: Value =
+            serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(
+            (first["id"].clone(), first["result"].clone()),
+            (json!(1), json!(42))
+        );
+        assert_eq!(second["error"]["code"], -32601);
+        server.abort();
+        let _ = server.await;
+        assert!(!path.exists());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -147,6 +147,17 @@ async fn the_chart_runs_the_operator_as_its_service_account_through_an_experimen
     assert_eq!(health, "Healthy", "{message}");
     assert!(message.contains("recommendation"), "{message}");
 
+    // A Validator too: the chart's RBAC covers its Lease, claims, pod and disruption
+    // budget, and Argo CD calls it Healthy once Besu says it is ready.
+    crate::validator::node_key(&lab, &ns).await;
+    let vv: valtune::api::Validator =
+        serde_json::from_value(crate::validator::validator(&ns, "chart-besu", "vv-chart")).unwrap();
+    let vvs: Api<valtune::api::Validator> = Api::namespaced(lab.client.clone(), &ns);
+    vvs.create(&PostParams::default(), &vv).await.unwrap();
+    let (ready, _) = crate::validator::wait_ready(&vvs, "chart-besu").await;
+    let (health, message) = argo_health(&lab, "Validator", &ready);
+    assert_eq!(health, "Healthy", "{message}");
+
     // It was the pod's ServiceAccount that wrote them (the lab's audit log).
     let user = format!("system:serviceaccount:{ns}:{name}");
     let audit = std::fs::read_to_string(lab.state.dir.join("logs/audit.log")).unwrap();
@@ -168,6 +179,12 @@ async fn the_chart_runs_the_operator_as_its_service_account_through_an_experimen
         ("validatortrials", "create"),
         ("pods", "patch"),
         ("leases", "update"),
+        // The Validator's: its identity's Lease, its claim, its pod, its budget, status.
+        ("leases", "create"),
+        ("persistentvolumeclaims", "create"),
+        ("pods", "create"),
+        ("poddisruptionbudgets", "create"),
+        ("validators", "patch"),
     ] {
         assert!(
             writes.iter().any(|(r, v)| r == resource && v == verb),

@@ -5,8 +5,10 @@
 //! and replaces its pod only in its restart window (the simulated Agave has a leader
 //! schedule for its identity), never two pods of its identity at once; so is a
 //! Frankendancer Validator (its Agave child's RPC, the same window); a nodeos Validator is
-//! Ready by its get_info, and as a producer restarts only after its round; bad input is
-//! refused naming the field.
+//! Ready by its get_info, and as a producer restarts only after its round; a node that
+//! stops answering gets no second pod until its pod is confirmed gone, and the
+//! replacement resumes from the ledger on the machine's volume; bad input is refused
+//! naming the field.
 
 use std::time::Duration;
 
@@ -22,7 +24,7 @@ use crate::common::{Lab, lab, refusals, wait_for};
 const EXAMPLE: &str = "manifests/validators/besu.yaml";
 
 /// The example, renamed into `ns`, on `node`.
-fn validator(ns: &str, name: &str, node: &str) -> Value {
+pub(crate) fn validator(ns: &str, name: &str, node: &str) -> Value {
     let mut v = crate::common::yaml_file(EXAMPLE);
     v["metadata"] = json!({"name": name, "namespace": ns});
     on_node(&mut v, node);
@@ -43,7 +45,10 @@ fn on_node(v: &mut Value, node: &str) {
 }
 
 /// Waits until the Validator is Ready, with the phases its status went through.
-async fn wait_ready(api: &Api<Validator>, name: &str) -> (Validator, Vec<ValidatorPhase>) {
+pub(crate) async fn wait_ready(
+    api: &Api<Validator>,
+    name: &str,
+) -> (Validator, Vec<ValidatorPhase>) {
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let ready = wait_for(&format!("{name} Ready"), Duration::from_secs(300), || {
         let (api, seen) = (api.clone(), seen.clone());
@@ -74,7 +79,7 @@ fn condition(v: &Validator, type_: &str) -> Option<(String, String, String)> {
         .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 
-async fn node_key(lab: &Lab, ns: &str) {
+pub(crate) async fn node_key(lab: &Lab, ns: &str) {
     let secrets: Api<Secret> = Api::namespaced(lab.client.clone(), ns);
     let s: Secret = serde_json::from_value(json!({
         "metadata": {"name": "besu-node-key"},
@@ -1073,6 +1078,223 @@ async fn a_frankendancer_validator_is_ready_by_get_health_and_restarts_only_in_i
     };
     assert!(seen >= 2, "the watch saw {seen} pods");
     assert_eq!(most, 1, "two pods of one identity at once");
+    watch.abort();
+    lab.delete_namespace(&ns).await;
+}
+
+/// What each pod (by uid) answered `getSlot` with, polled from the pod's own RPC every
+/// tenth of a second: the first and the last slot, and when.
+#[derive(Clone, Copy)]
+struct Answered {
+    first: (u64, std::time::Instant),
+    last: (u64, std::time::Instant),
+}
+
+type Slots = std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, Answered>>>;
+
+fn poll_slots(pods: Api<Pod>, name: &'static str) -> (Slots, tokio::task::JoinHandle<()>) {
+    let slots: Slots = Default::default();
+    let out = slots.clone();
+    let task = tokio::spawn(async move {
+        // A connection per call: a pooled one to the same address (a host-network pod's
+        // replacement has its node's) would reach the old process.
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap();
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let Ok(Some(p)) = pods.get_opt(name).await else {
+                continue;
+            };
+            let (Some(uid), Some(ip)) = (
+                p.metadata.uid.clone(),
+                p.status.as_ref().and_then(|s| s.pod_ip.clone()),
+            ) else {
+                continue;
+            };
+            let args = p.spec.unwrap().containers[0]
+                .args
+                .clone()
+                .unwrap_or_default();
+            let port = args
+                .iter()
+                .position(|a| a == "--rpc-port")
+                .map(|i| args[i + 1].clone())
+                .unwrap_or_else(|| "8899".into());
+            let got = http
+                .post(format!("http://{ip}:{port}/"))
+                .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "getSlot"}))
+                .timeout(Duration::from_millis(500))
+                .send()
+                .await;
+            let Ok(resp) = got else { continue };
+            let Some(slot) = resp
+                .json::<Value>()
+                .await
+                .ok()
+                .and_then(|v| v["result"].as_u64())
+            else {
+                continue;
+            };
+            let now = (slot, std::time::Instant::now());
+            let mut s = out.lock().unwrap();
+            s.entry(uid)
+                .or_insert(Answered {
+                    first: now,
+                    last: now,
+                })
+                .last = now;
+        }
+    });
+    (slots, task)
+}
+
+/// Sets the kubelet of a lab node answering or not: kwok plays the nodes labelled
+/// `valtune.dev/lab-kubelet=answers` (lab/src/topology.rs `KUBELET_LABEL`), so with another
+/// value the node's Lease and heartbeats stop, as when a machine drops off the network,
+/// and the node controller marks it not Ready (its pods still run, as far as anyone
+/// knows, and nothing confirms their deletion).
+async fn node_answers(lab: &Lab, node: &str, answers: bool) {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(lab.client.clone());
+    let value = if answers { "answers" } else { "stopped" };
+    nodes
+        .patch(
+            node,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"metadata": {"labels": {"valtune.dev/lab-kubelet": value}}}),
+            ),
+        )
+        .await
+        .unwrap();
+}
+
+/// A node that stops answering does not get a second pod: its pod may still run. Once an
+/// operator confirms it gone (a forced deletion), the replacement is created, and once the
+/// machine is back it resumes from the ledger on the machine's volume, catching up the
+/// gap only (its first slot is near its last one, not near the chain's head).
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn a_node_that_stops_answering_gets_no_second_pod_and_the_ledger_survives() {
+    let lab = lab().await;
+    let ns = lab.namespace("validator-lost").await;
+    let _op = lab.start_operator(&ns);
+    agave_keys(&lab, &ns).await;
+    let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
+    let (signers, watch) = watch_signers(pods.clone(), "agave-identity");
+    let (slots, poll) = poll_slots(pods.clone(), "agave-lost");
+    let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
+    let mut v = crate::common::yaml_file(AGAVE_EXAMPLE);
+    v["metadata"] = json!({"name": "agave-lost", "namespace": ns});
+    on_node(&mut v, "vv-lost");
+    let v: Validator = serde_json::from_value(v).unwrap();
+    api.create(&PostParams::default(), &v).await.unwrap();
+    wait_ready(&api, "agave-lost").await;
+    let old = pods.get("agave-lost").await.unwrap().metadata.uid.unwrap();
+
+    node_answers(&lab, "vv-lost", false).await;
+    let why = wait_for("NodeNotAnswering", Duration::from_secs(120), || {
+        let api = api.clone();
+        async move {
+            let v = api.get("agave-lost").await.map_err(|e| e.to_string())?;
+            match condition(&v, "Ready") {
+                Some((_, r, m)) if r == "NodeNotAnswering" || m.contains("does not answer") => {
+                    Ok(m)
+                }
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+    assert!(
+        why.contains("vv-lost") && why.contains("--force --grace-period=0"),
+        "{why}"
+    );
+    // Pass after pass, the pod that may still run is the only one.
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let p = pods.get("agave-lost").await.unwrap();
+        assert_eq!(p.metadata.uid.as_deref(), Some(old.as_str()), "replaced");
+    }
+    // The operator (the person) knows the machine is off and says so.
+    pods.delete(
+        "agave-lost",
+        &kube::api::DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    wait_for("a replacement pod", Duration::from_secs(60), || {
+        let (pods, old) = (pods.clone(), old.clone());
+        async move {
+            let p = pods.get("agave-lost").await.map_err(|e| e.to_string())?;
+            match p.metadata.uid {
+                Some(u) if u != old => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+
+    // The machine stays away a while (the replacement Pending: the node is not Ready),
+    // then comes back with its disks: the replacement runs there, from its ledger.
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    let p = pods.get("agave-lost").await.unwrap();
+    assert_eq!(
+        p.status.and_then(|s| s.phase).as_deref(),
+        Some("Pending"),
+        "the replacement ran on a node that does not answer"
+    );
+    node_answers(&lab, "vv-lost", true).await;
+    let (_, _) = wait_ready(&api, "agave-lost").await;
+    let p = pods.get("agave-lost").await.unwrap();
+    let new = p.metadata.uid.clone().unwrap();
+    let validator = p.spec.as_ref().unwrap().containers[0].name.clone();
+    let started = p
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == validator))
+        .and_then(|c| c.state.as_ref()?.running.as_ref()?.started_at.clone())
+        .expect("the new container's start")
+        .0;
+    let (last, first) = {
+        let s = slots.lock().unwrap();
+        (
+            s[&old].last,
+            s.get(&new).expect("the new pod answered getSlot").first,
+        )
+    };
+    // Between the old process's last answer and the new one's first the chain went on,
+    // 2.5 slots a simulated second. From its ledger the new one replays from its last
+    // slot, 4.5 slots a simulated second since its start (two over the chain's), so its
+    // first answer is within that of the old one's last; from a fresh snapshot it would
+    // be near the chain's head (at most 10,800 slots behind it), far past that.
+    let scale = lab.state.time_scale;
+    let chain_moved = (first.1 - last.1).as_secs_f64() * scale * 2.5;
+    let since_start = (jiff::Timestamp::now().duration_since(started).as_secs_f64()
+        - first.1.elapsed().as_secs_f64())
+    .max(0.0)
+        * scale;
+    // startedAt has whole seconds: one more second of replay, and the model's jitter.
+    let replayed = 4.5 * (since_start + scale) + 200.0;
+    assert!(
+        chain_moved > replayed + 10_800.0 + 10_000.0,
+        "the outage was too short to tell: the chain moved {chain_moved:.0}, {replayed:.0} replayed"
+    );
+    assert!(
+        first.0 + 200 >= last.0 && ((first.0 as i64 - last.0 as i64) as f64) < replayed,
+        "first slot {} after the restart, last {} before: {} on, {replayed:.0} replayable since its start; the chain moved {chain_moved:.0}",
+        first.0,
+        last.0,
+        first.0 as i64 - last.0 as i64
+    );
+    let most = signers.lock().unwrap().most;
+    assert_eq!(most, 1, "two pods of one identity at once");
+    poll.abort();
     watch.abort();
     lab.delete_namespace(&ns).await;
 }

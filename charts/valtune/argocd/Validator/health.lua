@@ -8,6 +8,13 @@
 -- Catching up is Progressing, never Degraded: a validator loading a snapshot or
 -- replaying is doing what it should. An identity another Validator holds is Degraded:
 -- it will not start until someone acts.
+-- TuningApplied False: an experiment's point waiting for the restart window is
+-- Progressing (the phase is RestartPending then: the pod runs the old tuning until the
+-- window opens). A refused point (the experiment still running, another client,
+-- version or node class) is Healthy with the reason in the message: the validator runs
+-- its template as written and validates; Degraded would page and block sync waves for
+-- what is no outage, and for days while the experiment runs. The refusal has its
+-- condition and a warning event.
 local hs = {}
 
 local function condition(conditions, kind)
@@ -37,6 +44,7 @@ end
 local phase = status.phase
 local ready = condition(status.conditions, "Ready")
 local identity = condition(status.conditions, "IdentityHeld")
+local tuning = condition(status.conditions, "TuningApplied")
 
 if identity ~= nil and identity.status == "False" then
   hs.status = "Degraded"
@@ -65,6 +73,12 @@ if phase == "Running" or phase == "Standby" then
     hs.message = phase
     if status.health ~= nil then
       hs.message = phase .. ": " .. status.health
+    end
+    if tuning ~= nil and tuning.status == "False" then
+      if tuning.reason == "WaitingForRestart" then
+        hs.status = "Progressing"
+      end
+      hs.message = hs.message .. "; TuningApplied False (" .. (tuning.reason or "") .. "): " .. (tuning.message or "")
     end
     return hs
   end

@@ -155,6 +155,20 @@ pub trait Process: Send + Sync {
     fn http_ports(&self) -> Vec<u16> {
         Vec::new()
     }
+    /// The Unix socket of its admin RPC (Agave's `admin.rpc` in its ledger directory),
+    /// where the node's file system is the lab's, if it serves one.
+    fn admin_socket(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+    /// Answers an admin RPC call at `t`; None: no such method.
+    fn admin_rpc(&self, _t: f64, _method: &str, _params: &Value) -> Option<Rpc> {
+        None
+    }
+    /// Writes what it keeps on its volumes as of `t` (Agave's ledger), called often while
+    /// it runs: what a restarted process finds there.
+    fn persist(&self, _t: f64) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// An HTTP POST a process makes: where (an address as the pod sees it) and what.

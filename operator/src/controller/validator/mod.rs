@@ -10,6 +10,7 @@
 
 pub mod act;
 pub mod decide;
+pub mod failover;
 pub mod observe;
 pub mod pdb;
 pub mod round;

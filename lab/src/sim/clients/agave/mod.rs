@@ -10,6 +10,7 @@ pub mod identity;
 pub mod leader;
 pub mod model;
 pub mod program_cache;
+pub mod signer;
 
 use std::sync::Arc;
 
@@ -363,10 +364,19 @@ impl SimClient for AgaveSim {
             None => LAB_IDENTITY.to_string(),
         };
         // Stake is delegated to a vote account; the lab takes a validator that votes
-        // (`--vote-account`, without `--no-voting`) to be staked, so its identity has
-        // leader slots, and one that does not to be unstaked, with none.
-        let staked = !flag_values(args, "--vote-account").is_empty()
+        // (`--vote-account`, without `--no-voting`) to be staked: its vote account's node
+        // identity (the `--authorized-voter`'s key when given, else its own identity) has
+        // leader slots and votes. A validator running another identity beside it is a
+        // hot spare ([`signer`]); one that does not vote is unstaked, with none.
+        let voting = !flag_values(args, "--vote-account").is_empty()
             && !args.iter().any(|a| a == "--no-voting");
+        let vote_node = voting.then(|| {
+            flag_values(args, "--authorized-voter")
+                .first()
+                .and_then(|path| pod.file(container, path))
+                .and_then(|text| identity::pubkey_of_keypair(&text))
+                .unwrap_or_else(|| identity.clone())
+        });
         let started = crate::sim::workloads::started_at(&pod.pod, &container.name)
             .unwrap_or_else(jiff::Timestamp::now);
         let chain_offset = if joins {
@@ -374,9 +384,32 @@ impl SimClient for AgaveSim {
         } else {
             0.0
         };
-        Started::Running(Arc::new(Agave {
+        // The ledger on its volume: a follower that kept one resumes from its last slot
+        // and catches up the gap only (a bench leader's chain is its own genesis).
+        let ledger_dir = flag_values(args, "--ledger")
+            .first()
+            .and_then(|l| pod.volume_dir(container, l))
+            .filter(|_| joins);
+        let ledger = ledger_dir.as_ref().map(|d| d.join(LEDGER_TIP));
+        let (view, c) = (pod.clone(), container.clone());
+        let signer = signer::Signer::new(
             identity,
-            staked,
+            vote_node,
+            ledger_dir,
+            Box::new(move |path| view.file(&c, path)),
+        );
+        let tip = ledger.as_deref().and_then(ledger_tip);
+        let model = match tip {
+            Some(tip) => {
+                let head = model.slot_height_at_chain_head() + chain_offset;
+                tracing::info!(pod = %pod.name, tip, gap = head - tip as f64, "resuming from the ledger on its volume");
+                model.resuming(head - tip as f64)
+            }
+            None => model,
+        };
+        Started::Running(Arc::new(Agave {
+            ledger,
+            signer,
             chain_offset,
             model,
             leader,
@@ -395,12 +428,22 @@ impl SimClient for AgaveSim {
 /// The identity of a validator whose keypair the lab cannot read.
 const LAB_IDENTITY: &str = "Va1tune1ab1dentity11111111111111111111111111";
 
+/// The lab's stand-in for the ledger directory's blockstore and snapshots, on the ledger
+/// volume: the last slot the validator processed (`{"slot": N}`).
+const LEDGER_TIP: &str = "valtune-lab-ledger-tip.json";
+
+/// The slot a ledger tip file records, if it holds one.
+fn ledger_tip(path: &std::path::Path) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str::<Value>(&text).ok()?["slot"].as_u64()
+}
+
 /// A running agave-validator.
 pub struct Agave {
-    /// Its identity's public key (base58).
-    identity: String,
-    /// Whether its identity has stake, hence leader slots.
-    staked: bool,
+    /// Its ledger's tip file on the ledger volume, where it keeps its last slot.
+    ledger: Option<std::path::PathBuf>,
+    /// Who it signs as, and its admin RPC's identity commands.
+    signer: signer::Signer,
     /// The chain's slots before this process started: a restarted validator of a
     /// cluster rejoins the same chain, further on ([`identity::chain_offset`]).
     chain_offset: f64,
@@ -617,12 +660,15 @@ impl Process for Agave {
                 "solana-core": format!("{}.{}.{}", self.version.0, self.version.1, self.version.2),
                 "feature-set": 3_294_202_862u64,
             })),
-            "getIdentity" => Rpc::Result(json!({"identity": self.identity})),
+            "getIdentity" => Rpc::Result(json!({"identity": self.signer.identity()})),
             "getGenesisHash" => Rpc::Result(json!("5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d")),
-            "getVoteAccounts" => Rpc::Result(identity::vote_accounts(&self.identity, self.staked)),
+            "getVoteAccounts" => Rpc::Result(identity::vote_accounts(
+                &self.signer.identity(),
+                self.signer.votes(),
+            )),
             "getLeaderSchedule" => Rpc::Result(identity::leader_schedule_answer(
-                &self.identity,
-                self.staked,
+                &self.signer.identity(),
+                self.signer.votes(),
                 slot,
                 params,
             )),
@@ -706,6 +752,39 @@ impl Process for Agave {
         out
     }
 
+    fn admin_socket(&self) -> Option<std::path::PathBuf> {
+        self.signer.admin_socket()
+    }
+
+    fn admin_rpc(&self, t: f64, method: &str, params: &Value) -> Option<Rpc> {
+        // `with_post_init`: the identity commands wait for the start-up to complete.
+        if t < self.rpc_start() && method.starts_with("setIdentity") {
+            return Some(Rpc::Error {
+                code: -32602,
+                message: "Retry once validator start up is complete".into(),
+                data: None,
+            });
+        }
+        self.signer.admin_rpc(method, params)
+    }
+
+    fn persist(&self, t: f64) -> std::io::Result<()> {
+        // Before its RPC serves, it is still loading: the ledger is as it found it.
+        let Some(path) = self.ledger.as_ref().filter(|_| t >= self.rpc_start()) else {
+            return Ok(());
+        };
+        self.signer.persist(self.slot_height(t) as u64)?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension("tmp");
+        std::fs::write(
+            &tmp,
+            json!({"slot": self.slot_height(t) as u64}).to_string(),
+        )?;
+        std::fs::rename(&tmp, path)
+    }
+
     fn proc(&self, t: f64) -> ProcFigures {
         let (major, minor) = self.model.faults(t);
         ProcFigures {
@@ -725,6 +804,93 @@ impl Process for Agave {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A follower whose ledger is on a claim's volume, its container started at `started`.
+    fn follower(volumes: &std::path::Path, started: &str) -> Arc<dyn Process> {
+        let pod: Pod = serde_saphyr::from_str(&format!(
+            "metadata: {{name: agave-a, namespace: ns}}
+spec:
+  nodeName: vv-01
+  volumes: [{{name: ledger, persistentVolumeClaim: {{claimName: agave-a-ledger}}}}]
+  containers:
+  - name: validator
+    image: anzaxyz/agave:v4.0.3
+    command: [agave-validator]
+    args: [--ledger, /mnt/ledger, --entrypoint, 'entrypoint.mainnet-beta.solana.com:8001', --no-port-check, --no-voting]
+    resources: {{limits: {{memory: 512Gi}}}}
+    volumeMounts: [{{name: ledger, mountPath: /mnt/ledger}}]
+status:
+  containerStatuses:
+  - {{name: validator, state: {{running: {{startedAt: '{started}'}}}}}}
+"
+        ))
+        .unwrap();
+        let mut view = PodView::new(
+            pod.clone(),
+            "127.9.9.9".parse().unwrap(),
+            Default::default(),
+            Default::default(),
+        );
+        view.volumes_root = Some(volumes.to_path_buf());
+        view.claims.insert("ledger".into(), "vv-01-nvme0".into());
+        let c = pod.spec.as_ref().unwrap().containers[0].clone();
+        let clock = Clock {
+            scale: 720.0,
+            step: 15.0,
+        };
+        match AgaveSim.start(&view, &c, &Env::new(), &clock) {
+            Started::Running(p) => p,
+            Started::Exited(e) => panic!("{e:?}"),
+        }
+    }
+
+    fn slot(p: &Arc<dyn Process>, t: f64) -> u64 {
+        match p.json_rpc(t, "getSlot", &Value::Null) {
+            Some(Rpc::Result(v)) => v.as_u64().unwrap(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Restarted a real minute later (12 simulated hours: 108,000 slots of chain), a
+    /// follower answers from near the slot its ledger kept, within its local start; one
+    /// on an empty volume starts from a snapshot near the chain's head.
+    #[test]
+    fn a_restarted_follower_resumes_from_the_ledger_on_its_volume() {
+        let dir = std::env::temp_dir().join(format!("vv-ledger-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let first = follower(&dir, "2026-11-28T00:00:00Z");
+        let t = 4_000.0;
+        first.persist(t).unwrap();
+        let last = slot(&first, t);
+        assert!(dir.join("vv-01-nvme0").join(LEDGER_TIP).is_file());
+        let second = follower(&dir, "2026-11-28T00:01:00Z");
+        assert!(
+            second
+                .json_rpc(model::LOCAL_START_S - 1.0, "getSlot", &Value::Null)
+                .is_none()
+        );
+        let resumed = slot(&second, model::LOCAL_START_S);
+        assert!(
+            resumed >= last && resumed < last + 2_000,
+            "resumed at {resumed}, the ledger had {last}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        let fresh = follower(&dir, "2026-11-28T00:01:00Z");
+        let from_snapshot = slot(&fresh, fresh_rpc_start(&fresh));
+        assert!(
+            from_snapshot > last + 10_000,
+            "a fresh start at {from_snapshot}, the old ledger had {last}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The first simulated second a process answers RPC.
+    fn fresh_rpc_start(p: &Arc<dyn Process>) -> f64 {
+        (0..)
+            .map(|i| i as f64 * 60.0)
+            .find(|t| p.json_rpc(*t, "getSlot", &Value::Null).is_some())
+            .unwrap()
+    }
 
     #[test]
     fn the_metrics_config_needs_all_four_keys() {

@@ -154,7 +154,15 @@ pub struct AgaveModel {
     stretch_s: f64,
     /// A chain whose load varies, and the simulated time since the epoch at start.
     chain: Option<(ChainLoad, f64)>,
+    /// Slots behind the chain when it starts from the ledger of its volume (a restart);
+    /// None: it starts from a snapshot it downloads.
+    resume: Option<f64>,
 }
+
+/// Seconds a restarted validator takes to load the snapshot on its own ledger volume and
+/// replay its ledger's last slots before it serves RPC again (no download; the lab's
+/// assumption: minutes on a real node).
+pub const LOCAL_START_S: f64 = 300.0;
 
 const TPS: u64 = 1;
 const ZERO: u64 = 2;
@@ -174,7 +182,16 @@ impl AgaveModel {
             a: interpolate(limit_gib),
             stretch_s: stretch_s.max(1.0),
             chain: None,
+            resume: None,
         }
+    }
+
+    /// The same node restarting on the ledger it kept, `gap` slots behind the chain: it
+    /// catches up that gap only, at the rate it catches up from a snapshot (two slots a
+    /// second over the chain's), and serves RPC once its local snapshot is loaded.
+    pub fn resuming(mut self, gap: f64) -> Self {
+        self.resume = Some(gap.max(0.0));
+        self
     }
 
     /// The same node following a chain whose load varies, started at simulated time
@@ -232,13 +249,23 @@ impl AgaveModel {
     }
 
     pub fn catch_up_seconds(&self) -> f64 {
-        self.a.catch_up_h * 3600.0
+        let from_snapshot = self.a.catch_up_h * 3600.0;
+        match self.resume {
+            // A node that cannot keep up never catches up, whatever its start.
+            Some(gap) if from_snapshot.is_finite() => gap / 2.0,
+            _ => from_snapshot,
+        }
     }
 
     /// When the RPC service starts: after the snapshot is downloaded and loaded, a
-    /// quarter of the catch-up, at most half an hour.
+    /// quarter of the catch-up, at most half an hour; from its own ledger, once the
+    /// local snapshot is loaded ([`LOCAL_START_S`]).
     pub fn rpc_start_seconds(&self) -> f64 {
-        (0.25 * self.catch_up_seconds()).min(1800.0)
+        let from_snapshot = (0.25 * self.a.catch_up_h * 3600.0).min(1800.0);
+        match self.resume {
+            Some(_) => from_snapshot.min(LOCAL_START_S),
+            None => from_snapshot,
+        }
     }
 
     /// When the anonymous working set outgrows the limit: the OOM kill, if any.
@@ -349,8 +376,9 @@ impl AgaveModel {
     /// Slots behind the chain.
     pub fn slot_lag(&self, t: f64) -> f64 {
         let tc = self.catch_up_seconds();
-        // Catching up removes two slots a second; the start lag is what that takes.
-        let initial = 2.0 * tc.min(3600.0 * 1.5);
+        // Catching up removes two slots a second; the start lag is what that takes (from
+        // its own ledger: the gap since it stopped).
+        let initial = self.resume.unwrap_or(2.0 * tc.min(3600.0 * 1.5));
         let deficit = (1.0 - self.a.capacity).max(0.0) * SLOTS_PER_SECOND;
         let lag = if tc.is_infinite() {
             initial + t * deficit
@@ -384,6 +412,11 @@ impl AgaveModel {
 
     pub fn slot_height(&self, t: f64) -> f64 {
         (self.first_slot() + t * SLOTS_PER_SECOND - self.slot_lag(t)).round()
+    }
+
+    /// The chain's slot when the node starts (its own slot with no lag).
+    pub fn slot_height_at_chain_head(&self) -> f64 {
+        self.first_slot()
     }
 
     fn first_slot(&self) -> f64 {
@@ -456,6 +489,24 @@ mod tests {
     fn model(gib: u128, name: &str) -> AgaveModel {
         // Fine stretches, so the statistics below rest on hundreds of samples.
         AgaveModel::new(seed(name), gib * GI, 120.0)
+    }
+
+    /// From its own ledger a node starts where it stopped, serves RPC within minutes and
+    /// catches up the gap only; from a snapshot it starts near the head, later.
+    #[test]
+    fn a_restart_on_its_ledger_resumes_from_its_last_slot() {
+        let fresh = model(512, "resume");
+        let head = fresh.slot_height_at_chain_head();
+        let resumed = model(512, "resume").resuming(20_000.0);
+        assert!((resumed.slot_height(0.0) - (head - 20_000.0)).abs() <= 40.0);
+        assert_eq!(resumed.rpc_start_seconds(), LOCAL_START_S);
+        assert!(fresh.rpc_start_seconds() > LOCAL_START_S);
+        assert!(resumed.slot_lag(9_000.0) > 128.0 && resumed.slot_lag(10_001.0) <= 40.0);
+        // Its slot never goes back.
+        let slots: Vec<f64> = (0..200)
+            .map(|i| resumed.slot_height(i as f64 * 60.0))
+            .collect();
+        assert!(slots.windows(2).all(|w| w[1] >= w[0] - 40.0), "{slots:?}");
     }
 
     /// Mean TPS over [from, to], sampled per stretch, excluding the paper's outliers.
