@@ -225,6 +225,7 @@ pub async fn run(
     dirs: PodDirs,
     tools: PathBuf,
     scale: f64,
+    scrape_interval: Duration,
 ) {
     let name = format!("{}/{}:{}", view.namespace, view.name, container.name);
     let mut failures = 0u32;
@@ -239,6 +240,7 @@ pub async fn run(
                     &container,
                     tag,
                     &dirs.logs.join(log_name(&view, &container)),
+                    scrape_interval,
                 )
                 .await
             }

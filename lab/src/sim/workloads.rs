@@ -249,6 +249,7 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
                 dirs.clone(),
                 state.tools.clone(),
                 state.time_scale,
+                Duration::from_secs_f64(clock.step),
             )));
         }
     }
