@@ -1,6 +1,7 @@
 //! `make bench`: the operator's footprint on a lab of its own. BENCH_TRIALS trials
-//! (default 100) in BENCH_EXPERIMENTS experiments (default 1), BENCH_PARALLELISM of each
-//! at once (default: all of them), on as many simulated nodes as trials run at once.
+//! (default 100) in BENCH_EXPERIMENTS experiments (default: the fewest that run them all
+//! at once, an experiment running at most 64 at a time), BENCH_PARALLELISM of each at
+//! once (default: all of them), on as many simulated nodes as trials run at once.
 //! Each experiment sweeps memory x cpu (x repetitions) to reach its trial count (a list
 //! holds at most 32 values, repetitions 16). Then:
 //! - the time until every trial had started (its pod running, as the operator recorded
@@ -124,6 +125,14 @@ fn shape(trials: usize) -> Option<(usize, usize, usize)> {
             .find(|m| points % m == 0 && points / m <= 32)
             .map(|m| (m, points / m, r))
     })
+}
+
+/// The fewest experiments that run `trials` at once: an experiment runs at most 64 of
+/// its trials at a time (spec.parallelism), and each gets the same count.
+fn fewest_experiments(trials: usize) -> usize {
+    (1..=trials.max(1))
+        .find(|e| trials % e == 0 && trials / e <= 64)
+        .unwrap_or(trials)
 }
 
 /// The machine's load average (1, 5, 15 minutes) as /proc/loadavg says it.
@@ -298,6 +307,10 @@ fn a_trial_count_is_swept_within_the_api_bounds() {
     assert_eq!(shape(300), Some((30, 10, 1)));
     // A prime above 32 cannot be swept.
     assert_eq!(shape(37), None);
+    assert_eq!(fewest_experiments(100), 2);
+    assert_eq!(fewest_experiments(300), 5);
+    assert_eq!(fewest_experiments(1000), 20);
+    assert_eq!(fewest_experiments(64), 1);
     for n in 1..=1024 {
         if let Some((m, c, r)) = shape(n) {
             assert_eq!(m * c * r, n);
@@ -310,7 +323,7 @@ fn a_trial_count_is_swept_within_the_api_bounds() {
 #[ignore = "a benchmark: run `make bench`"]
 async fn bench() {
     let trials_total = env_usize("BENCH_TRIALS", 100);
-    let experiments = env_usize("BENCH_EXPERIMENTS", 1);
+    let experiments = env_usize("BENCH_EXPERIMENTS", fewest_experiments(trials_total));
     assert!(
         experiments > 0 && trials_total % experiments == 0,
         "BENCH_TRIALS ({trials_total}) must be a multiple of BENCH_EXPERIMENTS ({experiments})"
