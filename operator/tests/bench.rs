@@ -267,8 +267,14 @@ async fn scrapes(prometheus: &str, secs: u64) -> String {
     let w = format!("[{secs}s]");
     let sel = "{namespace=~\"bench-.*\"}";
     let (Some(mean), Some(max), Some(all), Some(ok)) = (
-        query(format!("avg by (endpoint) (avg_over_time(scrape_duration_seconds{sel}{w}))")).await,
-        query(format!("max by (endpoint) (max_over_time(scrape_duration_seconds{sel}{w}))")).await,
+        query(format!(
+            "avg by (endpoint) (avg_over_time(scrape_duration_seconds{sel}{w}))"
+        ))
+        .await,
+        query(format!(
+            "max by (endpoint) (max_over_time(scrape_duration_seconds{sel}{w}))"
+        ))
+        .await,
         query(format!("sum by (endpoint) (count_over_time(up{sel}{w}))")).await,
         query(format!("sum by (endpoint) (sum_over_time(up{sel}{w}))")).await,
     ) else {

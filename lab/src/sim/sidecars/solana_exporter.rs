@@ -231,10 +231,7 @@ pub async fn run(
                 };
                 match page {
                     Some(p) => (p.0, p.1.clone()),
-                    None => (
-                        axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                        String::new(),
-                    ),
+                    None => (axum::http::StatusCode::SERVICE_UNAVAILABLE, String::new()),
                 }
             }
         }),
@@ -342,7 +339,9 @@ mod tests {
                         "getHealth" => json!("ok"),
                         "getVersion" => json!({"solana-core": "4.0.3"}),
                         "getIdentity" => json!({"identity": "x"}),
-                        "getEpochInfo" => json!({"absoluteSlot": 7, "blockHeight": 6, "transactionCount": 5}),
+                        "getEpochInfo" => {
+                            json!({"absoluteSlot": 7, "blockHeight": 6, "transactionCount": 5})
+                        }
                         _ => json!(0),
                     };
                     json!({"jsonrpc": "2.0", "id": 1, "result": result})
@@ -368,7 +367,12 @@ mod tests {
         }))
         .unwrap();
         let c = pod.spec.as_ref().unwrap().containers[0].clone();
-        let view = PodView::new(pod, "127.0.0.1".parse().unwrap(), Default::default(), Default::default());
+        let view = PodView::new(
+            pod,
+            "127.0.0.1".parse().unwrap(),
+            Default::default(),
+            Default::default(),
+        );
         let log = std::env::temp_dir().join(format!("solana-exporter-test-{}.log", listen.port()));
         tokio::spawn(async move {
             run(&view, &c, "v3.0.2", &log, Duration::from_secs(1)).await;
@@ -402,7 +406,10 @@ mod tests {
         assert_eq!(page.status(), 200);
         let body = page.text().await.unwrap();
         assert!(body.contains("solana_node_is_healthy 1\n"), "{body}");
-        assert!(body.contains("solana_node_version{version=\"4.0.3\"} 1"), "{body}");
+        assert!(
+            body.contains("solana_node_version{version=\"4.0.3\"} 1"),
+            "{body}"
+        );
         // Five calls of 400 ms each (getHealth, minimumLedgerSlot, getFirstAvailableBlock,
         // getVersion, getIdentity) would take 2 s.
         assert!(took < Duration::from_secs(1), "the scrape took {took:?}");
@@ -416,7 +423,10 @@ mod tests {
         let page = scrape_until_up(&url).await;
         assert_eq!(page.status(), 500);
         let body = page.text().await.unwrap();
-        assert!(body.contains("getIdentity: rpc error (code: -32000): busy"), "{body}");
+        assert!(
+            body.contains("getIdentity: rpc error (code: -32000): busy"),
+            "{body}"
+        );
     }
 
     #[test]
