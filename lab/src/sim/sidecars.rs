@@ -224,9 +224,9 @@ pub async fn run(
     restart_always: bool,
     dirs: PodDirs,
     tools: PathBuf,
-    scale: f64,
-    scrape_interval: Duration,
+    clock: super::clock::Clock,
 ) {
+    let scale = clock.scale;
     let name = format!("{}/{}:{}", view.namespace, view.name, container.name);
     let mut failures = 0u32;
     loop {
@@ -240,7 +240,7 @@ pub async fn run(
                     &container,
                     tag,
                     &dirs.logs.join(log_name(&view, &container)),
-                    scrape_interval,
+                    Duration::from_secs_f64(clock.step),
                 )
                 .await
             }

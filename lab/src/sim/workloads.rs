@@ -248,8 +248,7 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
                 always,
                 dirs.clone(),
                 state.tools.clone(),
-                state.time_scale,
-                Duration::from_secs_f64(clock.step),
+                clock.clone(),
             )));
         }
     }
