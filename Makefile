@@ -75,9 +75,9 @@ test: tools build check-crds chart-test lint ## all tests: unit, and the lab tes
 test-under-load: tools build ## make test with a second lab running the demo beside it, RUNS times in a row (not in CI)
 	KUBECTL=$(KUBECTL) HELM=$(TOOLS_BIN)/helm MAKE="$(MAKE)" hack/test-under-load.sh
 
-bench: tools ## the operator's footprint on a lab of its own (BENCH_EXPERIMENTS x BENCH_TRIALS, default 10 x 20)
+bench: tools ## the operator's footprint on a lab of its own: BENCH_TRIALS trials (default 100) started at once, on as many nodes
 	$(CARGO) build --release -p valtune-lab --bin valtune-lab
-	VALTUNE_LAB_EXE=$$(pwd)/target/release/valtune-lab $(CARGO) test --release -p valtune --test bench -- --ignored --nocapture
+	VALTUNE_LAB_EXE=$$(pwd)/target/release/valtune-lab $(CARGO) test --release -p valtune --test bench -- --include-ignored --nocapture
 
 bench-search: tools build ## the quickstart's question at 64Gi resolution by bisection and by grid, on 3 lab nodes: answers, node-hours, wall-clock
 	@# The debug build: what it measures is the search's cost, not the operator's speed.

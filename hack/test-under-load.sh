@@ -4,6 +4,10 @@
 # the suite meets a busy machine: CI and developers share 2 cores, and a test's outcome
 # must not hinge on a second of CPU (issue 23). Not part of CI: it costs a demo per
 # 4 minutes beside every run.
+#
+# With arguments, runs that command under the same load instead of `make test`, e.g. one
+# lab test against a test lab of your own, or `sleep 300` to watch the load alone:
+#   KUBECTL=... HELM=... hack/test-under-load.sh cargo test -p valtune --test lab -- nodeos
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,9 +15,14 @@ runs=${RUNS:-1}
 make=${MAKE:-make}
 load_dir=${LOAD_LAB_DIR:-target/load-lab}
 export KUBECTL=${KUBECTL:?set KUBECTL} HELM=${HELM:?set HELM}
+if [ $# -gt 0 ]; then command=("$@"); else command=("$make" --no-print-directory test); fi
 
+echo "load: starting a lab in $load_dir"
 "$make" --no-print-directory lab-up LAB_DIR="$load_dir" >/dev/null
 rm -f "$load_dir/stop"
+# Job control: the demo loop gets a process group of its own, so stopping it stops the
+# demo it is in (kubectl, helm, valtune report) too, not only the loop.
+set -m
 (
   n=0
   while [ ! -e "$load_dir/stop" ]; do
@@ -26,22 +35,24 @@ rm -f "$load_dir/stop"
   done
 ) &
 loop=$!
+set +m
 stop() {
   touch "$load_dir/stop"
-  kill "$loop" 2>/dev/null || true
+  kill -- -"$loop" 2>/dev/null || true
   wait "$loop" 2>/dev/null || true
   "$make" --no-print-directory lab-down LAB_DIR="$load_dir" >/dev/null 2>&1 || true
+  echo "load: stopped, lab $load_dir down"
 }
 trap stop EXIT
 
 status=0
 for i in $(seq 1 "$runs"); do
   start=$SECONDS
-  if "$make" --no-print-directory test; then
-    echo "under load: make test run $i of $runs passed in $((SECONDS - start)) s"
+  if "${command[@]}"; then
+    echo "under load: ${command[*]}: run $i of $runs passed in $((SECONDS - start)) s"
   else
     status=$?
-    echo "under load: make test run $i of $runs failed after $((SECONDS - start)) s" >&2
+    echo "under load: ${command[*]}: run $i of $runs failed after $((SECONDS - start)) s" >&2
     break
   fi
 done

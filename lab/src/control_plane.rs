@@ -162,11 +162,13 @@ async fn start(
         ),
     )?;
     // The audit log records every write of that operator user, and of service accounts
-    // (the operator's own pod, installed by the chart, runs as one), and nothing else.
+    // (the operator's own pod, installed by the chart, runs as one), and the operator
+    // user's gets and lists (`make bench` counts the reads a watch cache could answer);
+    // nothing else.
     std::fs::write(
         dir.join("audit-policy.yaml"),
         format!(
-            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n  users: [{OPERATOR_USER}]\n  verbs: [create, update, patch, delete, deletecollection]\n- level: Metadata\n  userGroups: [system:serviceaccounts]\n  verbs: [create, update, patch, delete, deletecollection]\n- level: None\n"
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n- level: Metadata\n  users: [{OPERATOR_USER}]\n  verbs: [create, update, patch, delete, deletecollection, get, list]\n- level: Metadata\n  userGroups: [system:serviceaccounts]\n  verbs: [create, update, patch, delete, deletecollection]\n- level: None\n"
         ),
     )?;
     openssl(&["genrsa", "-out", path_str(&pki.join("sa.key"))?, "2048"])?;

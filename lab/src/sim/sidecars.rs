@@ -224,8 +224,9 @@ pub async fn run(
     restart_always: bool,
     dirs: PodDirs,
     tools: PathBuf,
-    scale: f64,
+    clock: super::clock::Clock,
 ) {
+    let scale = clock.scale;
     let name = format!("{}/{}:{}", view.namespace, view.name, container.name);
     let mut failures = 0u32;
     loop {
@@ -239,6 +240,7 @@ pub async fn run(
                     &container,
                     tag,
                     &dirs.logs.join(log_name(&view, &container)),
+                    Duration::from_secs_f64(clock.step),
                 )
                 .await
             }

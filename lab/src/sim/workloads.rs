@@ -258,7 +258,7 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
                 always,
                 dirs.clone(),
                 state.tools.clone(),
-                state.time_scale,
+                clock.clone(),
             )));
         }
     }
