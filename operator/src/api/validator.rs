@@ -512,7 +512,7 @@ mod tests {
         for part in [
             "identity_path = \"/run/valtune/keys/identity.json\"",
             "vote_account_path = \"/run/valtune/keys/vote-account.json\"",
-            "bind_address = \"0.0.0.0\"",
+            "bind_address = \"@POD_IP@\"",
         ] {
             assert!(config.contains(part), "{part}: {config}");
         }
@@ -523,6 +523,16 @@ mod tests {
             "{script}"
         );
         assert!(!script.contains("keys new"), "{script}");
+        // The pod's IP reaches the start script, which fills in the RPC's bind address.
+        let env = spec.containers[0].env.clone().unwrap_or_default();
+        assert!(
+            env.iter().any(|e| e.name == "POD_IP"
+                && e.value_from
+                    .as_ref()
+                    .and_then(|f| f.field_ref.as_ref())
+                    .is_some_and(|f| f.field_path == "status.podIP")),
+            "{env:?}"
+        );
         let volumes = spec.volumes.unwrap();
         let secrets: Vec<String> = volumes
             .iter()
