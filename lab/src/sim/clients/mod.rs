@@ -155,6 +155,11 @@ pub trait Process: Send + Sync {
     fn http_ports(&self) -> Vec<u16> {
         Vec::new()
     }
+    /// Brings the files it has written by `t` onto disk (e.g. snapshot archives in a
+    /// directory of the node), removing the ones it has purged.
+    fn write_files(&self, _t: f64) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// An HTTP POST a process makes: where (an address as the pod sees it) and what.

@@ -11,6 +11,7 @@ mod knobs;
 mod points;
 mod profile;
 mod render;
+mod snapshots;
 
 use kube::core::Rule;
 
