@@ -227,6 +227,55 @@ async fn a_trial_bound_to_fall_behind_ends_before_its_window_with_the_reason() {
     lab.delete_namespace(&ns).await;
 }
 
+/// A strategy with nothing left to propose ends the experiment, never a hang: a bisection
+/// whose every value is too small (the lab's Agave at 128 and 160 GiB: its working set
+/// outgrows the limit and the kernel OOM-kills it within lab minutes) ends
+/// NoValuePasses once both are measured, with no recommendation.
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn a_bisection_where_no_value_passes_ends_the_experiment() {
+    let lab = lab().await;
+    let ns = lab.namespace("nopass").await;
+    let _operator = lab.start_operator(&ns);
+    let mut v = example("manifests/examples/agave-ram-bisection.yaml");
+    v["metadata"]["namespace"] = json!(ns);
+    v["spec"]["sweep"]["memory"] = json!(["128Gi", "160Gi"]);
+    v["spec"]["parallelism"] = json!(2);
+    create(&lab, &serde_json::from_value(v).unwrap()).await;
+    let vx = wait_finished(&lab, &ns, "agave-ram-bisect", Duration::from_secs(300)).await;
+    let st = vx.status.clone().unwrap();
+    let all = trials(&lab, &ns).await;
+    let tried: Vec<String> = all
+        .iter()
+        .map(|t| {
+            let s = t.status.clone().unwrap_or_default();
+            format!("{} {:?}", s.point.unwrap_or_default(), s.outcome)
+        })
+        .collect();
+    assert_eq!(all.len(), 2, "{tried:?}");
+    assert!(
+        all.iter().all(|t| t
+            .status
+            .as_ref()
+            .is_some_and(|s| s.outcome == Some(TrialOutcome::OOMKilled))),
+        "{tried:?}"
+    );
+    let ready = st.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.reason, "NoValuePasses", "{}", ready.message);
+    assert!(
+        ready.message.contains("no value kept up"),
+        "{}",
+        ready.message
+    );
+    assert_eq!(
+        (st.trials.expected, st.trials.finished),
+        (2, 2),
+        "{tried:?}"
+    );
+    assert!(st.recommendation.is_none(), "{:?}", st.recommendation);
+    lab.delete_namespace(&ns).await;
+}
+
 /// Snapshot reuse: two trials of one point on one node with a snapshot cache. The first
 /// finds the node's directory empty and downloads its snapshot; the lab's Agave writes
 /// its archives there as it runs, and the second, of the same cluster, starts from them
