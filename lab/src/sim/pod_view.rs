@@ -34,6 +34,8 @@ pub struct PodView {
     /// Where the node's local volumes keep their files (`<lab>/nodes/<node>/volumes`),
     /// one directory per PersistentVolume; None: the files are not kept.
     pub volumes_root: Option<PathBuf>,
+    /// The node's own filesystem, where its hostPath volumes are (outliving pods).
+    pub node_root: Option<std::path::PathBuf>,
 }
 
 /// What a kubelet knows of its machine beyond the Node object: its memory and swap, its
@@ -184,6 +186,7 @@ impl PodView {
             registry: Vec::new(),
             claims: BTreeMap::new(),
             volumes_root: None,
+            node_root: None,
         }
     }
 
@@ -319,6 +322,34 @@ impl PodView {
             if let Some(content) = data.and_then(|d| d.get(rest)) {
                 return Some(content.clone());
             }
+        }
+        None
+    }
+
+    /// Where a container's path is on the node, when a hostPath volume holds it (the
+    /// kubelet made a `DirectoryOrCreate` one at the pod's start): None for the pod's own
+    /// volumes (claims and emptyDirs, gone with it, or wiped before the next claim).
+    pub fn host_dir(&self, c: &Container, path: &str) -> Option<std::path::PathBuf> {
+        let root = self.node_root.as_ref()?;
+        let volumes = self.pod.spec.as_ref()?.volumes.as_ref()?;
+        for m in c.volume_mounts.iter().flatten() {
+            let Some(rest) = path.strip_prefix(m.mount_path.trim_end_matches('/')) else {
+                continue;
+            };
+            if !(rest.is_empty() || rest.starts_with('/')) {
+                continue;
+            }
+            let host = volumes
+                .iter()
+                .find(|v| v.name == m.name)
+                .and_then(|v| v.host_path.as_ref())?;
+            let dir = root
+                .join(host.path.trim_start_matches('/'))
+                .join(rest.trim_start_matches('/'));
+            if host.type_.as_deref() == Some("DirectoryOrCreate") {
+                let _ = std::fs::create_dir_all(&dir);
+            }
+            return dir.is_dir().then_some(dir);
         }
         None
     }

@@ -236,6 +236,7 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
     // The init steps first, against the node's settings (they only read them, so a
     // restarted simulator may run them again).
     view.machine = machine(&state, &view.node);
+    view.node_root = Some(state.dir.join("nodes").join(&view.node).join("root"));
     let prepared = view.machine.prepared.clone();
     let sys = init_steps::sysctl_dir(
         &state.dir.join("nodes").join(&view.node),
@@ -421,6 +422,9 @@ async fn keep_proc(live: Arc<Live>, root: PathBuf, pid: u32, cmdline: Vec<String
             });
         if let Err(e) = written {
             warn!(error = %e, "writing /proc entries");
+        }
+        if let Err(e) = live.process.write_files(now) {
+            warn!(error = %e, "writing the files the process makes");
         }
         let n = children.len() as u32;
         remove(pid + 1 + n, pid + 1 + forked.max(n));
@@ -701,7 +705,11 @@ async fn send_posts(live: Arc<Live>, view: PodView) {
 /// POST is dropped, as Agave drops it.
 async fn push_datapoints(live: Arc<Live>, url: String, host_id: String) {
     let http = reqwest::Client::new();
-    let mut last = live.now();
+    // The agent buffers what the process submitted before its first write, and this task
+    // starts a moment after the process (hours of simulated time, compressed): the first
+    // write carries the last ten seconds' points (a start-up point such as Agave's
+    // `bootstrap-snapshot-download`). A restarted simulator resends the same points.
+    let mut last = (live.now() - 10.0 * live.clock.scale).max(0.0);
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
         if !live.alive() {

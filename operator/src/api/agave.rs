@@ -12,7 +12,13 @@ use super::version::VERSION_PATTERN;
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("self.cluster != 'custom' || self.workload == 'bench' || (has(self.entrypoints) && size(self.entrypoints) > 0)")
     .message("cluster custom needs at least one entrypoint: set entrypoints to host:port of a gossip node")
-    .field_path(".entrypoints"))]
+    .field_path(".entrypoints"),
+    validation = Rule::new("!has(self.snapshotCache) || self.cluster != 'custom' || has(self.expectedGenesisHash)")
+    .message("snapshotCache keeps one directory per cluster, named by its genesis hash, and a custom cluster has none: set expectedGenesisHash")
+    .field_path(".snapshotCache"),
+    validation = Rule::new("!has(self.snapshotCache) || self.workload != 'bench'")
+    .message("snapshotCache is for a follower: the bench workload makes its own genesis and never downloads a snapshot; remove snapshotCache")
+    .field_path(".snapshotCache"))]
 pub struct AgaveSpec {
     /// Container image with `agave-validator` on its PATH.
     #[schemars(length(min = 1, max = 512))]
@@ -106,6 +112,34 @@ pub struct AgaveSpec {
     /// The sidecars that carry Agave's metrics to Prometheus, and their ports.
     #[serde(default)]
     pub exporters: AgaveExporters,
+    /// Keep snapshot archives on the node between trials, so a trial that lands where an
+    /// earlier one of the same cluster ran starts from its snapshot instead of
+    /// downloading one (docs/clients/agave.md, snapshot reuse). A hostPath: opt-in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_cache: Option<AgaveSnapshotCache>,
+}
+
+/// A directory on the node that outlives trials: Agave's full and incremental snapshot
+/// archive paths (`--full-snapshot-archive-path`, `--incremental-snapshot-archive-path`),
+/// one subdirectory per cluster (its genesis hash), so a snapshot of another cluster is
+/// never offered. Bank snapshots (`--snapshots`) stay on the trial's own volume.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgaveSnapshotCache {
+    /// The node's directory (a hostPath volume, created if missing), e.g. on its NVMe:
+    /// `/var/lib/valtune/snapshots`. The pod mounts `<hostPath>/agave/<genesis hash>`.
+    #[schemars(length(min = 2, max = 256))]
+    #[x_kube(validation = Rule::new("self.startsWith('/') && !self.contains('..')")
+        .message("snapshotCache.hostPath is an absolute path on the node without '..', e.g. /var/lib/valtune/snapshots"))]
+    pub host_path: String,
+    /// `--maximum-local-snapshot-age`: a local snapshot at most this many slots behind
+    /// the cluster's newest is used instead of downloading (validator/src/bootstrap.rs
+    /// `should_use_local_snapshot`). Unset keeps Agave's 2,500 slots (about 17 minutes):
+    /// raise it to the time between trials on a node; the trial then replays the extra
+    /// slots while catching up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 10_000_000))]
+    pub maximum_local_snapshot_age: Option<i64>,
 }
 
 fn yes() -> bool {

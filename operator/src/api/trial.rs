@@ -484,6 +484,58 @@ pub struct TrialResults {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     pub missing: Vec<String>,
+    /// Where the validator's snapshot came from, as it reported its start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<SnapshotStart>,
+}
+
+/// How the validator got the snapshot it started from.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotStart {
+    pub source: SnapshotSource,
+    /// Seconds the validator reported spending on fetching its start (Agave's
+    /// `bootstrap-snapshot-download` datapoint, `snapshot_download_time_secs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub download_seconds: Option<f64>,
+    /// Started from a local snapshot: the download seconds of the experiment's trials
+    /// that downloaded theirs (their mean), less its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_seconds: Option<f64>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum SnapshotSource {
+    /// A snapshot a trial before it left on the node.
+    Local,
+    /// Downloaded from the cluster.
+    Downloaded,
+}
+
+impl SnapshotStart {
+    /// Below this many seconds nothing was downloaded: with a local snapshot Agave's
+    /// bootstrap fetches only the genesis (kilobytes to a few MB) and asks one RPC node
+    /// for its slot; a mainnet snapshot (tens of GB) takes many minutes at any link
+    /// speed a validator has.
+    pub const LOCAL_MAX_S: f64 = 60.0;
+
+    /// Judged from the seconds the validator reported, and what the downloads of the
+    /// experiment cost (`reference`).
+    pub fn judge(download_seconds: f64, reference: Option<f64>) -> SnapshotStart {
+        let local = download_seconds < Self::LOCAL_MAX_S;
+        SnapshotStart {
+            source: if local {
+                SnapshotSource::Local
+            } else {
+                SnapshotSource::Downloaded
+            },
+            download_seconds: Some(download_seconds),
+            saved_seconds: reference
+                .filter(|_| local)
+                .map(|r| ((r - download_seconds).max(0.0) * 100.0).round() / 100.0),
+        }
+    }
 }
 
 impl TrialResults {

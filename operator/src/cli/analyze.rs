@@ -55,7 +55,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     .with_context(|| format!("--client {client}: use agave, firedancer, besu or nodeos"))?;
     let profile = valtune::clients::client_for(&template)?.profile(&template);
     let prom = valtune::results::prometheus::Prometheus::new(&url);
-    let window = Window { start, end, step };
+    let window = Window {
+        start,
+        end,
+        step,
+        life_start: None,
+    };
     let max_lag = max_lag.unwrap_or(profile.default_max_lag) as f64;
     match collect(
         &prom,

@@ -2,6 +2,7 @@
 //! anything runs (operator/src/cost.rs computes them).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
 use valtune::api::ValidatorExperiment;
@@ -108,9 +109,33 @@ pub fn render(vx: &ValidatorExperiment, cost: &Cost) -> String {
             format!("its rung's window (the last {})", human(cost.window))
         }
     ));
+    // A trial runs its warm-up and its window: successive halving's rungs, each its own.
+    let per_trial = |per: Duration| {
+        if cost.rungs.is_empty() {
+            human(per)
+        } else {
+            let each: Vec<String> = cost
+                .rungs
+                .iter()
+                .map(|(_, w)| human(per.saturating_sub(cost.window) + *w))
+                .collect();
+            each.join(", ")
+        }
+    };
+    let header = if cost.rungs.is_empty() {
+        "PER TRIAL"
+    } else {
+        "PER TRIAL (BY RUNG)"
+    };
+    let width = [cost.per_trial.expected, cost.per_trial.worst]
+        .map(|p| per_trial(p).len())
+        .into_iter()
+        .chain([header.len(), 12])
+        .max()
+        .unwrap_or(12);
     out.push_str(&format!(
-        "{:<10} {:>12} {:>12} {:>14}\n",
-        "", "PER TRIAL", "NODE-HOURS", "WALL-CLOCK"
+        "{:<10} {header:>width$} {:>12} {:>14}\n",
+        "", "NODE-HOURS", "WALL-CLOCK"
     ));
     for (label, per, nh, wall) in [
         (
@@ -127,8 +152,8 @@ pub fn render(vx: &ValidatorExperiment, cost: &Cost) -> String {
         ),
     ] {
         out.push_str(&format!(
-            "{label:<10} {:>12} {:>12} {:>14}\n",
-            human(per),
+            "{label:<10} {:>width$} {:>12} {:>14}\n",
+            per_trial(per),
             node_hours(nh),
             human(wall)
         ));
@@ -174,6 +199,23 @@ mod tests {
         );
         assert!(
             out.contains("at most             16h           32            32h"),
+            "{out}"
+        );
+    }
+
+    /// Successive halving's trials run their rung's window, not the full one.
+    #[test]
+    fn successive_halving_shows_each_rungs_trial() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../manifests/examples/firedancer-tiles-halving.yaml"
+        );
+        let vx: ValidatorExperiment =
+            serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let out = render(&vx, &plan_cost(&vx.spec, None).unwrap());
+        // A 30m warm-up and rungs of 10m, 30m and 1h30m.
+        assert!(
+            out.contains("           PER TRIAL (BY RUNG)   NODE-HOURS     WALL-CLOCK\nexpected           40m, 1h, 2h           11             5h\n"),
             "{out}"
         );
     }

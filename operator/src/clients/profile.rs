@@ -35,12 +35,17 @@ pub struct Endpoint {
 pub struct Figure {
     /// camelCase, e.g. `blockProcessingP95Ms`.
     pub name: &'static str,
-    /// Besides the profile's placeholders: `$window` (the window's length) and `$range`
-    /// (the subquery `[W:S]` over the window).
+    /// Besides the profile's placeholders: `$window` (the window's length), `$range`
+    /// (the subquery `[W:S]` over the window) and `$life` (from the pod's start to the
+    /// window's end).
     pub query: String,
     /// Applied to the value (e.g. 1000 for seconds to milliseconds).
     pub scale: f64,
 }
+
+/// The figure of the seconds a validator reported spending on downloading its snapshot
+/// at start (read over the pod's life, `$life`): what `results.snapshot` is judged from.
+pub const SNAPSHOT_DOWNLOAD_FIGURE: &str = "snapshotDownloadSeconds";
 
 /// A column of `valtune report`'s table for a client.
 #[derive(Debug, Clone, Copy)]

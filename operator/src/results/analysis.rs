@@ -52,12 +52,22 @@ pub struct Window {
     pub end: Timestamp,
     /// The scrape interval: one TPS sample per step.
     pub step: Duration,
+    /// When the pod started, for figures of its whole life (`$life`: what the client
+    /// reported while starting, before the window), if known.
+    pub life_start: Option<Timestamp>,
 }
 
 impl Window {
     pub fn length(&self) -> Duration {
         let span = self.end.duration_since(self.start);
         Duration::try_from(span).unwrap_or_default()
+    }
+
+    /// From the pod's start (else the window's) to the window's end, as a PromQL range.
+    fn life(&self) -> String {
+        let from = self.life_start.unwrap_or(self.start).min(self.start);
+        let span = Duration::try_from(self.end.duration_since(from)).unwrap_or_default();
+        promql_duration(span.max(self.step))
     }
 
     fn range(&self) -> String {
@@ -204,6 +214,7 @@ pub async fn collect(
         kept_up: final_lag.map(|lag| lag <= max_lag),
         figures: figures(prom, profile, selector, w).await?,
         missing: missing.into_iter().collect(),
+        snapshot: None,
     }))
 }
 
@@ -271,6 +282,7 @@ async fn figures(
         let q = expand(
             &f.query
                 .replace("$range", &w.range())
+                .replace("$life", &w.life())
                 .replace("$window", &promql_duration(w.length().max(w.step))),
             selector,
             w.step,
@@ -394,6 +406,7 @@ mod tests {
             start,
             end: start + jiff::SignedDuration::from_secs(60),
             step: Duration::from_secs(1),
+            life_start: None,
         }
     }
 

@@ -200,6 +200,7 @@ async fn the_papers_definitions_give_the_expected_figures() {
         start: Timestamp::from_second(end - 600).unwrap(),
         end: Timestamp::from_second(end).unwrap(),
         step,
+        life_start: None,
     };
     let r = wait_for(
         "the backfilled blocks to be queryable",

@@ -9,7 +9,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
 use serde_json::json;
 use valtune::api::experiment::ExperimentPhase;
-use valtune::api::trial::{EarlyAbortRule, TrialOutcome, TrialPhase};
+use valtune::api::trial::{EarlyAbortRule, SnapshotSource, TrialOutcome, TrialPhase};
 
 use crate::common::{create, example, lab, quickstart_with, trials, wait_finished, wait_for};
 
@@ -228,6 +228,117 @@ async fn a_trial_bound_to_fall_behind_ends_before_its_window_with_the_reason() {
                     .is_some_and(|n| n.contains("earlyAbort LagGrowing"))
         });
     assert!(said, "an EarlyAbort event");
+    lab.delete_namespace(&ns).await;
+}
+
+/// A strategy with nothing left to propose ends the experiment, never a hang: a bisection
+/// whose every value is too small (the lab's Agave at 128 and 160 GiB: its working set
+/// outgrows the limit and the kernel OOM-kills it within lab minutes) ends
+/// NoValuePasses once both are measured, with no recommendation.
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn a_bisection_where_no_value_passes_ends_the_experiment() {
+    let lab = lab().await;
+    let ns = lab.namespace("nopass").await;
+    let _operator = lab.start_operator(&ns);
+    let mut v = example("manifests/examples/agave-ram-bisection.yaml");
+    v["metadata"]["namespace"] = json!(ns);
+    v["spec"]["sweep"]["memory"] = json!(["128Gi", "160Gi"]);
+    v["spec"]["parallelism"] = json!(2);
+    create(&lab, &serde_json::from_value(v).unwrap()).await;
+    let vx = wait_finished(&lab, &ns, "agave-ram-bisect", Duration::from_secs(300)).await;
+    let st = vx.status.clone().unwrap();
+    let all = trials(&lab, &ns).await;
+    let tried: Vec<String> = all
+        .iter()
+        .map(|t| {
+            let s = t.status.clone().unwrap_or_default();
+            format!("{} {:?}", s.point.unwrap_or_default(), s.outcome)
+        })
+        .collect();
+    assert_eq!(all.len(), 2, "{tried:?}");
+    assert!(
+        all.iter().all(|t| t
+            .status
+            .as_ref()
+            .is_some_and(|s| s.outcome == Some(TrialOutcome::OOMKilled))),
+        "{tried:?}"
+    );
+    let ready = st.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.reason, "NoValuePasses", "{}", ready.message);
+    assert!(
+        ready.message.contains("no value kept up"),
+        "{}",
+        ready.message
+    );
+    assert_eq!(
+        (st.trials.expected, st.trials.finished),
+        (2, 2),
+        "{tried:?}"
+    );
+    assert!(st.recommendation.is_none(), "{:?}", st.recommendation);
+    lab.delete_namespace(&ns).await;
+}
+
+/// Snapshot reuse: two trials of one point on one node with a snapshot cache. The first
+/// finds the node's directory empty and downloads its snapshot; the lab's Agave writes
+/// its archives there as it runs, and the second, of the same cluster, starts from them
+/// (its age within `maximumLocalSnapshotAge`: the lab compresses hours between trials
+/// into seconds), which its `bootstrap-snapshot-download` datapoint shows: seconds
+/// instead of minutes, the difference in its status.
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn snapshot_reuse_skips_the_download_on_the_second_trial_of_a_node() {
+    let lab = lab().await;
+    let ns = lab.namespace("snap").await;
+    let _operator = lab.start_operator(&ns);
+    let vx = quickstart_with(
+        &ns,
+        "snap",
+        json!({"spec": {
+            "template": {
+                "agave": {"snapshotCache": {
+                    // The namespace's own: a test run again on the lab finds it empty.
+                    "hostPath": format!("/var/lib/valtune/snapshots-{ns}"),
+                    "maximumLocalSnapshotAge": 1_000_000
+                }},
+                "placement": {
+                    "nodeSelector": {"valtune.dev/lab-pool": "snapshot-reuse"},
+                    "tolerations": [
+                        {"key": "valtune.dev/validator", "operator": "Exists", "effect": "NoSchedule"},
+                        {"key": "valtune.dev/lab-pool", "operator": "Exists", "effect": "NoSchedule"}
+                    ]
+                }
+            },
+            "sweep": {"memory": ["512Gi"]},
+            "trial": {"repetitions": 2},
+            "parallelism": 1
+        }}),
+    );
+    create(&lab, &vx).await;
+    wait_finished(&lab, &ns, "snap", Duration::from_secs(300)).await;
+    let mut all = trials(&lab, &ns).await;
+    all.sort_by_key(|t| {
+        t.status
+            .as_ref()
+            .and_then(|s| s.started_at.clone())
+            .map(|t| t.0)
+    });
+    assert_eq!(all.len(), 2);
+    let snapshot = |i: usize| {
+        let st = all[i].status.clone().unwrap();
+        assert_eq!(st.node_name.as_deref(), Some("bm-snap"));
+        assert_eq!(st.outcome, Some(TrialOutcome::KeptUp), "{:?}", st.message);
+        st.results.unwrap().snapshot.expect("the snapshot's source")
+    };
+    let first = snapshot(0);
+    let second = snapshot(1);
+    assert_eq!(first.source, SnapshotSource::Downloaded, "{first:?}");
+    assert_eq!(second.source, SnapshotSource::Local, "{second:?}");
+    let downloaded = first.download_seconds.unwrap();
+    let local = second.download_seconds.unwrap();
+    assert!(downloaded > 60.0 && local < 60.0, "{first:?} {second:?}");
+    assert_eq!(second.saved_seconds, Some(downloaded - local), "{second:?}");
     lab.delete_namespace(&ns).await;
 }
 

@@ -169,6 +169,11 @@ pub trait Process: Send + Sync {
     fn persist(&self, _t: f64) -> std::io::Result<()> {
         Ok(())
     }
+    /// Brings the files it has written by `t` onto disk (e.g. snapshot archives in a
+    /// directory of the node), removing the ones it has purged.
+    fn write_files(&self, _t: f64) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// An HTTP POST a process makes: where (an address as the pod sees it) and what.

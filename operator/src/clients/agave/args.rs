@@ -70,6 +70,15 @@ pub fn preset(cluster: SolanaCluster) -> Option<ClusterPreset> {
 /// The arguments, and the env vars the tuned knobs need.
 pub type Command = (Vec<String>, Vec<(String, String)>);
 
+/// The genesis hash a follower checks (`--expected-genesis-hash`): the spec's, or its
+/// known cluster's.
+pub fn genesis_hash(agave: &AgaveSpec) -> Option<String> {
+    agave
+        .expected_genesis_hash
+        .clone()
+        .or(preset(agave.cluster).map(|p| p.genesis_hash.to_string()))
+}
+
 /// The `agave-validator` command line of a template, and the env vars its knobs need.
 pub fn args(
     template: &ValidatorTemplate,
@@ -89,6 +98,11 @@ pub fn args(
         if template.storage.iter().any(|v| v.role == role) {
             args.extend([flag.into(), mount(role)]);
         }
+    }
+    if agave.workload == AgaveWorkload::Follow
+        && let Some(cache) = &agave.snapshot_cache
+    {
+        args.extend(super::snapshots::args(cache));
     }
     if super::gpu::sigverify(&template.tuning, agave) == Sigverify::Gpu {
         // perf/src/perf_libs.rs init_cuda: loads libcuda-crypt.so, or exits.
@@ -141,11 +155,7 @@ fn follow(agave: &AgaveSpec) -> Vec<String> {
     if agave.full_rpc_api {
         args.push("--full-rpc-api".into());
     }
-    if let Some(hash) = agave
-        .expected_genesis_hash
-        .clone()
-        .or(preset.map(|p| p.genesis_hash.to_string()))
-    {
+    if let Some(hash) = genesis_hash(agave) {
         args.extend(["--expected-genesis-hash".into(), hash]);
     }
     match agave.limit_ledger_size {

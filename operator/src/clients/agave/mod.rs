@@ -11,6 +11,7 @@ mod knobs;
 mod points;
 mod profile;
 mod render;
+mod snapshots;
 
 use kube::core::Rule;
 
@@ -324,6 +325,27 @@ mod tests {
     fn golden_quickstart_pod() {
         let t = golden::trial(&golden::example("quickstart-agave-ram-sweep.yaml"), 0);
         golden::check("agave", "quickstart-128Gi", &golden::rendered(&t));
+    }
+
+    /// A snapshot cache is the node's directory for the cluster, mounted where the
+    /// archive flags point; a follower without one renders neither.
+    #[test]
+    fn a_snapshot_cache_renders_a_host_path_per_cluster_and_the_archive_flags() {
+        let yaml = golden::example("quickstart-agave-ram-sweep.yaml");
+        let plain = golden::rendered(&golden::trial(&yaml, 0));
+        assert!(!plain.contains("snapshot-cache"), "{plain}");
+        let cached = yaml.replace(
+            "cluster: mainnet-beta",
+            "cluster: mainnet-beta\n      snapshotCache: {hostPath: /var/lib/valtune/snapshots, maximumLocalSnapshotAge: 50000}",
+        );
+        let pod = golden::rendered(&golden::trial(&cached, 0));
+        for want in [
+            "- --full-snapshot-archive-path\n    - /mnt/snapshot-cache\n    - --incremental-snapshot-archive-path\n    - /mnt/snapshot-cache\n    - --maximum-local-snapshot-age\n    - \"50000\"",
+            "path: /var/lib/valtune/snapshots/agave/5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d\n      type: DirectoryOrCreate",
+            "mountPath: /mnt/snapshot-cache\n      name: snapshot-cache",
+        ] {
+            assert!(pod.contains(want), "{want}\n{pod}");
+        }
     }
 
     /// A count set by hand in the template reaches every trial of a sweep of something

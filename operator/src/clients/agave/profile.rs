@@ -94,6 +94,18 @@ fn figures(proc: &str) -> Vec<Figure> {
     out
 }
 
+/// What the validator reported of its start: `rpc_bootstrap`'s `bootstrap-snapshot-
+/// download` datapoint (validator/src/bootstrap.rs, anza-xyz/agave at 0623227a),
+/// `snapshot_download_time_secs`: the time spent getting the genesis and the snapshot,
+/// seconds when a local snapshot is reused (`should_use_local_snapshot`).
+pub fn snapshot_figure() -> Figure {
+    Figure {
+        name: crate::clients::profile::SNAPSHOT_DOWNLOAD_FIGURE,
+        query: "max(max_over_time(bootstrap_snapshot_download_snapshot_download_time_secs{$selector}[$life]))".into(),
+        scale: 1.0,
+    }
+}
+
 /// The paper's Figure 12 (and Figure 6's memory), for a program cache sweep.
 pub fn program_cache_layout() -> Layout {
     Layout {
@@ -160,7 +172,12 @@ pub fn profile(workload: AgaveWorkload) -> MetricProfile {
     let (tps, figures) = match workload {
         AgaveWorkload::Follow => (
             per_second("replay_slot_stats_total_transactions"),
-            [figures(&proc), crate::clients::solana_load::figures()].concat(),
+            [
+                figures(&proc),
+                crate::clients::solana_load::figures(),
+                vec![snapshot_figure()],
+            ]
+            .concat(),
         ),
         AgaveWorkload::Bench => (
             per_second("banking_stage_worker_counts_processed_with_successful_result_count"),

@@ -4,7 +4,9 @@
 
 use k8s_openapi::api::core::v1::{Container, SecretVolumeSource, Volume, VolumeMount};
 
-use super::{Agave, LEDGER_DIR, PROCESS_NAME, VALIDATOR_CONTAINER, args, bench, gpu, points};
+use super::{
+    Agave, LEDGER_DIR, PROCESS_NAME, VALIDATOR_CONTAINER, args, bench, gpu, points, snapshots,
+};
 use crate::api::agave::AgaveWorkload;
 use crate::api::sweep::Sigverify;
 use crate::api::template::{AgaveSpec, Tuning};
@@ -158,6 +160,13 @@ pub fn pod(
         init.push(bench::sidecar(agave, &image, &skeleton.mounts));
     }
 
+    let mut mounts: Vec<VolumeMount> = skeleton.mounts.iter().cloned().chain(key_mounts).collect();
+    let mut volumes = vec![parts::empty_dir(parts::VMAGENT_VOLUME)];
+    volumes.extend(key_volumes);
+    if let Some((volume, mount)) = snapshots::volume(agave) {
+        volumes.push(volume);
+        mounts.push(mount);
+    }
     let mut validator = Container {
         name: VALIDATOR_CONTAINER.into(),
         image: Some(image),
@@ -166,7 +175,7 @@ pub fn pod(
         env: Some(validator_env),
         ports: Some(vec![port("rpc", agave.rpc_port)]),
         resources: Some(skeleton.validator_resources.clone()),
-        volume_mounts: Some(skeleton.mounts.iter().cloned().chain(key_mounts).collect()),
+        volume_mounts: Some(mounts),
         // An exit at start-up (an unknown flag, a refused setting) explains itself.
         termination_message_policy: Some("FallbackToLogsOnError".into()),
         ..Default::default()
@@ -174,8 +183,6 @@ pub fn pod(
     if long_running {
         validator.lifecycle = Some(exit_before_stop());
     }
-    let mut volumes = vec![parts::empty_dir(parts::VMAGENT_VOLUME)];
-    volumes.extend(key_volumes);
     let mut tweaks = Tweaks {
         host_network,
         // The process exporter reads the validator's /proc entries.

@@ -7,7 +7,7 @@ use kube::ResourceExt;
 use kube::api::Api;
 
 use super::transition::{Needs, Observed, Partner, ReadError, Settings};
-use crate::api::trial::{TrialPhase, ValidatorTrial, ValidatorTrialStatus};
+use crate::api::trial::{SnapshotSource, TrialPhase, ValidatorTrial, ValidatorTrialStatus};
 use crate::clients::pod::{PREFLIGHT_CONTAINER, pod_name};
 use crate::clients::{self, RenderInput, profile::MetricProfile};
 use crate::controller::{Context, Error, now};
@@ -230,6 +230,31 @@ async fn partner(trial: &ValidatorTrial, ctx: &Context, name: &str) -> Result<Pa
     })
 }
 
+/// What downloading a snapshot cost the trials of the same experiment that did: the
+/// mean of their reported download seconds, the time a trial starting from a local
+/// snapshot saved (None: none downloaded yet).
+async fn snapshot_reference(trial: &ValidatorTrial, ctx: &Context) -> Result<Option<f64>, Error> {
+    let Some(experiment) = trial.labels().get(crate::api::labels::EXPERIMENT) else {
+        return Ok(None);
+    };
+    let ns = trial.namespace().unwrap_or_default();
+    let api: Api<ValidatorTrial> = Api::namespaced(ctx.client.clone(), &ns);
+    let lp = kube::api::ListParams::default()
+        .labels(&format!("{}={experiment}", crate::api::labels::EXPERIMENT));
+    let trials = api
+        .list(&lp)
+        .await
+        .map_err(|e| Error::kube(format!("listing the trials of {ns}/{experiment}"), e))?;
+    let downloads: Vec<f64> = trials
+        .items
+        .iter()
+        .filter_map(|t| t.status.as_ref()?.results.as_ref()?.snapshot.clone())
+        .filter(|s| s.source == SnapshotSource::Downloaded)
+        .filter_map(|s| s.download_seconds)
+        .collect();
+    Ok((!downloads.is_empty()).then(|| downloads.iter().sum::<f64>() / downloads.len() as f64))
+}
+
 pub async fn observe(
     trial: &ValidatorTrial,
     ctx: &Context,
@@ -348,6 +373,7 @@ pub async fn observe(
                 start: start.0,
                 end: end.0,
                 step: s.step,
+                life_start: st.started_at.as_ref().map(|t| t.0),
             };
             if *check_scraped {
                 let r = analysis::scraped_since(prom, &sel, window.end).await;
@@ -376,6 +402,7 @@ pub async fn observe(
             }
             let r = analysis::collect(prom, profile, &sel, &window, s.max_lag).await;
             obs.results = Some(reading(&mut obs, r));
+            obs.snapshot_reference = snapshot_reference(trial, ctx).await?;
         }
         Needs::Nothing | Needs::Wait(_) | Needs::Finished => {}
     }

@@ -248,6 +248,9 @@ pub struct Observed {
     /// Before measuring: the node the pod is bound to, and why it cannot run the trial as
     /// measured (the client's [`crate::clients::ValidatorClient::node_shortfall`]).
     pub node_shortfall: Option<(String, String)>,
+    /// At collection: the mean download seconds of the experiment's trials that
+    /// downloaded their snapshot (what one started from a local snapshot saved).
+    pub snapshot_reference: Option<f64>,
 }
 
 /// Where a paired trial's partner is, as this one decides its window.

@@ -11,6 +11,7 @@ pub mod leader;
 pub mod model;
 pub mod program_cache;
 pub mod signer;
+pub mod snapshots;
 
 use std::sync::Arc;
 
@@ -399,6 +400,30 @@ impl SimClient for AgaveSim {
             Box::new(move |path| view.file(&c, path)),
         );
         let tip = ledger.as_deref().and_then(ledger_tip);
+        // A follower's start with no ledger to resume from: reuse a local snapshot fresh
+        // enough, or download one.
+        let start = (joins && tip.is_none()).then(|| {
+            let dir = snapshots::archive_path(args).and_then(|p| pod.host_dir(container, p));
+            let found = dir.as_deref().map(snapshots::archives).unwrap_or_default();
+            let tip = chain_offset as u64;
+            let download_s = DOWNLOAD_SHARE * model.rpc_start_seconds();
+            match snapshots::reuse(&found, tip, snapshots::max_age(args)) {
+                Some(slot) => SnapshotStart {
+                    dir,
+                    from: (snapshots::highest_full(&found).unwrap_or(slot), slot),
+                    downloaded: false,
+                    fetch_s: GENESIS_FETCH_S,
+                    saved_s: (download_s - GENESIS_FETCH_S).max(0.0),
+                },
+                None => SnapshotStart {
+                    dir,
+                    from: snapshots::cluster_newest(tip),
+                    downloaded: true,
+                    fetch_s: download_s.max(GENESIS_FETCH_S),
+                    saved_s: 0.0,
+                },
+            }
+        });
         let model = match tip {
             Some(tip) => {
                 let head = model.slot_height_at_chain_head() + chain_offset;
@@ -421,6 +446,7 @@ impl SimClient for AgaveSim {
             clock: clock.clone(),
             version,
             cache: ProgramCache::new(seed(&pod.name), capacity as usize),
+            snapshot: start,
         }))
     }
 }
@@ -458,7 +484,31 @@ pub struct Agave {
     clock: Clock,
     version: V,
     cache: ProgramCache,
+    /// A follower's snapshot: where it came from, and where it writes its own.
+    snapshot: Option<SnapshotStart>,
 }
+
+/// How a follower got its snapshot (validator/src/bootstrap.rs `rpc_bootstrap`).
+struct SnapshotStart {
+    /// Its archive directory, when it is on the node (a hostPath).
+    dir: Option<std::path::PathBuf>,
+    /// The (full, highest) slots it started from.
+    from: (u64, u64),
+    downloaded: bool,
+    /// Simulated seconds getting genesis and snapshot (`snapshot_download_time_secs`).
+    fetch_s: f64,
+    /// Seconds earlier its RPC answers than after a download.
+    saved_s: f64,
+}
+
+/// Of the model's start (snapshot downloaded and loaded), the share that is downloading
+/// (a mainnet full snapshot and an incremental one); the rest is loading it.
+const DOWNLOAD_SHARE: f64 = 0.5;
+/// Reusing a local snapshot, bootstrap still fetches the genesis (it checks it against
+/// `--expected-genesis-hash`) and asks one RPC node for its slot.
+const GENESIS_FETCH_S: f64 = 5.0;
+/// `get_rpc_nodes_time_secs`: finding RPC peers in gossip.
+const RPC_NODES_S: f64 = 2.0;
 
 /// A bench cluster's validator answers once its genesis ledger is open, and bench-tps
 /// sends from a little later (it reads its accounts first).
@@ -475,8 +525,34 @@ impl Agave {
     fn rpc_start(&self) -> f64 {
         match self.leader {
             Some(_) => LEADER_RPC_START_S,
-            None => self.model.rpc_start_seconds(),
+            None => {
+                self.model.rpc_start_seconds() - self.snapshot.as_ref().map_or(0.0, |s| s.saved_s)
+            }
         }
+    }
+
+    /// The slot it has rooted at `t`, on the lab chain's numbering (a follower).
+    fn rooted_slot(&self, t: f64, from: u64) -> u64 {
+        let slot = self.chain_offset + t * SLOTS_PER_SECOND - self.model.slot_lag(t);
+        (slot.max(0.0) as u64).max(from)
+    }
+
+    /// rpc_bootstrap's `bootstrap-snapshot-download` point, once the fetch is done.
+    fn bootstrap_point(&self, t0: f64, t1: f64) -> Option<Datapoint> {
+        let s = self.snapshot.as_ref()?;
+        let at = RPC_NODES_S + s.fetch_s;
+        (t0 < at && at <= t1).then(|| Datapoint {
+            measurement: "bootstrap-snapshot-download",
+            tags: Vec::new(),
+            fields: vec![
+                ("total_time_secs", at as i64),
+                ("get_rpc_nodes_time_secs", RPC_NODES_S as i64),
+                ("snapshot_download_time_secs", s.fetch_s as i64),
+                ("download_abort_count", 0),
+                ("blacklisted_nodes_count", 0),
+            ],
+            at,
+        })
     }
 
     /// Transactions processed from 0 to `t`.
@@ -699,7 +775,7 @@ impl Process for Agave {
         let replay_from = self.rpc_start();
         let first = (t0 / step).floor() as u64 + 1;
         let last = (t1 / step).floor() as u64;
-        let mut out = Vec::new();
+        let mut out: Vec<Datapoint> = self.bootstrap_point(t0, t1).into_iter().collect();
         for at in (first..=last).map(|i| i as f64 * step) {
             if at < replay_from {
                 continue;
@@ -783,6 +859,22 @@ impl Process for Agave {
             json!({"slot": self.slot_height(t) as u64}).to_string(),
         )?;
         std::fs::rename(&tmp, path)
+    }
+
+    /// Its snapshot archives on the node: the ones it downloaded, once loaded, and the
+    /// ones it makes as it roots slots (snapshots.rs).
+    fn write_files(&self, t: f64) -> std::io::Result<()> {
+        let Some(s) = &self.snapshot else {
+            return Ok(());
+        };
+        let Some(dir) = &s.dir else {
+            return Ok(());
+        };
+        if t < self.rpc_start() {
+            return Ok(());
+        }
+        let (own, remote) = snapshots::kept(s.from, s.downloaded, self.rooted_slot(t, s.from.1));
+        snapshots::sync(dir, &own, &remote)
     }
 
     fn proc(&self, t: f64) -> ProcFigures {
@@ -920,5 +1012,57 @@ status:
         assert_eq!(min_port_range_width((2, 0, 5)), 14);
         assert_eq!(min_port_range_width((2, 3, 13)), 17);
         assert_eq!(min_port_range_width((3, 1, 0)), 25);
+    }
+}
+
+#[cfg(test)]
+mod snapshot_tests {
+    use super::*;
+
+    /// A follower whose archive directory is a hostPath of the node: the first start
+    /// downloads (minutes, in its bootstrap point), writes its archives there as it runs,
+    /// and the next start on the node reuses them (seconds).
+    #[test]
+    fn a_follower_reuses_the_archives_an_earlier_one_left_on_the_node() {
+        let root = std::env::temp_dir().join(format!("valtune-agave-snap-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let pod: Pod = serde_saphyr::from_str(
+            "metadata: {name: t-1, namespace: ns}\nspec:\n  nodeName: bm-01\n  hostNetwork: true\n  volumes:\n  - {name: snapshot-cache, hostPath: {path: /var/snap/agave/h, type: DirectoryOrCreate}}\n  containers:\n  - name: validator\n    image: anzaxyz/agave:v4.0.3\n    command: [agave-validator]\n    args: ['--ledger', '/mnt/ledger', '--entrypoint', 'e:8001', '--full-snapshot-archive-path', '/mnt/snapshot-cache', '--maximum-local-snapshot-age', '1000000']\n    resources: {limits: {memory: 512Gi}}\n    volumeMounts: [{name: snapshot-cache, mountPath: /mnt/snapshot-cache}]\n",
+        )
+        .unwrap();
+        let mut view = PodView::new(
+            pod,
+            "127.9.9.201".parse().unwrap(),
+            Default::default(),
+            Default::default(),
+        );
+        view.node_root = Some(root.clone());
+        let clock = Clock {
+            scale: 720.0,
+            step: 1.0,
+        };
+        let container = view.pod.spec.as_ref().unwrap().containers[0].clone();
+        let start = |view: &PodView| match AgaveSim.start(view, &container, &Env::new(), &clock) {
+            Started::Running(p) => p,
+            Started::Exited(e) => panic!("{e:?}"),
+        };
+        let fetch = |p: &Arc<dyn Process>| {
+            p.datapoints(0.0, 7200.0)
+                .into_iter()
+                .find(|d| d.measurement == "bootstrap-snapshot-download")
+                .and_then(|d| {
+                    d.fields
+                        .iter()
+                        .find(|f| f.0 == "snapshot_download_time_secs")
+                        .map(|f| f.1)
+                })
+                .expect("the bootstrap point")
+        };
+        let first = start(&view);
+        assert!(fetch(&first) > 60, "downloaded: {}", fetch(&first));
+        first.write_files(40_000.0).unwrap();
+        let second = start(&view);
+        assert!(fetch(&second) < 60, "reused: {}", fetch(&second));
+        let _ = std::fs::remove_dir_all(&root);
     }
 }

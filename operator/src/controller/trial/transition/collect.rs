@@ -2,6 +2,8 @@
 //! reading them again on request, and releasing the node.
 
 use super::*;
+use crate::api::trial::SnapshotStart;
+use crate::clients::profile::SNAPSHOT_DOWNLOAD_FIGURE;
 
 /// Whether the user asked for a finished trial's window to be collected again.
 pub(super) fn recollect_requested(st: &ValidatorTrialStatus, s: &Settings) -> bool {
@@ -134,6 +136,9 @@ pub(super) fn collect(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
     }
     if let (Some(answered), Some(started)) = (&st.answering_at, &st.started_at) {
         results.startup_seconds = Some(answered.0.duration_since(started.0).as_secs_f64());
+    }
+    if let Some(secs) = results.figure(SNAPSHOT_DOWNLOAD_FIGURE) {
+        results.snapshot = Some(SnapshotStart::judge(secs, obs.snapshot_reference));
     }
     // The figures the trial ran for, missing (never zero: results/analysis.rs): no
     // verdict from what is not there.
