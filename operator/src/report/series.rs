@@ -121,7 +121,13 @@ pub fn specs(profile: &MetricProfile) -> Vec<SeriesSpec> {
             })
         })
         .collect();
-    for f in &profile.figures {
+    // A figure of the pod's whole life (`$life`: the snapshot download) is one number, in
+    // the table, not a series over the window.
+    for f in profile
+        .figures
+        .iter()
+        .filter(|f| !f.query.contains("$life"))
+    {
         let (title, unit) = describe_figure(f.name);
         out.push(SeriesSpec {
             name: f.name.into(),
@@ -735,6 +741,12 @@ mod tests {
             Duration::from_secs(900),
         );
         assert!(q.ends_with(")[900s:15s])"), "{q}");
+        // The snapshot download is a figure of the pod's whole life, not plotted.
+        assert!(
+            !names.contains(&crate::clients::profile::SNAPSHOT_DOWNLOAD_FIGURE),
+            "{names:?}"
+        );
+        assert!(s.iter().all(|s| !s.query.contains("$life")));
         // Besu has no TPS query: its lag is in blocks.
         let besu = crate::clients::besu::profile::profile();
         let s = specs(&besu);
