@@ -499,20 +499,27 @@ fn admin_answer(live: &Live, call: &Value) -> Value {
     let method = call.get("method").and_then(Value::as_str).unwrap_or("");
     let params = call.get("params").cloned().unwrap_or(Value::Null);
     match live.process.admin_rpc(live.now(), method, &params) {
-        Some(Rpc::Result(r)) => json!({"jsonrpc": "2.0", "result": r, "id": id}),
-        Some(Rpc::Error {
+        Some(rpc) => rpc_answer(rpc, id),
+        None => {
+            json!({"jsonrpc": "2.0", "error": {"code": -32601, "message": "Method not found"}, "id": id})
+        }
+    }
+}
+
+/// A JSON-RPC 2.0 answer: the result, or the error with its data when it has some.
+fn rpc_answer(rpc: Rpc, id: Value) -> Value {
+    match rpc {
+        Rpc::Result(r) => json!({"jsonrpc": "2.0", "result": r, "id": id}),
+        Rpc::Error {
             code,
             message,
             data,
-        }) => {
+        } => {
             let mut err = json!({"code": code, "message": message});
             if let Some(d) = data {
                 err["data"] = d;
             }
             json!({"jsonrpc": "2.0", "error": err, "id": id})
-        }
-        None => {
-            json!({"jsonrpc": "2.0", "error": {"code": -32601, "message": "Method not found"}, "id": id})
         }
     }
 }
@@ -575,22 +582,7 @@ async fn serve_rpc(addr: SocketAddr, live: Arc<Live>) {
                         .filter(|_| live.alive())
                     {
                         None => Err(StatusCode::SERVICE_UNAVAILABLE),
-                        Some(Rpc::Result(r)) => {
-                            Ok(axum::Json(json!({"jsonrpc": "2.0", "result": r, "id": id})))
-                        }
-                        Some(Rpc::Error {
-                            code,
-                            message,
-                            data,
-                        }) => {
-                            let mut err = json!({"code": code, "message": message});
-                            if let Some(d) = data {
-                                err["data"] = d;
-                            }
-                            Ok(axum::Json(
-                                json!({"jsonrpc": "2.0", "error": err, "id": id}),
-                            ))
-                        }
+                        Some(rpc) => Ok(axum::Json(rpc_answer(rpc, id))),
                     }
                 }
             }),

@@ -23,9 +23,14 @@ use crate::common::{Lab, lab, refusals, wait_for};
 
 const EXAMPLE: &str = "manifests/validators/besu.yaml";
 
-/// The example, renamed into `ns`, on `node`.
+/// The Besu example, renamed into `ns`, on `node`.
 pub(crate) fn validator(ns: &str, name: &str, node: &str) -> Value {
-    let mut v = crate::common::yaml_file(EXAMPLE);
+    example(EXAMPLE, ns, name, node)
+}
+
+/// The example `file`, renamed into `ns`, on `node`.
+fn example(file: &str, ns: &str, name: &str, node: &str) -> Value {
+    let mut v = crate::common::yaml_file(file);
     v["metadata"] = json!({"name": name, "namespace": ns});
     on_node(&mut v, node);
     v
@@ -42,6 +47,13 @@ fn on_node(v: &mut Value, node: &str) {
     tolerations.as_array_mut().unwrap().push(json!(
         {"key": "valtune.dev/lab-pool", "operator": "Equal", "value": "validators", "effect": "NoSchedule"}
     ));
+}
+
+/// Creates the Validator of the example `file`, named `name`, on the machine `node`.
+async fn create_on(api: &Api<Validator>, file: &str, name: &str, node: &str) {
+    let ns = api.namespace().unwrap_or_default().to_string();
+    let v: Validator = serde_json::from_value(example(file, &ns, name, node)).unwrap();
+    api.create(&PostParams::default(), &v).await.unwrap();
 }
 
 /// Waits until the Validator is Ready, with the phases its status went through.
@@ -563,11 +575,7 @@ async fn an_agave_validator_is_ready_by_get_health_and_restarts_only_in_its_wind
     let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
     let (signers, watch) = watch_signers(pods.clone(), "agave-identity");
     let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
-    let mut v = crate::common::yaml_file(AGAVE_EXAMPLE);
-    v["metadata"] = json!({"name": "agave-a", "namespace": ns});
-    on_node(&mut v, "vv-04");
-    let first: Validator = serde_json::from_value(v).unwrap();
-    api.create(&PostParams::default(), &first).await.unwrap();
+    create_on(&api, AGAVE_EXAMPLE, "agave-a", "vv-04").await;
 
     // Ready only once Agave's own getHealth says "ok" (behind first, while it catches up).
     let (ready, seen) = wait_ready(&api, "agave-a").await;
@@ -631,11 +639,7 @@ async fn a_nodeos_validator_is_ready_by_its_get_info() {
     let ns = lab.namespace("validator-nodeos").await;
     let _op = lab.start_operator(&ns);
     let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
-    let mut v = crate::common::yaml_file("manifests/validators/nodeos.yaml");
-    v["metadata"] = json!({"name": "wax-api", "namespace": ns});
-    on_node(&mut v, "vv-05");
-    let v: Validator = serde_json::from_value(v).unwrap();
-    api.create(&PostParams::default(), &v).await.unwrap();
+    create_on(&api, "manifests/validators/nodeos.yaml", "wax-api", "vv-05").await;
     let (ready, seen) = wait_ready(&api, "wax-api").await;
     let st = ready.status.clone().unwrap();
     assert_eq!(st.phase, ValidatorPhase::Running, "{st:?}");
@@ -1043,12 +1047,13 @@ async fn a_frankendancer_validator_is_ready_by_get_health_and_restarts_only_in_i
     let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
     let (signers, watch) = watch_signers(pods.clone(), "fd-identity");
     let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
-    let mut v = crate::common::yaml_file("manifests/validators/frankendancer.yaml");
-    v["metadata"] = json!({"name": "fd-a", "namespace": ns});
-    on_node(&mut v, "vv-fd");
-    api.create(&PostParams::default(), &serde_json::from_value(v).unwrap())
-        .await
-        .unwrap();
+    create_on(
+        &api,
+        "manifests/validators/frankendancer.yaml",
+        "fd-a",
+        "vv-fd",
+    )
+    .await;
 
     let (ready, seen) = wait_ready(&api, "fd-a").await;
     let st = ready.status.clone().unwrap();
@@ -1185,11 +1190,7 @@ async fn a_node_that_stops_answering_gets_no_second_pod_and_the_ledger_survives(
     let (signers, watch) = watch_signers(pods.clone(), "agave-identity");
     let (slots, poll) = poll_slots(pods.clone(), "agave-lost");
     let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
-    let mut v = crate::common::yaml_file(AGAVE_EXAMPLE);
-    v["metadata"] = json!({"name": "agave-lost", "namespace": ns});
-    on_node(&mut v, "vv-lost");
-    let v: Validator = serde_json::from_value(v).unwrap();
-    api.create(&PostParams::default(), &v).await.unwrap();
+    create_on(&api, AGAVE_EXAMPLE, "agave-lost", "vv-lost").await;
     wait_ready(&api, "agave-lost").await;
     let old = pods.get("agave-lost").await.unwrap().metadata.uid.unwrap();
 
