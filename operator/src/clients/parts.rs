@@ -101,10 +101,6 @@ pub fn vmagent(
             "-remoteWrite.label=pod=$(POD_NAME)".into(),
             "-usePromCompatibleNaming".into(),
             format!("-remoteWrite.tmpDataPath={VMAGENT_DATA}"),
-            // One queue sends its blocks in order (the default is twice the node's cores,
-            // whose blocks overtake each other): collection takes a sample past the
-            // window's end as the sign the window's are in (results::analysis::pushed_since).
-            "-remoteWrite.queues=1".into(),
         ],
         vec![port(port_name, port_number)],
     );

@@ -360,9 +360,9 @@ pub async fn first_time(
 }
 
 /// Whether remote-written samples of `series` dated at or after `t` have arrived: samples
-/// are pushed in order (Agave flushes every 10 s; the vmagent sidecar sends through one
-/// queue, [`crate::clients::parts::vmagent`]), so once one past the window's end is in,
-/// the window's are too.
+/// are pushed roughly in order (Agave flushes every 10 s; vmagent's queues, twice the
+/// node's cores by default, may overtake one another by about a flush interval), so once
+/// one past the window's end is in, the window's are in or about to be.
 pub async fn pushed_since(
     prom: &Prometheus,
     series: &[String],
