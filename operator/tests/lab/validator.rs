@@ -408,6 +408,13 @@ struct Signers {
     seen: std::collections::BTreeSet<String>,
 }
 
+/// At no moment two pods of the identity, over a rollout the watch saw (two pods at least).
+fn one_signer_throughout(signers: &std::sync::Mutex<Signers>) {
+    let s = signers.lock().unwrap();
+    assert!(s.seen.len() >= 2, "the watch saw {} pods", s.seen.len());
+    assert_eq!(s.most, 1, "two pods of one identity at once");
+}
+
 fn watch_signers(
     pods: Api<Pod>,
     identity: &str,
@@ -622,12 +629,7 @@ async fn an_agave_validator_is_ready_by_get_health_and_restarts_only_in_its_wind
     )
     .await;
     // At no moment two pods of the identity.
-    let (seen, most) = {
-        let s = signers.lock().unwrap();
-        (s.seen.len(), s.most)
-    };
-    assert!(seen >= 2, "the watch saw {seen} pods");
-    assert_eq!(most, 1, "two pods of one identity at once");
+    one_signer_throughout(&signers);
     watch.abort();
     lab.delete_namespace(&ns).await;
 }
@@ -1077,12 +1079,7 @@ async fn a_frankendancer_validator_is_ready_by_get_health_and_restarts_only_in_i
         "registry.example.com/frankendancer:v0.1105.40200",
     )
     .await;
-    let (seen, most) = {
-        let s = signers.lock().unwrap();
-        (s.seen.len(), s.most)
-    };
-    assert!(seen >= 2, "the watch saw {seen} pods");
-    assert_eq!(most, 1, "two pods of one identity at once");
+    one_signer_throughout(&signers);
     watch.abort();
     lab.delete_namespace(&ns).await;
 }
