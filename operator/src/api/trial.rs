@@ -339,12 +339,30 @@ pub struct ValidatorTrialStatus {
     /// Collection attempts that found no data yet.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub collect_attempts: i32,
+    /// While collection waits, past its first half-minute, for Prometheus to receive the
+    /// window's samples (a metrics agent re-sending its backlog after an outage): the
+    /// newest sample seen and when it last advanced. It waits while they keep arriving,
+    /// up to trial.collectionDeadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrivals: Option<Arrivals>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub results: Option<TrialResults>,
     /// Why the trial ended early as FellBehind (trial.earlyAbort): the rule and the
     /// figures that decided it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub early_abort: Option<EarlyAbort>,
+}
+
+/// What collection has seen of the window's samples arriving.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Arrivals {
+    /// The newest sample of the pod Prometheus has (pushed ones when the client pushes),
+    /// if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest: Option<Time>,
+    /// When `newest` last moved forward.
+    pub advanced_at: Time,
 }
 
 /// The rule of trial.earlyAbort that ended a trial.

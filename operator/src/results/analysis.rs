@@ -359,20 +359,17 @@ pub async fn first_time(
         .and_then(|t| Timestamp::from_second(t.floor() as i64).ok()))
 }
 
-/// Whether remote-written samples of `series` dated at or after `t` have arrived: samples
-/// are pushed roughly in order (Agave flushes every 10 s; vmagent's queues, twice the
-/// node's cores by default, may overtake one another by about a flush interval), so once
-/// one past the window's end is in, the window's are in or about to be.
-pub async fn pushed_since(
+/// The newest remote-written sample of `series` Prometheus has. Samples are pushed
+/// roughly in order (Agave flushes every 10 s; vmagent's queues, twice the node's cores
+/// by default, may overtake one another by about a flush interval, and it re-sends a
+/// backlog oldest first), so once one past the window's end is in, the window's are in
+/// or about to be.
+pub async fn newest_pushed(
     prom: &Prometheus,
     series: &[String],
     selector: &str,
-    t: Timestamp,
-) -> Result<bool, PromError> {
-    let last = prom
-        .value(&pushed_since_query(series, selector), None)
-        .await?;
-    Ok(last.is_some_and(|ts| ts >= t.as_second() as f64))
+) -> Result<Option<Timestamp>, PromError> {
+    newest(prom, &pushed_since_query(series, selector)).await
 }
 
 /// `timestamp()` drops the metric name, and two series that differ only in it are then
@@ -385,15 +382,19 @@ fn pushed_since_query(series: &[String], selector: &str) -> String {
     )
 }
 
-pub async fn scraped_since(
+/// Prometheus' newest scrape of the pod.
+pub async fn newest_scrape(
     prom: &Prometheus,
     selector: &str,
-    t: Timestamp,
-) -> Result<bool, PromError> {
-    let last = prom
-        .value(&format!("max(timestamp(up{{{selector}}}))"), None)
-        .await?;
-    Ok(last.is_some_and(|ts| ts >= t.as_second() as f64))
+) -> Result<Option<Timestamp>, PromError> {
+    newest(prom, &format!("max(timestamp(up{{{selector}}}))")).await
+}
+
+async fn newest(prom: &Prometheus, query: &str) -> Result<Option<Timestamp>, PromError> {
+    Ok(prom
+        .value(query, None)
+        .await?
+        .and_then(|t| Timestamp::from_second(t.floor() as i64).ok()))
 }
 
 #[cfg(test)]

@@ -129,6 +129,15 @@ async fn an_outage_while_trials_warm_up_and_measure_loses_no_result() {
             .clone()
             .unwrap_or_else(|| panic!("{m}: no results: {s:?}"));
         assert!(r.avg_tps.is_some(), "{m}: {r:?}");
+        // The agent's backlog from the outage had arrived when the window was read.
+        assert!(
+            !s.message
+                .clone()
+                .unwrap_or_default()
+                .contains("samples end at"),
+            "{m}: collected before the pushed samples were in: {:?}",
+            s.message
+        );
         if s.blind_seconds > 0.0 {
             blind += 1;
             // The figures cover the observed part; the gap shows as coverage, not as

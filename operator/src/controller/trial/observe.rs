@@ -376,25 +376,28 @@ pub async fn observe(
                 life_start: st.started_at.as_ref().map(|t| t.0),
             };
             if *check_scraped {
-                let r = analysis::scraped_since(prom, &sel, window.end).await;
-                let scraped = reading(&mut obs, r);
-                let go_on = matches!(scraped, Ok(true));
-                obs.scraped = Some(scraped);
+                let r = analysis::newest_scrape(prom, &sel).await;
+                let newest = reading(&mut obs, r);
+                let go_on = matches!(newest, Ok(Some(t)) if t >= window.end);
+                obs.newest_sample = newest.as_ref().ok().copied().flatten();
+                obs.scraped = Some(newest.map(|_| go_on));
                 if !go_on {
                     return Ok(obs);
                 }
                 // Pushed series arrive later than scraped ones (a flush interval, a
-                // remote-write queue): wait for them past the window's end too.
+                // remote-write queue, a backlog after an outage): wait for them past the
+                // window's end too.
                 let pushed: Vec<String> = profile
                     .headline_series()
                     .into_iter()
                     .filter(|series| profile.is_remote_written(series))
                     .collect();
                 if !pushed.is_empty() {
-                    let r = analysis::pushed_since(prom, &pushed, &sel, window.end).await;
-                    let arrived = reading(&mut obs, r);
-                    let go_on = matches!(arrived, Ok(true));
-                    obs.scraped = Some(arrived);
+                    let r = analysis::newest_pushed(prom, &pushed, &sel).await;
+                    let newest = reading(&mut obs, r);
+                    let go_on = matches!(newest, Ok(Some(t)) if t >= window.end);
+                    obs.newest_sample = newest.as_ref().ok().copied().flatten();
+                    obs.scraped = Some(newest.map(|_| go_on));
                     if !go_on {
                         return Ok(obs);
                     }

@@ -237,7 +237,10 @@ pub struct Observed {
     pub aborts: Vec<Verdict>,
     /// The lag series early abort judges from, or why it could not be read.
     pub early: Option<Result<early_abort::LagSeries, ReadError>>,
+    /// Collecting: whether Prometheus has the pod's samples (scraped, then pushed) past
+    /// the window's end, and the newest one it has.
     pub scraped: Option<Result<bool, String>>,
+    pub newest_sample: Option<Timestamp>,
     /// At the window's end: scrapes of the pod in the last three steps before it, and
     /// since it.
     pub end_scrapes: Option<Result<(f64, f64), String>>,

@@ -2,7 +2,7 @@
 //! reading them again on request, and releasing the node.
 
 use super::*;
-use crate::api::trial::SnapshotStart;
+use crate::api::trial::{Arrivals, SnapshotStart};
 use crate::clients::profile::SNAPSHOT_DOWNLOAD_FIGURE;
 
 /// Whether the user asked for a finished trial's window to be collected again.
@@ -23,10 +23,7 @@ pub(super) fn collect_needs(st: &ValidatorTrialStatus, s: &Settings, now: Timest
     if now < end + grace {
         return Needs::Wait(until(end + grace, now).max(Duration::from_millis(500)));
     }
-    let died = matches!(
-        st.outcome,
-        Some(TrialOutcome::OOMKilled | TrialOutcome::Crashed)
-    );
+    let died = died_early(st);
     // Attempts are spaced in time from the window's end (restart-safe: both in status),
     // however often the trial is reconciled.
     let retry =
@@ -36,10 +33,64 @@ pub(super) fn collect_needs(st: &ValidatorTrialStatus, s: &Settings, now: Timest
         return Needs::Wait(until(next_attempt, now).max(Duration::from_millis(500)));
     }
     // A live pod's pushed samples may trail its scrapes by a flush interval and a
-    // remote-write queue: wait for them up to half a minute (or ten steps).
-    let patience = (grace * 5).max(SignedDuration::from_secs(30));
+    // remote-write queue: wait for them up to half a minute (or ten steps) past the
+    // window's end, and on while they keep arriving (a metrics agent re-sending its
+    // backlog after an outage), up to the collection deadline.
+    let patience = patience(s);
+    let arriving = match &st.arrivals {
+        None => true,
+        Some(a) => now < a.advanced_at.0 + patience,
+    };
+    // A window read again on request ended long ago: read what is there.
+    let again = s.recollect.is_some() && s.recollect == st.collected_for;
     Needs::Collect {
-        check_scraped: !died && now < end + patience,
+        check_scraped: !died
+            && !again
+            && now < end + s.collection_deadline.0
+            && (now < end + patience || arriving),
+    }
+}
+
+/// The validator died in its window: it is not scraped any more, so its data is complete.
+fn died_early(st: &ValidatorTrialStatus) -> bool {
+    matches!(
+        st.outcome,
+        Some(TrialOutcome::OOMKilled | TrialOutcome::Crashed)
+    )
+}
+
+fn patience(s: &Settings) -> SignedDuration {
+    (s.step_signed() * 10).max(SignedDuration::from_secs(30))
+}
+
+/// Prometheus does not have the window's samples yet: wait. Past the first patience,
+/// remember the newest sample and when it last moved, so that the wait goes on only
+/// while samples keep arriving (restart-safe: in status).
+fn not_arrived_yet(step: &mut Step, obs: &Observed, s: &Settings, now: Timestamp) {
+    let st = &mut step.status;
+    step.requeue = Some(s.step);
+    let Some(end) = st.window_end.as_ref().map(|t| t.0) else {
+        return;
+    };
+    if now < end + patience(s) {
+        return;
+    }
+    let newest = obs.newest_sample;
+    // Moved: forward, or back when the check passed from scraped samples to pushed ones.
+    let advanced = match &st.arrivals {
+        None => true,
+        Some(a) => newest != a.newest.as_ref().map(|t| t.0),
+    };
+    if advanced {
+        st.arrivals = Some(Arrivals {
+            newest: newest.map(Time),
+            advanced_at: Time(now),
+        });
+        st.message = Some(format!(
+            "waiting for Prometheus to receive the window's samples (it has them up to {}, the window ends at {end}); waiting while they keep arriving, at most until trial.collectionDeadline ({})",
+            newest.map_or("none".to_string(), |t| t.to_string()),
+            s.collection_deadline.1
+        ));
     }
 }
 
@@ -84,9 +135,13 @@ pub(super) fn collect(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
         return;
     }
     st.blind_since = None;
-    if let Some(Ok(false) | Err(_)) = &obs.scraped {
-        step.requeue = Some(s.step);
-        return;
+    match &obs.scraped {
+        Some(Ok(false)) => return not_arrived_yet(step, obs, s, now),
+        Some(Err(_)) => {
+            step.requeue = Some(s.step);
+            return;
+        }
+        _ => {}
     }
     let (results, error) = match &obs.results {
         Some(Ok(r)) => (r.clone(), None),
@@ -168,6 +223,22 @@ pub(super) fn collect(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
             crate::clients::profile::explain_missing(&void, &s.remote_written)
         )
     };
+    // Collected after samples stopped arriving short of the window's end: say so.
+    let summary = match st.arrivals.take() {
+        Some(a) if obs.scraped.is_none() && !died_early(st) => {
+            let newest = a.newest.map_or("none".to_string(), |t| t.0.to_string());
+            step.acts.push(Act::Event(Note {
+                warning: true,
+                reason: "SamplesIncomplete".into(),
+                text: format!(
+                    "collected with Prometheus' samples of the pod ending at {newest}, before the window's end: none arrived after {}",
+                    a.advanced_at.0
+                ),
+            }));
+            format!("{summary}; the samples end at {newest}, before the window's end")
+        }
+        _ => summary,
+    };
     let text = with_reason(st, summary);
     st.results = Some(results);
     finish(st, Some(outcome), text, now);
@@ -194,6 +265,7 @@ pub(super) fn collect_again(step: &mut Step, s: &Settings) {
     st.phase = TrialPhase::Collecting;
     st.collect_attempts = 0;
     st.blind_since = None;
+    st.arrivals = None;
     st.finished_at = None;
     st.results = None;
     st.message = Some(format!(

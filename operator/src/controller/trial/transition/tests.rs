@@ -826,16 +826,107 @@ fn collection_waits_for_prometheus_to_scrape_past_the_window() {
             check_scraped: true
         }
     );
+    // Past it, one more look records how far the samples have come (see below).
     assert_eq!(
         needs(&st, &fast, at(131)),
         Needs::Collect {
-            check_scraped: false
+            check_scraped: true
         }
     );
     // A pod that died is not scraped any more: no need to wait for a scrape.
     let died = collecting(0, 100, Some(TrialOutcome::OOMKilled));
     assert_eq!(
         needs(&died, &settings(), at(130)),
+        Needs::Collect {
+            check_scraped: false
+        }
+    );
+}
+
+/// After a Prometheus outage a metrics agent re-sends its backlog, oldest first: the
+/// window's samples arrive well after the half-minute. Collection waits while they keep
+/// coming (counted from the last advance, so it resumes exactly after a restart), and
+/// once they stop short of the window's end it collects what is there and says so.
+#[test]
+fn collection_waits_while_samples_keep_arriving_then_says_what_is_missing() {
+    let s = Settings {
+        step: Duration::from_secs(1),
+        ..settings()
+    };
+    let st = collecting(0, 100, None);
+    let arrived = |newest: i64, complete: bool| Observed {
+        scraped: Some(Ok(complete)),
+        newest_sample: Some(at(newest)),
+        ..Default::default()
+    };
+    // Within the half-minute: waits, remembers nothing.
+    let step = transition(&st, &arrived(60, false), &s, at(120));
+    assert_eq!(step.status, st);
+    // Past it: remembers the newest sample and when it moved.
+    let step = transition(&st, &arrived(60, false), &s, at(131));
+    let a = step.status.arrivals.clone().unwrap();
+    assert_eq!(
+        (a.newest, a.advanced_at),
+        (Some(Time(at(60))), Time(at(131)))
+    );
+    assert!(
+        step.status
+            .message
+            .clone()
+            .unwrap()
+            .contains("waiting for Prometheus"),
+        "{:?}",
+        step.status.message
+    );
+    // The backlog moves on: the wait goes on from the new advance.
+    let st = step.status;
+    let step = transition(&st, &arrived(80, false), &s, at(155));
+    let st = step.status;
+    assert_eq!(st.arrivals.clone().unwrap().advanced_at, Time(at(155)));
+    assert_eq!(
+        needs(&st, &s, at(184)),
+        Needs::Collect {
+            check_scraped: true
+        }
+    );
+    // Unmoved: nothing written.
+    let step = transition(&st, &arrived(80, false), &s, at(170));
+    assert_eq!(step.status, st);
+    // Past the window's end: collected as usual, no warning.
+    let step = transition(
+        &st,
+        &Observed {
+            results: Some(Ok(Some(results(0.0, true)))),
+            ..arrived(101, true)
+        },
+        &s,
+        at(175),
+    );
+    assert_eq!(step.status.outcome, Some(TrialOutcome::KeptUp));
+    assert_eq!(step.status.arrivals, None);
+    assert!(!format!("{:?}", step.acts).contains("SamplesIncomplete"));
+    // Stopped short of it for half a minute: collected, with what is missing said.
+    assert_eq!(
+        needs(&st, &s, at(186)),
+        Needs::Collect {
+            check_scraped: false
+        }
+    );
+    let step = transition(&st, &read(Ok(Some(results(0.0, true)))), &s, at(186));
+    assert_eq!(step.status.phase, TrialPhase::Succeeded);
+    let message = step.status.message.clone().unwrap();
+    assert!(
+        message.contains("the samples end at 2026-01-01T00:01:20Z, before the window's end"),
+        "{message}"
+    );
+    assert!(format!("{:?}", step.acts).contains("SamplesIncomplete"));
+    // However long they keep arriving, the collection deadline bounds the wait.
+    let short = Settings {
+        collection_deadline: (SignedDuration::from_secs(60), "1m".into()),
+        ..s
+    };
+    assert_eq!(
+        needs(&st, &short, at(160)),
         Needs::Collect {
             check_scraped: false
         }
