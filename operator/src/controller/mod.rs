@@ -3,6 +3,7 @@
 //! lives in status as a timestamp, so a restarted operator resumes exactly where the
 //! last one stopped.
 
+pub mod events;
 pub mod experiment;
 pub mod leader;
 pub mod pod_monitor;
@@ -20,7 +21,6 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use tracing::{debug, info, warn};
@@ -99,7 +99,7 @@ pub struct Context {
     pub prometheus_url: Option<String>,
     /// One HTTP client (and its connection pool) for every Prometheus query.
     pub http: reqwest::Client,
-    pub recorder: Recorder,
+    pub events: events::Events,
     /// Whether prometheus-operator's PodMonitor kind is served (checked at start).
     pub pod_monitors: bool,
     /// What was last applied of each PodMonitor (namespace/name -> hash), so it is
@@ -138,18 +138,12 @@ impl Context {
                 return;
             }
         }
-        let event = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.into(),
-            note: Some(text.chars().take(1000).collect()),
-            action: "Reconcile".into(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&event, &obj.object_ref(&())).await {
+        let note: String = text.chars().take(1000).collect();
+        if let Err(e) = self
+            .events
+            .publish(obj.object_ref(&()), warning, reason, &note)
+            .await
+        {
             warn!(error = %e, "publishing an event");
         }
     }
@@ -228,13 +222,7 @@ pub async fn run(
         client: client.clone(),
         prometheus_url: opts.prometheus_url.clone(),
         http: crate::results::prometheus::http_client(),
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "valtune".into(),
-                instance: Some(opts.instance.clone()),
-            },
-        ),
+        events: events::Events::new(client.clone(), "valtune", &opts.instance),
         pod_monitors,
         applied_monitors: Mutex::default(),
         reported: Mutex::default(),

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use valtune::api::trial::{TrialOutcome, TrialPhase};
@@ -166,16 +167,25 @@ async fn the_ram_sweep_reproduces_the_papers_shape_from_prometheus() {
     // than timing out on a query it refused (prometheus/prometheus#11397), which warned
     // PrometheusUnreachable on every Agave trial.
     let events: Api<Event> = Api::namespaced(lab.client.clone(), &ns);
-    let unreachable: Vec<String> = events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some("PrometheusUnreachable"))
-        .map(|e| e.note.unwrap_or_default())
-        .collect();
+    let events = events.list(&ListParams::default()).await.unwrap().items;
+    let notes = |reason: &str| -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .map(|e| e.note.clone().unwrap_or_default())
+            .collect()
+    };
+    let unreachable = notes("PrometheusUnreachable");
     assert!(unreachable.is_empty(), "{unreachable:?}");
+    // Each trial's creation is its own event (not the first one's, counted N times).
+    let created = notes("TrialCreated");
+    for t in by_memory.values() {
+        let name = format!("trial {}:", t.name_any());
+        assert!(
+            created.iter().any(|n| n.starts_with(&name)),
+            "{name} in {created:?}"
+        );
+    }
     let rec = st.recommendation.unwrap();
     assert_eq!(rec.summary, "memory=512Gi", "{rec:?}");
     report_draws_the_papers_figures(&lab, &ns);
