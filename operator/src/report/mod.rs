@@ -5,6 +5,7 @@
 pub mod dir;
 pub mod figures;
 pub mod html;
+pub mod layout;
 pub mod patch;
 pub mod progress;
 pub mod series;

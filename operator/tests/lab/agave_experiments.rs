@@ -66,6 +66,12 @@ async fn the_program_cache_example_reproduces_figure_12() {
         "{table}"
     );
     assert!(table.contains("PC SAVED %") && table.contains("EVICTIONS/BATCH"));
+    // The report draws it as Figures 11 and 12: misses per batch fall with the size.
+    let fig = crate::report::write(&lab, &done, &ts);
+    let bar = |p: &str| fig.bar("misses-batch", p).mean;
+    assert!(bar("512") > 3.0 * bar("1024") && bar("1024") > bar("2048"));
+    let line = |p: &str| crate::report::mean(fig.trace("programCacheMissesPerBatch", p));
+    assert!(line("512") > 3.0 * line("2048"));
     let rec = done.status.unwrap().recommendation.unwrap();
     assert_eq!(rec.summary, "programCacheEntries=2048", "{rec:?}");
     lab.delete_namespace(&ns).await;
@@ -125,6 +131,10 @@ async fn banking_threads_raise_tps_and_a_gpu_lifts_the_verification_ceiling() {
         (1_100.0..1_900.0).contains(&g4) && (2_600.0..4_300.0).contains(&g32),
         "the seed's 1,454 and 3,244: {g4} {g32}"
     );
+    // The report's TPS per point: 32 threads on the GPU the highest bar.
+    let fig = crate::report::write(&lab, &done, &ts);
+    let top = &fig.tallest("avg-tps").point;
+    assert!(top.contains("32") && top.contains("gpu"), "{top}");
     let rec = done.status.unwrap().recommendation.unwrap();
     assert!(rec.summary.contains("bankingThreads=32") && rec.summary.contains("gpu"));
     lab.delete_namespace(&ns).await;

@@ -111,6 +111,16 @@ async fn the_example_runs_to_completion_with_the_seeds_shape() {
             .contains("P50 ms  P95 ms  P99 ms  MAX RSS GiB"),
         "{table}"
     );
+    // The report: glibc's malloc with 96 arenas the highest RSS bar, every p95 near 250 ms.
+    let fig = crate::report::write(&lab, &done, &ts);
+    let top = &fig.tallest("max-rss-gib").point;
+    assert!(top.contains("glibc") && top.contains("96"), "{top}");
+    assert!(
+        fig.summary("p95-ms")
+            .bars
+            .iter()
+            .all(|b| (180.0..360.0).contains(&b.mean))
+    );
     let rec = st.recommendation.expect("a recommendation");
     assert!(
         rec.reason.contains("lowest block processing p95"),

@@ -142,6 +142,10 @@ async fn valtune_check_passes_on_the_lab_and_names_the_fix_of_each_gap() {
     vx["metadata"]["namespace"] = json!(ns);
     create(&lab, &serde_json::from_value(vx).unwrap()).await;
     let done = wait_finished(&lab, &ns, "smoke", Duration::from_secs(240)).await;
+    // Its report: one bar, kept up, its TPS line.
+    let fig = crate::report::write(&lab, &done, &trials(&lab, &ns).await);
+    assert_eq!(fig.summary("avg-tps").bars.len(), 1);
+    assert!(crate::report::mean(&fig.series("tps").traces[0]) > 100.0);
     let t = trials(&lab, &ns).await.remove(0);
     let st = t.status.unwrap();
     assert_eq!(st.outcome, Some(TrialOutcome::KeptUp), "{st:?}");

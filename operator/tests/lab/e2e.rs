@@ -302,7 +302,7 @@ fn report_draws_the_papers_figures(lab: &Lab, ns: &str) {
     ] {
         assert!(html.contains(text), "{text} not in index.html");
     }
-    browser_check(&out, figures);
+    crate::report::browser_check(&out, figures);
     // Redrawn from the directory alone.
     std::fs::remove_dir_all(out.join("figures")).unwrap();
     std::fs::remove_file(out.join("index.html")).unwrap();
@@ -323,63 +323,6 @@ fn report_draws_the_papers_figures(lab: &Lab, ns: &str) {
         std::fs::copy(out.join("index.html"), keep.join("index.html")).unwrap();
     }
     std::fs::remove_dir_all(&out).unwrap();
-}
-
-/// Opens the page in a headless Chromium, when one is installed (Debian's `chromium`
-/// package), and checks every figure is drawn at its size and every PNG decodes: a probe
-/// page (the report's, plus each PNG as an image and a script that measures them, none of
-/// which the report itself has) written beside it.
-fn browser_check(out: &std::path::Path, figures: usize) {
-    let chromium = ["chromium", "chromium-browser"].into_iter().find(|c| {
-        std::process::Command::new(c)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    let Some(chromium) = chromium else {
-        eprintln!(
-            "note: no chromium on PATH: the report's browser check is skipped (apt-get install chromium)"
-        );
-        return;
-    };
-    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
-    let images: String = html
-        .split("<figure id=\"")
-        .skip(1)
-        .map(|rest| rest.split('"').next().unwrap())
-        .map(|id| format!("<img class=\"probe\" src=\"figures/{id}.png\">"))
-        .collect();
-    let script = "<script>addEventListener('load', () => { const figs = [...document.querySelectorAll('figure svg')]; const drawn = figs.filter(s => { const r = s.getBoundingClientRect(); return r.width > 300 && r.height > 150; }).length; const imgs = [...document.querySelectorAll('img.probe')]; const loaded = imgs.filter(i => i.complete && i.naturalWidth === 960).length; document.body.setAttribute('data-probe', `${figs.length} ${drawn} ${imgs.length} ${loaded}`); });</script>";
-    let probe = out.join("probe.html");
-    std::fs::write(
-        &probe,
-        html.replace("</body>", &format!("{images}{script}</body>")),
-    )
-    .unwrap();
-    let dom = std::process::Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--virtual-time-budget=10000",
-            "--dump-dom",
-        ])
-        .arg(format!("file://{}", probe.display()))
-        .output()
-        .unwrap();
-    let dom = String::from_utf8_lossy(&dom.stdout);
-    let probed = dom
-        .split("data-probe=\"")
-        .nth(1)
-        .and_then(|r| r.split('"').next())
-        .unwrap_or_else(|| panic!("the probe did not run: {dom:.2000}"));
-    let n = figures.to_string();
-    assert_eq!(
-        probed,
-        [n.as_str(); 4].join(" "),
-        "figures, drawn, images, decoded"
-    );
-    std::fs::remove_file(probe).unwrap();
 }
 
 #[tokio::test]

@@ -254,6 +254,11 @@ async fn the_seed_session_names_the_bottleneck_of_each_layout() {
     assert!(r.figure("storeBusyPct").unwrap() > 99.9, "{r:?}");
     assert!(r.figure("shredBackpressurePct").unwrap() > 90.0, "{r:?}");
     assert!(r.figure("pohBackpressurePct").unwrap() > 70.0, "{r:?}");
+    // The report draws the guide's ladder: 30/6 without the blockstore far above the rest.
+    let fig = crate::report::write(&lab, &vx, &all);
+    let bar = |p: &str| fig.bar("avg-tps", p).mean;
+    assert_eq!(fig.tallest("avg-tps").point, "30 / 6 / 1");
+    assert!(bar("4 / 2 / 0") < bar("30 / 6 / 0") && bar("30 / 6 / 0") < 0.5 * bar("30 / 6 / 1"));
     let rec = st.recommendation.unwrap();
     assert_eq!(
         rec.summary, "bankTiles=6 verifyTiles=30 noBlockstore=1",

@@ -221,6 +221,12 @@ async fn the_bench_session_names_each_layouts_bottleneck_in_its_versions_names()
         assert!(r.figure("storeBusyPct").is_none(), "{r:?}");
         assert!(r.figure("execrpBusyPct").is_some(), "{r:?}");
     }
+    // The report: 20 verify and 6 execle tiles the highest bar, the 6 verify tiles' two
+    // alike (verify holds them).
+    let fig = crate::report::write(&lab, &vx, &all);
+    assert_eq!(fig.tallest("avg-tps").point, "20 / 6");
+    let bar = |p: &str| fig.bar("avg-tps", p).mean;
+    assert!((bar("6 / 3") / bar("6 / 6") - 1.0).abs() < 0.1);
     assert_eq!(
         vx.status.unwrap().recommendation.unwrap().summary,
         "bankTiles=6 verifyTiles=20"
@@ -242,6 +248,33 @@ async fn the_bench_session_names_each_layouts_bottleneck_in_its_versions_names()
             "v1.0.1 {metric}: {names:?}"
         );
     }
+    lab.delete_namespace(&ns).await;
+}
+
+const HALVING: &str = "manifests/examples/firedancer-tiles-halving.yaml";
+
+/// The halving example as written (issue 22: every example's report): nine layouts a
+/// short window, the best third a longer one, the best of those the full window. Its
+/// answer is the grid's (the bench session above), and the report draws every trial of
+/// every rung and a bar per layout.
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn the_halving_example_answers_as_the_grid_and_reports_every_rung() {
+    let lab = lab().await;
+    let ns = lab.namespace("fdf-halving").await;
+    let _op = lab.start_operator(&ns);
+    let mut v = crate::common::example(HALVING);
+    v["metadata"]["namespace"] = json!(ns);
+    create(&lab, &serde_json::from_value(v).unwrap()).await;
+    let vx = wait_finished(&lab, &ns, "fdf-tiles-halving", Duration::from_secs(900)).await;
+    let all = trials(&lab, &ns).await;
+    assert_eq!(all.len(), 13, "rungs of 9, 3 and 1 trials");
+    let rec = vx.status.clone().unwrap().recommendation.unwrap();
+    assert_eq!(rec.summary, "bankTiles=6 verifyTiles=20", "{rec:?}");
+    let fig = crate::report::write(&lab, &vx, &all);
+    assert_eq!(fig.summary("avg-tps").bars.len(), 9);
+    assert_eq!(fig.tallest("avg-tps").point, "20 / 6");
+    assert_eq!(fig.series("tps").traces.len(), 13);
     lab.delete_namespace(&ns).await;
 }
 

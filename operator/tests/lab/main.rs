@@ -20,5 +20,6 @@ mod manifests;
 mod nodeos;
 mod outage;
 mod paired;
+mod report;
 mod search;
 mod validator;

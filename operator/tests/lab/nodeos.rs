@@ -80,7 +80,7 @@ async fn the_example_reproduces_the_seed_and_the_report_states_the_working_set()
         Ok(())
     })
     .await;
-    wait_finished(&lab, &ns, "wax", Duration::from_secs(300)).await;
+    let done = wait_finished(&lab, &ns, "wax", Duration::from_secs(300)).await;
     let ts = trials(&lab, &ns).await;
     let by: BTreeMap<String, &ValidatorTrial> = ts.iter().map(|t| (hog(t), t)).collect();
     let outcome = |h: &str| status(by[h]).outcome;
@@ -160,6 +160,17 @@ async fn the_example_reproduces_the_seed_and_the_report_states_the_working_set()
     assert!(
         table.contains("CATCH-UP blk/s") && table.contains("MAX SWAP GiB"),
         "{table}"
+    );
+    // The report draws the seed's pressure: more swap and major faults with the 6 GiB hog.
+    let fig = crate::report::write(&lab, &done, &ts);
+    let bar = |f: &str, p: &str| fig.bar(f, p).mean;
+    assert!(bar("max-swap-gib", "6Gi") > bar("max-swap-gib", "0") + 4.0);
+    let faults = |p: &str| crate::report::mean(fig.trace("majorFaults", p));
+    assert!(
+        faults("6Gi") > 10.0 * faults("0"),
+        "{} {}",
+        faults("0"),
+        faults("6Gi")
     );
     lab.delete_namespace(&ns).await;
 }

@@ -248,6 +248,14 @@ async fn paired_runs_cancel_the_chains_load_that_sequential_runs_see() {
         .map(tx_per_block)
         .collect();
     assert!(spread(&loads) > 1.1, "transactions per block: {loads:?}");
+    // The pairs' report: 11 cores' block processing p95 above 12's.
+    let of_paired: Vec<ValidatorTrial> = ts
+        .iter()
+        .filter(|t| t.spec.experiment == "paired")
+        .cloned()
+        .collect();
+    let fig = crate::report::write(&lab, &experiment_of(&lab, &ns, "paired").await, &of_paired);
+    assert!(fig.bar("p95-ms", "11").mean > fig.bar("p95-ms", "12").mean);
     let st = experiment_of(&lab, &ns, "sequential").await.status.unwrap();
     let cmp = st.comparison.expect("a comparison in the status");
     eprintln!("sequential: {}", cmp.summary);
@@ -386,6 +394,14 @@ async fn agave_pairs_share_the_chains_load_that_sequential_agave_runs_do_not() {
     );
     let st = experiment_of(&lab, &ns, "paired").await.status.unwrap();
     assert_eq!(st.phase, ExperimentPhase::Succeeded, "{st:?}");
+    // The pairs' report: a TPS line for each of their four trials.
+    let of_paired: Vec<ValidatorTrial> = ts
+        .iter()
+        .filter(|t| t.spec.experiment == "paired")
+        .cloned()
+        .collect();
+    let fig = crate::report::write(&lab, &experiment_of(&lab, &ns, "paired").await, &of_paired);
+    assert_eq!(fig.series("tps").traces.len(), of_paired.len());
 
     // One after the other, the same configuration saw different chains, and recorded it.
     let seq: Vec<&ValidatorTrial> = ts

@@ -78,6 +78,15 @@ async fn the_bisection_example_finds_the_least_memory_that_keeps_up_and_confirms
         .collect();
     tried.sort();
     assert_eq!(st.phase, ExperimentPhase::Succeeded, "{tried:?}");
+    // The report: a bar per memory tried, those below the answer not keeping up.
+    let fig = crate::report::write(&lab, &vx, &all);
+    let kept: Vec<bool> = fig
+        .summary("avg-tps")
+        .bars
+        .iter()
+        .map(|b| b.mark == valtune::report::series::Mark::KeptUp)
+        .collect();
+    assert!(kept.contains(&true) && kept.contains(&false), "{kept:?}");
     let rec = st.recommendation.clone().unwrap();
     assert_eq!(rec.summary, "memory=512Gi", "{tried:?}");
     // Confirmed: the answer kept up twice, the size below it fell behind twice.
