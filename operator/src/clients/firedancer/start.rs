@@ -118,6 +118,25 @@ fn copy_keys(keys: &Keys) -> String {
     s
 }
 
+/// Prepares the node's snapshot directory (snapshots.rs): full Firedancer's `snapshots`
+/// stage accepts only a directory of the user's user and group with mode 0700 and cannot
+/// undo another (src/app/shared/commands/configure/snapshots.c); Frankendancer's Agave
+/// would prefer a bank snapshot an earlier trial left (its accounts are gone with that
+/// trial's volume) to the archives, so only the archives stay.
+fn cache_script(full: bool, dir: &str) -> String {
+    // `FD_ROOT` prefixes the path, as for the keys (the lab runs the script on files of
+    // its own).
+    if full {
+        format!(
+            "# The node's snapshot directory, as firedancer's snapshots stage accepts it.\nroot=${{FD_ROOT:-}}\nchown \"$user:$(id -g \"$user\")\" \"$root{dir}\"\nchmod 700 \"$root{dir}\"\n"
+        )
+    } else {
+        format!(
+            "# The node's snapshot archives stay; an earlier trial's bank snapshots go.\nroot=${{FD_ROOT:-}}\nrm -rf \"$root{dir}/snapshots\"\nchown \"$user\" \"$root{dir}\"\n"
+        )
+    }
+}
+
 /// The script, for a trial needing `needs` on `cpu` cores (a Validator's with its `keys`).
 pub fn script(
     full: bool,
@@ -127,6 +146,7 @@ pub fn script(
     user: &str,
     dirs: &[String],
     keys: Option<&Keys>,
+    cache: Option<&str>,
 ) -> String {
     let (program, dev) = programs(full);
     let say = if full {
@@ -148,6 +168,9 @@ pub fn script(
         .replace("{{BA}}", BENCH_AFFINITY)
         .replace("{{IP}}", POD_IP)
         .replace("{{DIRS}}", &dirs.join(" "));
+    if let Some(dir) = cache {
+        s.push_str(&cache_script(full, dir));
+    }
     match workload {
         FiredancerWorkload::Follow => {
             let id = identity_path();
@@ -275,6 +298,7 @@ mod tests {
             "firedancer",
             &["/var/lib/firedancer".into()],
             None,
+            None,
         );
         let (code, config, calls, _) = run(&s, "2-7,10-13\n", true);
         assert_eq!(code, 0);
@@ -307,6 +331,7 @@ mod tests {
             "firedancer",
             &["/d".into()],
             None,
+            None,
         );
         let (code, config, calls, _) = run(&s, "0-3", true);
         assert_eq!(code, 0);
@@ -336,6 +361,7 @@ mod tests {
             "firedancer",
             &["/d".into()],
             None,
+            None,
         );
         let (code, config, calls, err) = run(&s, "0-3", true);
         assert_eq!(code, 0, "{err}");
@@ -362,6 +388,7 @@ mod tests {
             "firedancer",
             &["/d".into()],
             None,
+            None,
         );
         let (_, _, calls, _) = run(&s, "0-5", true);
         assert!(calls.contains("firedancer-dev bench --config "), "{calls}");
@@ -377,6 +404,7 @@ mod tests {
             4,
             "firedancer",
             &["/d".into()],
+            None,
             None,
         );
         let (code, config, _, _) = run(&s, "8-11", true);
@@ -397,6 +425,7 @@ mod tests {
             "firedancer",
             &["/d".into()],
             None,
+            None,
         );
         let (code, config, _, err) = run(&s, "0-63", true);
         assert_eq!(code, 0);
@@ -416,6 +445,7 @@ mod tests {
             4,
             "fd",
             &["/d".into()],
+            None,
             None,
         );
         let (code, _, calls, err) = run(&s, "0-3", false);
