@@ -206,9 +206,8 @@ pub fn pod(
         needs,
         t.resources.cpu,
         &spec.user,
-        &dirs,
+        (&dirs, cache.is_some().then_some(super::snapshots::MOUNT)),
         keys.as_ref().map(|k| &k.copies),
-        cache.is_some().then_some(super::snapshots::MOUNT),
     );
 
     // A follower's gossip, turbine and repair ports (and Agave's start-up port check) must

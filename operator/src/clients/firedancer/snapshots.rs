@@ -106,4 +106,67 @@ mod tests {
         let bench = spec("{image: x, workload: bench, snapshotCache: {hostPath: /srv/snap}}");
         assert!(volume(&bench).is_none());
     }
+
+    fn rendered(yaml: &str, v: crate::api::version::Version) -> String {
+        let s = spec(yaml);
+        super::super::config::config(&super::super::config::Inputs {
+            spec: &s,
+            tuning: &Default::default(),
+            version: Some(v),
+            volumes: vec![(
+                crate::api::template::VolumeRole::Ledger,
+                "/mnt/ledger".into(),
+            )],
+            datapoints_port: None,
+            validator: None,
+        })
+        .unwrap()
+        .render("")
+    }
+
+    /// Frankendancer's Agave keeps full and incremental archives in the node's directory;
+    /// full Firedancer reads and keeps its snapshots there, with the ages asked for.
+    #[test]
+    fn the_config_points_each_flavor_at_the_nodes_directory() {
+        use crate::api::version::Version;
+        let fd = rendered(
+            "{image: x, snapshotCache: {hostPath: /srv/snap}}",
+            Version::new(0, 1106, 40201),
+        );
+        assert!(
+            fd.contains("[snapshots]\nincremental_path = \"/mnt/snapshot-cache\"\npath = \"/mnt/snapshot-cache\"\n"),
+            "{fd}"
+        );
+        let full = rendered(
+            "{image: x, flavor: firedancer, snapshotCache: {hostPath: /srv/snap, maxLocalFullEffectiveAge: 100000, maxLocalIncrementalAge: 90000}}",
+            Version::new(1, 1, 4),
+        );
+        for part in [
+            "snapshots = \"/mnt/snapshot-cache\"\n",
+            "[snapshots.sources]\nmax_local_full_effective_age = 100000\nmax_local_incremental_age = 90000\n",
+        ] {
+            assert!(full.contains(part), "{part}: {full}");
+        }
+        // Without a cache: the trial's own volume, and firedancer's default ages.
+        let plain = rendered("{image: x, flavor: firedancer}", Version::new(1, 1, 4));
+        assert!(
+            plain.contains("snapshots = \"/mnt/ledger/snapshots\""),
+            "{plain}"
+        );
+        assert!(!plain.contains("max_local"), "{plain}");
+    }
+
+    /// The start script prepares the node's directory as each flavor needs it, under
+    /// `FD_ROOT` (the lab's copy of the container's files).
+    #[test]
+    fn the_start_script_prepares_the_directory() {
+        let script = |full| super::super::start::cache_script(full, MOUNT);
+        assert!(script(true).contains("chmod 700 \"$root/mnt/snapshot-cache\""));
+        assert!(
+            script(true)
+                .contains("chown \"$user:$(id -g \"$user\")\" \"$root/mnt/snapshot-cache\"")
+        );
+        assert!(script(false).contains("rm -rf \"$root/mnt/snapshot-cache/snapshots\""));
+        assert!(!script(false).contains("chmod"));
+    }
 }

@@ -123,7 +123,7 @@ fn copy_keys(keys: &Keys) -> String {
 /// undo another (src/app/shared/commands/configure/snapshots.c); Frankendancer's Agave
 /// would prefer a bank snapshot an earlier trial left (its accounts are gone with that
 /// trial's volume) to the archives, so only the archives stay.
-fn cache_script(full: bool, dir: &str) -> String {
+pub(super) fn cache_script(full: bool, dir: &str) -> String {
     // `FD_ROOT` prefixes the path, as for the keys (the lab runs the script on files of
     // its own).
     if full {
@@ -144,9 +144,8 @@ pub fn script(
     needs: Needs,
     cpu: i32,
     user: &str,
-    dirs: &[String],
+    (dirs, cache): (&[String], Option<&str>),
     keys: Option<&Keys>,
-    cache: Option<&str>,
 ) -> String {
     let (program, dev) = programs(full);
     let say = if full {
@@ -296,8 +295,7 @@ mod tests {
             needs(4, 3),
             10,
             "firedancer",
-            &["/var/lib/firedancer".into()],
-            None,
+            (&["/var/lib/firedancer".into()], None),
             None,
         );
         let (code, config, calls, _) = run(&s, "2-7,10-13\n", true);
@@ -329,8 +327,7 @@ mod tests {
             needs(3, 0),
             4,
             "firedancer",
-            &["/d".into()],
-            None,
+            (&["/d".into()], None),
             None,
         );
         let (code, config, calls, _) = run(&s, "0-3", true);
@@ -359,8 +356,7 @@ mod tests {
             needs(3, 0),
             4,
             "firedancer",
-            &["/d".into()],
-            None,
+            (&["/d".into()], None),
             None,
         );
         let (code, config, calls, err) = run(&s, "0-3", true);
@@ -386,8 +382,7 @@ mod tests {
             needs(3, 2),
             6,
             "firedancer",
-            &["/d".into()],
-            None,
+            (&["/d".into()], None),
             None,
         );
         let (_, _, calls, _) = run(&s, "0-5", true);
@@ -403,8 +398,7 @@ mod tests {
             needs(6, 0),
             4,
             "firedancer",
-            &["/d".into()],
-            None,
+            (&["/d".into()], None),
             None,
         );
         let (code, config, _, _) = run(&s, "8-11", true);
@@ -423,8 +417,7 @@ mod tests {
             needs(2, 0),
             3,
             "firedancer",
-            &["/d".into()],
-            None,
+            (&["/d".into()], None),
             None,
         );
         let (code, config, _, err) = run(&s, "0-63", true);
@@ -444,8 +437,7 @@ mod tests {
             needs(2, 1),
             4,
             "fd",
-            &["/d".into()],
-            None,
+            (&["/d".into()], None),
             None,
         );
         let (code, _, calls, err) = run(&s, "0-3", false);

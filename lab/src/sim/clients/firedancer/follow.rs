@@ -90,8 +90,7 @@ fn lab(simulated: f64, scale: f64) -> u64 {
 
 /// The Agave child's JSON-RPC answer at `t`; None before `start` (its snapshot loaded).
 pub fn rpc(
-    m: &AgaveModel,
-    start: f64,
+    (m, start): (&AgaveModel, f64),
     full: bool,
     agave: &str,
     cluster: &Cluster,

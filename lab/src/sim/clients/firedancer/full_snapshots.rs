@@ -123,7 +123,7 @@ impl Start {
         };
         match (local_full, effective) {
             (Some(f), Some(e)) if e >= cluster_slot.saturating_sub(s.max_full_age) => {
-                let incremental = s.incremental.then(|| match fresh_incr {
+                let incremental = s.incremental.then_some(match fresh_incr {
                     Some(i) => Source::File(Archive::Incremental { base: f, slot: i }),
                     None => Source::Http(Archive::Incremental {
                         base: f,

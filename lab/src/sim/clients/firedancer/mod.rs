@@ -552,8 +552,7 @@ impl Process for Frankendancer {
                 snapshot,
                 ..
             } => follow::rpc(
-                model,
-                model.rpc_start_seconds() - snapshot.saved_s,
+                (model, model.rpc_start_seconds() - snapshot.saved_s),
                 *full_rpc,
                 agave,
                 cluster,
