@@ -27,6 +27,18 @@ use super::version::VERSION_PATTERN;
     validation = Rule::new("self.flavor != 'firedancer' || !has(self.entrypoints) || self.entrypoints.all(e, !e.startsWith('['))")
         .message("full Firedancer resolves [gossip] entrypoints to IPv4 addresses only (src/app/firedancer/topology.c resolve_addresses, AF_INET, at v1.1.4): use a hostname or an IPv4 address")
         .field_path(".entrypoints"),
+    validation = Rule::new("!has(self.snapshotCache) || self.workload != 'bench'")
+        .message("snapshotCache is for a follower: the bench makes its own genesis and never downloads a snapshot; remove snapshotCache")
+        .field_path(".snapshotCache"),
+    validation = Rule::new("!has(self.snapshotCache) || self.cluster != 'custom' || has(self.expectedGenesisHash)")
+        .message("snapshotCache keeps one directory per cluster, named by its genesis hash, and a custom cluster has none: set expectedGenesisHash")
+        .field_path(".snapshotCache"),
+    validation = Rule::new("!has(self.snapshotCache) || self.flavor == 'firedancer' || (!has(self.snapshotCache.maxLocalFullEffectiveAge) && !has(self.snapshotCache.maxLocalIncrementalAge))")
+        .message("Frankendancer has no key for how old a local snapshot may be (fdctl passes no --maximum-local-snapshot-age to its Agave, src/app/fdctl/commands/run_agave.c @v0.1106.40201, so Agave's 2,500 slots apply): remove snapshotCache.maxLocalFullEffectiveAge and maxLocalIncrementalAge, or use flavor: firedancer")
+        .field_path(".snapshotCache"),
+    validation = Rule::new("!has(self.snapshotCache) || !has(self.config) || self.config.all(k, !(k in ['snapshots.path', 'snapshots.incremental_path', 'paths.snapshots', 'snapshots.sources.max_local_full_effective_age', 'snapshots.sources.max_local_incremental_age']))")
+        .message("with snapshotCache valtune writes the snapshot directory and the local snapshot's ages: remove these keys from config and set snapshotCache.maxLocalFullEffectiveAge / maxLocalIncrementalAge instead")
+        .field_path(".config"),
 )]
 pub struct FiredancerSpec {
     /// An image with `fdctl` (and `fddev` for the bench workload), or for full Firedancer
@@ -138,6 +150,38 @@ pub struct FiredancerSpec {
     /// The sidecars that carry a follower's slot lag and TPS to Prometheus.
     #[serde(default)]
     pub exporters: FiredancerExporters,
+    /// Keep a follower's snapshot archives on the node between trials, so a trial that
+    /// lands where an earlier one of the same cluster ran can start from them instead of
+    /// downloading (docs/clients/firedancer.md, snapshot reuse). A hostPath: opt-in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_cache: Option<FiredancerSnapshotCache>,
+}
+
+/// A directory on the node that outlives trials, one subdirectory per flavor and cluster
+/// (its genesis hash): Frankendancer's `[snapshots] path` and `incremental_path` (its
+/// Agave's archives), full Firedancer's `[paths] snapshots`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FiredancerSnapshotCache {
+    /// The node's directory (a hostPath volume, created if missing), e.g. on its NVMe:
+    /// `/var/lib/valtune/snapshots`. The pod mounts
+    /// `<hostPath>/<frankendancer|firedancer>/<genesis hash>`.
+    #[schemars(length(min = 2, max = 256))]
+    #[x_kube(validation = Rule::new("self.startsWith('/') && !self.contains('..')")
+        .message("snapshotCache.hostPath is an absolute path on the node without '..', e.g. /var/lib/valtune/snapshots"))]
+    pub host_path: String,
+    /// Full Firedancer only: `[snapshots.sources] max_local_full_effective_age` (default
+    /// 1,000 slots), how far behind the cluster the local full snapshot's effective slot
+    /// (the incremental it would be used with) may be. Raise it, with
+    /// `maxLocalIncrementalAge`, to the slots between trials on a node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 10_000_000))]
+    pub max_local_full_effective_age: Option<i64>,
+    /// Full Firedancer only: `[snapshots.sources] max_local_incremental_age` (default 50
+    /// slots), how far behind the cluster the local incremental snapshot may be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 10_000_000))]
+    pub max_local_incremental_age: Option<i64>,
 }
 
 fn default_firedancer_metrics_port() -> i32 {

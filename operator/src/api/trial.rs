@@ -512,8 +512,10 @@ pub struct TrialResults {
 #[serde(rename_all = "camelCase")]
 pub struct SnapshotStart {
     pub source: SnapshotSource,
-    /// Seconds the validator reported spending on fetching its start (Agave's
-    /// `bootstrap-snapshot-download` datapoint, `snapshot_download_time_secs`).
+    /// Seconds the validator reported spending on fetching its start (Agave's and
+    /// Frankendancer's `bootstrap-snapshot-download` datapoint,
+    /// `snapshot_download_time_secs`), or full Firedancer's seconds reading the full
+    /// snapshot over HTTP (its snapct tile's state, as scraped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub download_seconds: Option<f64>,
     /// Started from a local snapshot: the download seconds of the experiment's trials
@@ -539,9 +541,16 @@ impl SnapshotStart {
     pub const LOCAL_MAX_S: f64 = 60.0;
 
     /// Judged from the seconds the validator reported, and what the downloads of the
-    /// experiment cost (`reference`).
-    pub fn judge(download_seconds: f64, reference: Option<f64>) -> SnapshotStart {
-        let local = download_seconds < Self::LOCAL_MAX_S;
+    /// experiment cost (`reference`): local at most `local_max_s` (the client's: what a
+    /// start from a local snapshot still reports: [`Self::LOCAL_MAX_S`] for Agave's
+    /// genesis fetch).
+    pub fn judge(download_seconds: f64, reference: Option<f64>, local_max_s: f64) -> SnapshotStart {
+        Self::of(download_seconds <= local_max_s, download_seconds, reference)
+    }
+
+    /// From where the client says its snapshot came from (`local`), the seconds it
+    /// reported, and what the downloads of the experiment cost (`reference`).
+    pub fn of(local: bool, download_seconds: f64, reference: Option<f64>) -> SnapshotStart {
         SnapshotStart {
             source: if local {
                 SnapshotSource::Local

@@ -47,6 +47,16 @@ pub struct Figure {
 /// at start (read over the pod's life, `$life`): what `results.snapshot` is judged from.
 pub const SNAPSHOT_DOWNLOAD_FIGURE: &str = "snapshotDownloadSeconds";
 
+/// The figure of the seconds a validator spent reading its full snapshot over HTTP (full
+/// Firedancer's snapct state, as scraped over the pod's life: a download shorter than the
+/// time to the first scrape is not seen).
+pub const SNAPSHOT_FULL_HTTP_FIGURE: &str = "snapshotFullHttpSeconds";
+
+/// The figure of the bytes of a full snapshot a validator downloaded and wrote to disk
+/// (full Firedancer's snapct tile, the most over the pod's life): 0 when it read a local
+/// one. What full Firedancer's `results.snapshot.source` is judged from.
+pub const SNAPSHOT_FULL_WRITTEN_FIGURE: &str = "snapshotFullBytesWritten";
+
 /// A column of `valtune report`'s table for a client.
 #[derive(Debug, Clone, Copy)]
 pub struct Column {

@@ -317,6 +317,54 @@ fn invalid_cases() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             "spec.sweep.sigverify",
             "template.tuning.sigverify",
         ),
+        // Snapshot caches (template.agave.snapshotCache, template.firedancer.snapshotCache):
+        // a follower's, keyed by a genesis hash, honoured as far as the client can.
+        (
+            "an Agave snapshot cache on the bench workload",
+            json!({"spec": {"template": {"agave": {"workload": "bench", "snapshotCache": {"hostPath": "/var/lib/valtune/snapshots"}}}}}),
+            "spec.template.agave.snapshotCache",
+            "snapshotCache is for a follower",
+        ),
+        (
+            "an Agave snapshot cache of a custom cluster without its genesis hash",
+            json!({"spec": {"template": {"agave": {"cluster": "custom", "entrypoints": ["10.0.0.1:8001"], "snapshotCache": {"hostPath": "/var/lib/valtune/snapshots"}}}}}),
+            "spec.template.agave.snapshotCache",
+            "set expectedGenesisHash",
+        ),
+        (
+            "an Agave snapshot cache at a relative path",
+            json!({"spec": {"template": {"agave": {"snapshotCache": {"hostPath": "var/lib/valtune/snapshots"}}}}}),
+            "spec.template.agave.snapshotCache.hostPath",
+            "an absolute path on the node without '..'",
+        ),
+        (
+            "a Frankendancer snapshot cache with an age fdctl cannot pass to its Agave",
+            json!({"spec": {"template": {"agave": null, "firedancer": {"image": "registry.example.com/frankendancer:v0.1106.40201", "privileged": true,
+                   "snapshotCache": {"hostPath": "/var/lib/valtune/snapshots", "maxLocalIncrementalAge": 100000}}}}}),
+            "spec.template.firedancer.snapshotCache",
+            "Frankendancer has no key for how old a local snapshot may be",
+        ),
+        (
+            "a Firedancer snapshot cache on the bench workload",
+            json!({"spec": {"template": {"agave": null, "firedancer": {"image": "registry.example.com/firedancer:v1.0.1", "flavor": "firedancer", "workload": "bench",
+                   "snapshotCache": {"hostPath": "/var/lib/valtune/snapshots"}}}}}),
+            "spec.template.firedancer.snapshotCache",
+            "snapshotCache is for a follower",
+        ),
+        (
+            "a Firedancer snapshot cache of a custom cluster without its genesis hash",
+            json!({"spec": {"template": {"agave": null, "firedancer": {"image": "registry.example.com/firedancer:v1.1.4", "flavor": "firedancer", "privileged": true,
+                   "cluster": "custom", "entrypoints": ["10.0.0.1:8001"], "snapshotCache": {"hostPath": "/var/lib/valtune/snapshots"}}}}}),
+            "spec.template.firedancer.snapshotCache",
+            "set expectedGenesisHash",
+        ),
+        (
+            "a Firedancer snapshot cache beside a config key for the same directory",
+            json!({"spec": {"template": {"agave": null, "firedancer": {"image": "registry.example.com/firedancer:v1.1.4", "flavor": "firedancer", "privileged": true,
+                   "config": {"snapshots.sources.max_local_incremental_age": "100"}, "snapshotCache": {"hostPath": "/var/lib/valtune/snapshots"}}}}}),
+            "spec.template.firedancer.config",
+            "with snapshotCache valtune writes the snapshot directory",
+        ),
         (
             "a Prometheus URL that is not one",
             json!({"spec": {"metrics": {"prometheusUrl": "prometheus:9090"}}}),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
-use serde_json::json;
+use serde_json::{Value, json};
 use valtune::api::experiment::ExperimentPhase;
 use valtune::api::trial::{EarlyAbortRule, SnapshotSource, TrialOutcome, TrialPhase};
 
@@ -348,6 +348,173 @@ async fn snapshot_reuse_skips_the_download_on_the_second_trial_of_a_node() {
     let local = second.download_seconds.unwrap();
     assert!(downloaded > 60.0 && local < 60.0, "{first:?} {second:?}");
     assert_eq!(second.saved_seconds, Some(downloaded - local), "{second:?}");
+    lab.delete_namespace(&ns).await;
+}
+
+/// A follower of `flavor` (a Frankendancer or full Firedancer image) with a snapshot
+/// cache `cache`, two repetitions one after the other on the pool's one machine.
+fn firedancer_snap(
+    ns: &str,
+    name: &str,
+    (image, flavor, resources): (&str, &str, Value),
+    cache: Value,
+    pool: &str,
+) -> Value {
+    json!({
+        "apiVersion": "valtune.dev/v1alpha1",
+        "kind": "ValidatorExperiment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "template": {
+                "firedancer": {
+                    "image": image,
+                    "flavor": flavor,
+                    "cluster": "mainnet-beta",
+                    "privileged": true,
+                    "snapshotCache": cache,
+                },
+                "resources": resources,
+                "storage": [{"role": "ledger", "size": "1Ti"}, {"role": "accounts", "size": "2Ti"}],
+                "placement": {
+                    "nodeSelector": {"valtune.dev/lab-pool": pool},
+                    "tolerations": [
+                        {"key": "valtune.dev/validator", "operator": "Exists", "effect": "NoSchedule"},
+                        {"key": "valtune.dev/lab-pool", "operator": "Exists", "effect": "NoSchedule"}
+                    ]
+                }
+            },
+            "trial": {"repetitions": 2, "warmup": {"timeout": "60s"}, "measurement": {"duration": "30s"}},
+            "metrics": {"scrapeInterval": "1s"},
+            "parallelism": 1
+        }
+    })
+}
+
+/// The archive names in a directory of a lab machine.
+fn archives_on(lab: &crate::common::Lab, node: &str, dir: &str) -> Vec<String> {
+    let at = lab
+        .state
+        .dir
+        .join("nodes")
+        .join(node)
+        .join("root")
+        .join(dir.trim_start_matches('/'));
+    let mut names: Vec<String> = std::fs::read_dir(&at)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("snapshot-"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Snapshot reuse for both Firedancer flavors, each on a machine of its own with a
+/// snapshot cache, two trials one after the other. Full Firedancer's second trial reads
+/// the full and incremental snapshots its first downloaded into the node's directory
+/// (both ages raised past the hours the lab compresses between trials), which its snapct
+/// tile's state shows: no time reading a full snapshot over HTTP, and the difference in
+/// its status. Frankendancer's Agave writes its archives into the node's directory, but
+/// fdctl has no key for `--maximum-local-snapshot-age`, so Agave's 2,500 slots (17
+/// simulated minutes, a second and a half of the lab's) decide whether its second trial
+/// reuses them.
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn firedancer_trials_keep_their_snapshots_on_the_node_and_full_firedancer_reuses_them() {
+    let lab = lab().await;
+    let ns = lab.namespace("fd-snap").await;
+    let _operator = lab.start_operator(&ns);
+    let host = format!("/var/lib/valtune/snapshots-{ns}");
+    let full = firedancer_snap(
+        &ns,
+        "fdf-snap",
+        (
+            "registry.example.com/firedancer:v1.1.4",
+            "firedancer",
+            json!({"cpu": 62, "memory": "256Gi", "hugepages1Gi": 48, "hugepages2Mi": 512}),
+        ),
+        json!({"hostPath": host, "maxLocalFullEffectiveAge": 1_000_000, "maxLocalIncrementalAge": 1_000_000}),
+        "snapshot-reuse-fdf",
+    );
+    let franken = firedancer_snap(
+        &ns,
+        "fd-snap",
+        (
+            "registry.example.com/frankendancer:v0.1106.40201",
+            "frankendancer",
+            json!({"cpu": 32, "memory": "512Gi", "hugepages1Gi": 32, "hugepages2Mi": 512}),
+        ),
+        json!({"hostPath": host}),
+        "snapshot-reuse-fd",
+    );
+    for vx in [&full, &franken] {
+        create(&lab, &serde_json::from_value(vx.clone()).unwrap()).await;
+    }
+    for name in ["fdf-snap", "fd-snap"] {
+        wait_finished(&lab, &ns, name, Duration::from_secs(420)).await;
+    }
+    let mut all = trials(&lab, &ns).await;
+    all.sort_by_key(|t| {
+        t.status
+            .as_ref()
+            .and_then(|s| s.started_at.clone())
+            .map(|t| t.0)
+    });
+    let of = |experiment: &str, node: &str| {
+        let mine: Vec<_> = all
+            .iter()
+            .filter(|t| {
+                t.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with(&format!("{experiment}-")))
+            })
+            .map(|t| {
+                let st = t.status.clone().unwrap();
+                assert_eq!(st.node_name.as_deref(), Some(node), "{st:?}");
+                assert_eq!(st.outcome, Some(TrialOutcome::KeptUp), "{:?}", st.message);
+                st.results.unwrap().snapshot.expect("the snapshot's source")
+            })
+            .collect();
+        assert_eq!(mine.len(), 2, "{experiment}");
+        mine
+    };
+    // Full Firedancer: downloaded, then read from the node's directory.
+    let f = of("fdf-snap", "fdf-snap");
+    assert_eq!(f[0].source, SnapshotSource::Downloaded, "{f:?}");
+    assert_eq!(f[1].source, SnapshotSource::Local, "{f:?}");
+    // The seconds are what the scrapes saw of the download: the lab's 900 simulated
+    // seconds are a second and a quarter, which the pod's first scrape may come after.
+    let downloaded = f[0].download_seconds.unwrap();
+    assert_eq!(f[1].download_seconds, Some(0.0), "{f:?}");
+    assert_eq!(f[1].saved_seconds, Some(downloaded), "{f:?}");
+    let mainnet = "5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d";
+    let kept = archives_on(&lab, "fdf-snap", &format!("{host}/firedancer/{mainnet}"));
+    assert!(
+        kept.iter().any(|n| n.starts_with("snapshot-"))
+            && kept.iter().any(|n| n.starts_with("incremental-snapshot-")),
+        "{kept:?}"
+    );
+    // Frankendancer: the first downloads (minutes) and its Agave's archives are on the
+    // node; the second reuses them if it starts within Agave's 2,500 slots of the last
+    // one (in the lab, a second and a half), else downloads: either way as reported.
+    let fd = of("fd-snap", "fd-snap");
+    let first = fd[0].download_seconds.unwrap();
+    assert!(
+        fd[0].source == SnapshotSource::Downloaded && first > 60.0,
+        "{fd:?}"
+    );
+    let second = fd[1].download_seconds.unwrap();
+    match fd[1].source {
+        SnapshotSource::Local => {
+            assert!(second < 60.0, "{fd:?}");
+            assert_eq!(fd[1].saved_seconds, Some(first - second), "{fd:?}");
+        }
+        SnapshotSource::Downloaded => assert!(second > 60.0, "{fd:?}"),
+    }
+    let kept = archives_on(&lab, "fd-snap", &format!("{host}/frankendancer/{mainnet}"));
+    assert!(kept.iter().any(|n| n.starts_with("snapshot-")), "{kept:?}");
     lab.delete_namespace(&ns).await;
 }
 

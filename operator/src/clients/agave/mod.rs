@@ -15,7 +15,7 @@ mod snapshots;
 
 use kube::core::Rule;
 
-pub use profile::profile;
+pub use profile::{profile, snapshot_figure};
 
 use super::health::{Health, HealthProbe, RestartWindow};
 use super::knobs::{Dim, KnobTable, Place};

@@ -269,6 +269,13 @@ pub fn config(i: &Inputs) -> Result<Config, KnobError> {
             c.set(key, Value::Str(path.clone()));
         }
     }
+    // A snapshot cache holds its Agave's archives, full (`--snapshots`) and incremental
+    // (`--incremental-snapshot-archive-path`), in the node's directory (snapshots.rs).
+    if super::snapshots::cache(s).is_some() {
+        let dir = Value::Str(super::snapshots::MOUNT.into());
+        c.set("snapshots.path", dir.clone());
+        c.set("snapshots.incremental_path", dir);
+    }
     // The tiles on the container's cores, the Agave child on the rest.
     c.set("layout.affinity", Value::Str(AFFINITY.into()));
     c.set("layout.agave_affinity", Value::Str(AGAVE_AFFINITY.into()));

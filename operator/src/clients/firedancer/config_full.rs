@@ -37,6 +37,26 @@ pub fn config(i: &Inputs) -> Result<Config, KnobError> {
         (None, Some(p)) => c.set("paths.snapshots", Value::Str(format!("{p}/snapshots"))),
         _ => {}
     }
+    // A snapshot cache: the node's directory, and how old a local snapshot may be
+    // (`[snapshots.sources]`, snapshots.rs).
+    if let Some(cache) = super::snapshots::cache(s) {
+        c.set(
+            "paths.snapshots",
+            Value::Str(super::snapshots::MOUNT.into()),
+        );
+        if let Some(age) = cache.max_local_full_effective_age {
+            c.set(
+                "snapshots.sources.max_local_full_effective_age",
+                Value::Int(age),
+            );
+        }
+        if let Some(age) = cache.max_local_incremental_age {
+            c.set(
+                "snapshots.sources.max_local_incremental_age",
+                Value::Int(age),
+            );
+        }
+    }
     // The shreds rserve keeps for repair, from v1.1.0 (`[paths] shredb`); v1.0 keeps
     // no ledger of its own, so a ledger volume holds only its snapshots.
     if let Some(p) = &ledger

@@ -15,6 +15,7 @@ mod layout;
 mod profile;
 mod render;
 mod rules;
+mod snapshots;
 mod start;
 mod versions;
 

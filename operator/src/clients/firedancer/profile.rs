@@ -187,6 +187,30 @@ fn full_follower(v: Version) -> (String, String) {
     )
 }
 
+/// Where full Firedancer's snapshot came from, from its snapct tile over the pod's life:
+/// - the bytes of the full snapshot it downloaded and wrote out to `[paths] snapshots`
+///   (`snapct_full_bytes_written`, a gauge at v1.0.1 and v1.1.4, added to only for data
+///   read over HTTP, `!file`, src/discof/restore/fd_snapct_tile.c L1650-1668 @v1.1.4):
+///   0 when it read a local full snapshot, and it stays set once loaded;
+/// - the seconds it spent reading the full snapshot over HTTP: `snapct_state` at 13 to
+///   16 (READING_FULL_HTTP .. FLUSHING_FULL_HTTP_RESET, fd_snapct_tile.h, the same
+///   numbers at both tags; download and load are streamed, so it spans both), scrape by
+///   scrape.
+fn full_snapshot_figures() -> Vec<Figure> {
+    vec![
+        Figure {
+            name: crate::clients::profile::SNAPSHOT_FULL_WRITTEN_FIGURE,
+            query: "max(max_over_time(snapct_full_bytes_written{$selector}[$life]))".into(),
+            scale: 1.0,
+        },
+        Figure {
+            name: crate::clients::profile::SNAPSHOT_FULL_HTTP_FIGURE,
+            query: "sum_over_time(((max(snapct_state{$selector}) >= bool 13) * (max(snapct_state{$selector}) <= bool 16))[$life:$step]) * $stepSeconds".into(),
+            scale: 1.0,
+        },
+    ]
+}
+
 pub fn profile(spec: &FiredancerSpec, v: Version) -> MetricProfile {
     let native = Endpoint {
         port: METRICS_PORT_NAME,
@@ -223,6 +247,7 @@ pub fn profile(spec: &FiredancerSpec, v: Version) -> MetricProfile {
                 figures: [
                     figures(v, false, true),
                     crate::clients::solana_load::replay_figures(renamed_metrics(v)),
+                    full_snapshot_figures(),
                 ]
                 .concat(),
                 remote_written: Vec::new(),
@@ -254,9 +279,11 @@ pub fn profile(spec: &FiredancerSpec, v: Version) -> MetricProfile {
                     },
                 ],
                 validator_container: super::VALIDATOR_CONTAINER,
+                // Its Agave child's `bootstrap-snapshot-download` point, as Agave's.
                 figures: [
                     figures(v, false, false),
                     crate::clients::solana_load::figures(),
+                    vec![crate::clients::agave::snapshot_figure()],
                 ]
                 .concat(),
                 // The Agave child's replay datapoints, through vmagent (as Agave's).

@@ -199,13 +199,14 @@ pub fn pod(
     let mut dirs = vec![SCRATCH_DIR.to_string()];
     dirs.extend(volumes.iter().map(|(_, p)| p.clone()));
     let full = layout::full(spec);
+    let cache = super::snapshots::volume(spec);
     let script = start::script(
         full,
         spec.workload,
         needs,
         t.resources.cpu,
         &spec.user,
-        &dirs,
+        (&dirs, cache.is_some().then_some(super::snapshots::MOUNT)),
         keys.as_ref().map(|k| &k.copies),
     );
 
@@ -280,6 +281,10 @@ pub fn pod(
         mount("fd-run", RUN_DIR, false),
         mount("fd-scratch", SCRATCH_DIR, false),
     ]);
+    if let Some((volume, mount)) = cache {
+        pod_volumes.push(volume);
+        mounts.push(mount);
+    }
     let validator_role = keys.is_some();
     if let Some(k) = keys {
         mounts.extend(k.mounts);

@@ -118,6 +118,25 @@ fn copy_keys(keys: &Keys) -> String {
     s
 }
 
+/// Prepares the node's snapshot directory (snapshots.rs): full Firedancer's `snapshots`
+/// stage accepts only a directory of the user's user and group with mode 0700 and cannot
+/// undo another (src/app/shared/commands/configure/snapshots.c); Frankendancer's Agave
+/// would prefer a bank snapshot an earlier trial left (its accounts are gone with that
+/// trial's volume) to the archives, so only the archives stay.
+pub(super) fn cache_script(full: bool, dir: &str) -> String {
+    // `FD_ROOT` prefixes the path, as for the keys (the lab runs the script on files of
+    // its own).
+    if full {
+        format!(
+            "# The node's snapshot directory, as firedancer's snapshots stage accepts it.\nroot=${{FD_ROOT:-}}\nchown \"$user:$(id -g \"$user\")\" \"$root{dir}\"\nchmod 700 \"$root{dir}\"\n"
+        )
+    } else {
+        format!(
+            "# The node's snapshot archives stay; an earlier trial's bank snapshots go.\nroot=${{FD_ROOT:-}}\nrm -rf \"$root{dir}/snapshots\"\nchown \"$user\" \"$root{dir}\"\n"
+        )
+    }
+}
+
 /// The script, for a trial needing `needs` on `cpu` cores (a Validator's with its `keys`).
 pub fn script(
     full: bool,
@@ -125,7 +144,7 @@ pub fn script(
     needs: Needs,
     cpu: i32,
     user: &str,
-    dirs: &[String],
+    (dirs, cache): (&[String], Option<&str>),
     keys: Option<&Keys>,
 ) -> String {
     let (program, dev) = programs(full);
@@ -148,6 +167,9 @@ pub fn script(
         .replace("{{BA}}", BENCH_AFFINITY)
         .replace("{{IP}}", POD_IP)
         .replace("{{DIRS}}", &dirs.join(" "));
+    if let Some(dir) = cache {
+        s.push_str(&cache_script(full, dir));
+    }
     match workload {
         FiredancerWorkload::Follow => {
             let id = identity_path();
@@ -273,7 +295,7 @@ mod tests {
             needs(4, 3),
             10,
             "firedancer",
-            &["/var/lib/firedancer".into()],
+            (&["/var/lib/firedancer".into()], None),
             None,
         );
         let (code, config, calls, _) = run(&s, "2-7,10-13\n", true);
@@ -305,7 +327,7 @@ mod tests {
             needs(3, 0),
             4,
             "firedancer",
-            &["/d".into()],
+            (&["/d".into()], None),
             None,
         );
         let (code, config, calls, _) = run(&s, "0-3", true);
@@ -334,7 +356,7 @@ mod tests {
             needs(3, 0),
             4,
             "firedancer",
-            &["/d".into()],
+            (&["/d".into()], None),
             None,
         );
         let (code, config, calls, err) = run(&s, "0-3", true);
@@ -360,7 +382,7 @@ mod tests {
             needs(3, 2),
             6,
             "firedancer",
-            &["/d".into()],
+            (&["/d".into()], None),
             None,
         );
         let (_, _, calls, _) = run(&s, "0-5", true);
@@ -376,7 +398,7 @@ mod tests {
             needs(6, 0),
             4,
             "firedancer",
-            &["/d".into()],
+            (&["/d".into()], None),
             None,
         );
         let (code, config, _, _) = run(&s, "8-11", true);
@@ -395,7 +417,7 @@ mod tests {
             needs(2, 0),
             3,
             "firedancer",
-            &["/d".into()],
+            (&["/d".into()], None),
             None,
         );
         let (code, config, _, err) = run(&s, "0-63", true);
@@ -415,7 +437,7 @@ mod tests {
             needs(2, 1),
             4,
             "fd",
-            &["/d".into()],
+            (&["/d".into()], None),
             None,
         );
         let (code, _, calls, err) = run(&s, "0-3", false);

@@ -404,25 +404,12 @@ impl SimClient for AgaveSim {
         // enough, or download one.
         let start = (joins && tip.is_none()).then(|| {
             let dir = snapshots::archive_path(args).and_then(|p| pod.host_dir(container, p));
-            let found = dir.as_deref().map(snapshots::archives).unwrap_or_default();
-            let tip = chain_offset as u64;
-            let download_s = DOWNLOAD_SHARE * model.rpc_start_seconds();
-            match snapshots::reuse(&found, tip, snapshots::max_age(args)) {
-                Some(slot) => SnapshotStart {
-                    dir,
-                    from: (snapshots::highest_full(&found).unwrap_or(slot), slot),
-                    downloaded: false,
-                    fetch_s: GENESIS_FETCH_S,
-                    saved_s: (download_s - GENESIS_FETCH_S).max(0.0),
-                },
-                None => SnapshotStart {
-                    dir,
-                    from: snapshots::cluster_newest(tip),
-                    downloaded: true,
-                    fetch_s: download_s.max(GENESIS_FETCH_S),
-                    saved_s: 0.0,
-                },
-            }
+            snapshots::Start::decide(
+                dir,
+                chain_offset as u64,
+                snapshots::max_age(args),
+                model.rpc_start_seconds(),
+            )
         });
         let model = match tip {
             Some(tip) => {
@@ -485,30 +472,8 @@ pub struct Agave {
     version: V,
     cache: ProgramCache,
     /// A follower's snapshot: where it came from, and where it writes its own.
-    snapshot: Option<SnapshotStart>,
+    snapshot: Option<snapshots::Start>,
 }
-
-/// How a follower got its snapshot (validator/src/bootstrap.rs `rpc_bootstrap`).
-struct SnapshotStart {
-    /// Its archive directory, when it is on the node (a hostPath).
-    dir: Option<std::path::PathBuf>,
-    /// The (full, highest) slots it started from.
-    from: (u64, u64),
-    downloaded: bool,
-    /// Simulated seconds getting genesis and snapshot (`snapshot_download_time_secs`).
-    fetch_s: f64,
-    /// Seconds earlier its RPC answers than after a download.
-    saved_s: f64,
-}
-
-/// Of the model's start (snapshot downloaded and loaded), the share that is downloading
-/// (a mainnet full snapshot and an incremental one); the rest is loading it.
-const DOWNLOAD_SHARE: f64 = 0.5;
-/// Reusing a local snapshot, bootstrap still fetches the genesis (it checks it against
-/// `--expected-genesis-hash`) and asks one RPC node for its slot.
-const GENESIS_FETCH_S: f64 = 5.0;
-/// `get_rpc_nodes_time_secs`: finding RPC peers in gossip.
-const RPC_NODES_S: f64 = 2.0;
 
 /// A bench cluster's validator answers once its genesis ledger is open, and bench-tps
 /// sends from a little later (it reads its accounts first).
@@ -535,24 +500,6 @@ impl Agave {
     fn rooted_slot(&self, t: f64, from: u64) -> u64 {
         let slot = self.chain_offset + t * SLOTS_PER_SECOND - self.model.slot_lag(t);
         (slot.max(0.0) as u64).max(from)
-    }
-
-    /// rpc_bootstrap's `bootstrap-snapshot-download` point, once the fetch is done.
-    fn bootstrap_point(&self, t0: f64, t1: f64) -> Option<Datapoint> {
-        let s = self.snapshot.as_ref()?;
-        let at = RPC_NODES_S + s.fetch_s;
-        (t0 < at && at <= t1).then(|| Datapoint {
-            measurement: "bootstrap-snapshot-download",
-            tags: Vec::new(),
-            fields: vec![
-                ("total_time_secs", at as i64),
-                ("get_rpc_nodes_time_secs", RPC_NODES_S as i64),
-                ("snapshot_download_time_secs", s.fetch_s as i64),
-                ("download_abort_count", 0),
-                ("blacklisted_nodes_count", 0),
-            ],
-            at,
-        })
     }
 
     /// Transactions processed from 0 to `t`.
@@ -775,7 +722,12 @@ impl Process for Agave {
         let replay_from = self.rpc_start();
         let first = (t0 / step).floor() as u64 + 1;
         let last = (t1 / step).floor() as u64;
-        let mut out: Vec<Datapoint> = self.bootstrap_point(t0, t1).into_iter().collect();
+        let mut out: Vec<Datapoint> = self
+            .snapshot
+            .as_ref()
+            .and_then(|s| s.bootstrap_point(t0, t1))
+            .into_iter()
+            .collect();
         for at in (first..=last).map(|i| i as f64 * step) {
             if at < replay_from {
                 continue;
@@ -867,14 +819,10 @@ impl Process for Agave {
         let Some(s) = &self.snapshot else {
             return Ok(());
         };
-        let Some(dir) = &s.dir else {
-            return Ok(());
-        };
         if t < self.rpc_start() {
             return Ok(());
         }
-        let (own, remote) = snapshots::kept(s.from, s.downloaded, self.rooted_slot(t, s.from.1));
-        snapshots::sync(dir, &own, &remote)
+        s.write(self.rooted_slot(t, s.from.1))
     }
 
     fn proc(&self, t: f64) -> ProcFigures {

@@ -232,6 +232,82 @@ pub fn sync(dir: &Path, own: &[Archive], remote: &[Archive]) -> std::io::Result<
     Ok(())
 }
 
+/// Of the model's start (snapshot downloaded and loaded), the share that is downloading
+/// (a mainnet full snapshot and an incremental one); the rest is loading it.
+pub const DOWNLOAD_SHARE: f64 = 0.5;
+/// Reusing a local snapshot, bootstrap still fetches the genesis (it checks it against
+/// `--expected-genesis-hash`) and asks one RPC node for its slot.
+pub const GENESIS_FETCH_S: f64 = 5.0;
+/// `get_rpc_nodes_time_secs`: finding RPC peers in gossip.
+const RPC_NODES_S: f64 = 2.0;
+
+/// How a follower got its snapshot (validator/src/bootstrap.rs `rpc_bootstrap`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Start {
+    /// Its archive directory, when it is on the node (a hostPath).
+    pub dir: Option<PathBuf>,
+    /// The (full, highest) slots it started from.
+    pub from: (u64, u64),
+    pub downloaded: bool,
+    /// Simulated seconds getting genesis and snapshot (`snapshot_download_time_secs`).
+    pub fetch_s: f64,
+    /// Seconds earlier its RPC answers than after a download.
+    pub saved_s: f64,
+}
+
+impl Start {
+    /// At chain slot `tip`, with the archives in `dir`: reuse the highest local snapshot
+    /// fresh enough for `max_age`, or download the cluster's newest. `rpc_start_s` is
+    /// the model's start after a download (downloading is [`DOWNLOAD_SHARE`] of it).
+    pub fn decide(dir: Option<PathBuf>, tip: u64, max_age: u64, rpc_start_s: f64) -> Start {
+        let found = dir.as_deref().map(archives).unwrap_or_default();
+        let download_s = DOWNLOAD_SHARE * rpc_start_s;
+        match reuse(&found, tip, max_age) {
+            Some(slot) => Start {
+                dir,
+                from: (highest_full(&found).unwrap_or(slot), slot),
+                downloaded: false,
+                fetch_s: GENESIS_FETCH_S,
+                saved_s: (download_s - GENESIS_FETCH_S).max(0.0),
+            },
+            None => Start {
+                dir,
+                from: cluster_newest(tip),
+                downloaded: true,
+                fetch_s: download_s.max(GENESIS_FETCH_S),
+                saved_s: 0.0,
+            },
+        }
+    }
+
+    /// rpc_bootstrap's `bootstrap-snapshot-download` point, once the fetch is done.
+    pub fn bootstrap_point(&self, t0: f64, t1: f64) -> Option<super::super::Datapoint> {
+        let at = RPC_NODES_S + self.fetch_s;
+        (t0 < at && at <= t1).then(|| super::super::Datapoint {
+            measurement: "bootstrap-snapshot-download",
+            tags: Vec::new(),
+            fields: vec![
+                ("total_time_secs", at as i64),
+                ("get_rpc_nodes_time_secs", RPC_NODES_S as i64),
+                ("snapshot_download_time_secs", self.fetch_s as i64),
+                ("download_abort_count", 0),
+                ("blacklisted_nodes_count", 0),
+            ],
+            at,
+        })
+    }
+
+    /// Its archives on the node once it has rooted `slot` (after its snapshot loaded):
+    /// the ones it downloaded and the ones it made.
+    pub fn write(&self, slot: u64) -> std::io::Result<()> {
+        let Some(dir) = &self.dir else {
+            return Ok(());
+        };
+        let (own, remote) = kept(self.from, self.downloaded, slot);
+        sync(dir, &own, &remote)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

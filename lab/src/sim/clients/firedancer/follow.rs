@@ -88,9 +88,9 @@ fn lab(simulated: f64, scale: f64) -> u64 {
     (simulated / scale).max(0.0) as u64
 }
 
-/// The Agave child's JSON-RPC answer at `t`; None while it is not listening.
+/// The Agave child's JSON-RPC answer at `t`; None before `start` (its snapshot loaded).
 pub fn rpc(
-    m: &AgaveModel,
+    (m, start): (&AgaveModel, f64),
     full: bool,
     agave: &str,
     cluster: &Cluster,
@@ -98,7 +98,7 @@ pub fn rpc(
     method: &str,
     params: &Value,
 ) -> Option<Rpc> {
-    if t < m.rpc_start_seconds() {
+    if t < start {
         return None;
     }
     if !(MINIMAL.contains(&method) || (full && FULL.contains(&method))) {
@@ -157,12 +157,19 @@ pub fn rpc(
 /// `replay-slot-stats` points in (t0, t1], one per `step` (Agave's
 /// ledger/src/blockstore_processor.rs reports one per replayed slot; the lab batches them
 /// as the Agave model does).
-pub fn datapoints(m: &AgaveModel, scale: f64, step: f64, t0: f64, t1: f64) -> Vec<Datapoint> {
+pub fn datapoints(
+    m: &AgaveModel,
+    start: f64,
+    scale: f64,
+    step: f64,
+    t0: f64,
+    t1: f64,
+) -> Vec<Datapoint> {
     let first = (t0 / step).floor() as u64 + 1;
     let last = (t1 / step).floor() as u64;
     (first..=last)
         .map(|i| i as f64 * step)
-        .filter(|at| *at >= m.rpc_start_seconds())
+        .filter(|at| *at >= start)
         .map(|at| Datapoint {
             measurement: "replay-slot-stats",
             tags: Vec::new(),

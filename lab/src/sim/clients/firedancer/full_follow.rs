@@ -41,6 +41,7 @@
 
 use super::super::agave::model::{CHAIN_TPS, SLOTS_PER_SECOND};
 use super::super::uniform;
+use super::full_snapshots::{Sources, Start};
 use crate::sim::chain_load::solana;
 use crate::topology::ChainLoad;
 
@@ -48,10 +49,9 @@ use crate::topology::ChainLoad;
 pub const MAX_REPLAY: f64 = 8.0;
 /// execrp tiles at which replay reaches 63% of its most (assumption).
 const EXECRP_SCALE: f64 = 3.5;
-/// Seconds from running tiles to a loaded snapshot (assumption).
+/// Seconds from running tiles to a downloaded and loaded snapshot (assumption; its parts
+/// and a local snapshot's in [`super::full_snapshots`]).
 pub const SNAPSHOT_S: f64 = 1200.0;
-/// How old the snapshot is when its download starts, in slots (assumption).
-const SNAPSHOT_AGE: f64 = 500.0;
 /// The cluster's slot when the validator starts (any slot of mainnet's era).
 const SLOT0: f64 = 360_000_000.0;
 /// Transactions in a mainnet slot, on average.
@@ -72,6 +72,8 @@ pub struct FullFollower {
     boot: f64,
     /// A chain whose load varies, and the simulated time since the epoch at start.
     chain: Option<(ChainLoad, f64)>,
+    /// Where its snapshot comes from, how old it is and how long it takes to load.
+    snapshot: Start,
 }
 
 impl FullFollower {
@@ -81,7 +83,40 @@ impl FullFollower {
             speed: replay_speed(execrp),
             boot,
             chain: None,
+            // Nothing on disk: the cluster's newest, downloaded.
+            snapshot: Start::decide(
+                None,
+                &[],
+                SLOT0 as u64,
+                &Sources {
+                    incremental: true,
+                    max_full_age: 1_000,
+                    max_incremental_age: 50,
+                    keep_full: 1,
+                    keep_incremental: 1,
+                },
+            ),
         }
+    }
+
+    /// The same follower starting as `start` says (a local snapshot, or a download).
+    pub fn with_snapshot(mut self, start: Start) -> Self {
+        self.snapshot = start;
+        self
+    }
+
+    /// snapct's state at `t`, and the bytes of a downloaded full snapshot written out.
+    pub fn snapct(&self, t: f64) -> (u64, u64) {
+        let since = t - self.boot;
+        (
+            self.snapshot.state(since),
+            self.snapshot.full_bytes_written(since),
+        )
+    }
+
+    /// The archives it downloaded by `t`, into its directory on the node.
+    pub fn write_files(&self, t: f64) -> std::io::Result<()> {
+        self.snapshot.write(t - self.boot)
     }
 
     /// The same follower of a chain whose load varies, started at simulated time `origin`
@@ -117,7 +152,7 @@ impl FullFollower {
 
     /// When the snapshot is loaded and replay starts.
     pub fn replay_start(&self) -> f64 {
-        self.boot + SNAPSHOT_S
+        self.boot + self.snapshot.load_s()
     }
 
     /// The cluster's slot at `t` (what turbine delivers once gossip is up).
@@ -126,7 +161,7 @@ impl FullFollower {
     }
 
     fn snapshot_slot(&self) -> f64 {
-        self.cluster_slot(self.boot) - SNAPSHOT_AGE
+        self.cluster_slot(self.boot) - self.snapshot.age as f64
     }
 
     /// When replay reaches the cluster, if it ever does.

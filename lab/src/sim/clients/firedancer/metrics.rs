@@ -42,6 +42,9 @@ pub struct TileFigures {
     pub replay: Option<Replay>,
     /// Full Firedancer's repair tile: the highest slot turbine has shown.
     pub turbine_slot: Option<u64>,
+    /// Full Firedancer's snapct tile: its state (src/discof/restore/fd_snapct_tile.h)
+    /// and the bytes of a downloaded full snapshot it has written out.
+    pub snapct: Option<(u64, u64)>,
 }
 
 /// What full Firedancer's replay tile reports (counters in lab units).
@@ -256,6 +259,17 @@ fn full(p: &mut Page, new: bool, execle: &[(&Tile, (u64, u64))], tiles: &[(Tile,
                 p.line(name, t, "", value);
             }
         }
+        if let Some((state, written)) = f.snapct {
+            // The same names at v1.0.1 and v1.1.4 (generated/fd_metrics_snapct.h).
+            p.header("snapct_state", "gauge", "State of the tile");
+            p.line("snapct_state", t, "", state);
+            p.header(
+                "snapct_full_bytes_written",
+                "gauge",
+                "Bytes written so far from the full snapshot. Might decrease if snapshot load is aborted and restarted",
+            );
+            p.line("snapct_full_bytes_written", t, "", written);
+        }
         if let Some(slot) = f.turbine_slot {
             let name = if new {
                 "repair_slot_current"
@@ -291,6 +305,7 @@ mod tests {
                 inserted: None,
                 replay: None,
                 turbine_slot: None,
+                snapct: None,
             },
         )]
     }

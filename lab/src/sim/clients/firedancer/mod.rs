@@ -13,6 +13,7 @@ pub mod fdctl;
 pub mod follow;
 pub mod full;
 pub mod full_follow;
+pub mod full_snapshots;
 /// The operator's table of config keys by release (one source for both: the operator
 /// judges a trial's keys by it, and fdctl here refuses by it).
 #[path = "../../../../../operator/src/clients/firedancer/keys.rs"]
@@ -28,7 +29,9 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use serde_json::{Value, json};
 
-use super::agave::model::AgaveModel;
+use super::agave::identity;
+use super::agave::model::{AgaveModel, SLOTS_PER_SECOND};
+use super::agave::snapshots as agave_snapshots;
 use super::{
     Datapoint, Env, Exit, MetricsSink, ProcFigures, Process, Rpc, SimClient, Started,
     image_version, seed,
@@ -168,20 +171,51 @@ fn boot(view: &PodView, c: &Container, env: &Env, clock: &Clock) -> Result<Frank
         == "0.0.0.0")
         .then(|| cfg.int("tiles.metric.prometheus_listen_port", 7999) as u16);
     let s = seed(&view.name);
+    // The lab chain's slot at its start: the snapshots the cluster serves then.
+    let started =
+        crate::sim::workloads::started_at(&view.pod, &c.name).unwrap_or_else(jiff::Timestamp::now);
+    let chain_offset = identity::chain_offset(clock, started);
+    // A directory of the node (a hostPath) where the config puts it, else none.
+    let node_dir = |key: &str, default: &str| {
+        Some(cfg.str(key, default))
+            .filter(|p| !p.is_empty())
+            .and_then(|p| view.host_dir(c, p))
+    };
     let kind = if local {
         Kind::Bench
     } else if fdctl::full(v) {
+        // Its snapct tile, on what it finds in `[paths] snapshots` (full_snapshots.rs).
+        let sources = full_snapshots::Sources::of(&cfg, v >= (26, 0, 0));
+        let dir = node_dir("paths.snapshots", "");
+        let found = dir
+            .as_deref()
+            .map(|d| full_snapshots::prune(d, &sources))
+            .unwrap_or_default();
+        let start = full_snapshots::Start::decide(dir, &found, chain_offset as u64, &sources);
+        tracing::info!(pod = %view.name, ?start, "full Firedancer's snapshot");
         Kind::FullFollow(
             FullFollower::new(s, topology.setup.exec, BOOT_S)
-                .with_chain(crate::sim::chain_load::of(view, &c.name, clock.scale)),
+                .with_chain(crate::sim::chain_load::of(view, &c.name, clock.scale))
+                .with_snapshot(start),
         )
     } else {
         let limit = PodView::memory_limit(c).unwrap_or(1 << 40);
+        let model = AgaveModel::new(s, limit, clock.stretch_s())
+            .with_chain(crate::sim::chain_load::of(view, &c.name, clock.scale));
+        // Its Agave's archives: `--snapshots` is `[snapshots] path`, else `[ledger] path`
+        // (src/app/shared/fd_config.c), the incremental ones beside them as valtune
+        // renders; Agave's default age, as fdctl passes none (run_agave.c).
+        let dir = node_dir("snapshots.path", "").or_else(|| node_dir("ledger.path", ""));
+        let snapshot = agave_snapshots::Start::decide(
+            dir,
+            chain_offset as u64,
+            agave_snapshots::DEFAULT_MAX_AGE,
+            model.rpc_start_seconds(),
+        );
         Kind::Follow {
-            model: Box::new(
-                AgaveModel::new(s, limit, clock.stretch_s())
-                    .with_chain(crate::sim::chain_load::of(view, &c.name, clock.scale)),
-            ),
+            model: Box::new(model),
+            snapshot,
+            chain_offset,
             rpc_port: match cfg.int("rpc.port", 0) {
                 0 => None,
                 p => Some(p as u16),
@@ -215,6 +249,10 @@ enum Kind {
     /// `fdctl run` joined to a cluster.
     Follow {
         model: Box<AgaveModel>,
+        /// Its Agave's snapshot: local or downloaded, and where its archives go.
+        snapshot: agave_snapshots::Start,
+        /// The lab chain's slot at its start.
+        chain_offset: f64,
         rpc_port: Option<u16>,
         full_rpc: bool,
         sink: Option<MetricsSink>,
@@ -456,6 +494,10 @@ impl Frankendancer {
                 .then(|| (self.lab(per_bank * 0.998), self.lab(per_bank * 0.002))),
             replay: (tile.kind == "replay").then(|| self.replay(t)),
             turbine_slot: (tile.kind == "repair").then(|| self.turbine_slot(t)),
+            snapct: match &self.kind {
+                Kind::FullFollow(m) if tile.kind == "snapct" => Some(m.snapct(t)),
+                _ => None,
+            },
             inserted: (tile.kind == "store").then(|| {
                 if self.topology.setup.blockstore {
                     self.lab(executed)
@@ -507,8 +549,17 @@ impl Process for Frankendancer {
                 full_rpc,
                 agave,
                 cluster,
+                snapshot,
                 ..
-            } => follow::rpc(model, *full_rpc, agave, cluster, t, method, params),
+            } => follow::rpc(
+                (model, model.rpc_start_seconds() - snapshot.saved_s),
+                *full_rpc,
+                agave,
+                cluster,
+                t,
+                method,
+                params,
+            ),
             Kind::FullFollow(_) => None,
             Kind::Bench => (t >= BOOT_S).then(|| match method {
                 "getHealth" => Rpc::Result(json!("ok")),
@@ -531,10 +582,43 @@ impl Process for Frankendancer {
 
     fn datapoints(&self, t0: f64, t1: f64) -> Vec<Datapoint> {
         match &self.kind {
-            Kind::Follow { model, .. } => {
-                follow::datapoints(model, self.clock.scale, self.clock.datapoint_s(), t0, t1)
+            Kind::Follow {
+                model, snapshot, ..
+            } => {
+                let mut out: Vec<Datapoint> =
+                    snapshot.bootstrap_point(t0, t1).into_iter().collect();
+                out.extend(follow::datapoints(
+                    model,
+                    model.rpc_start_seconds() - snapshot.saved_s,
+                    self.clock.scale,
+                    self.clock.datapoint_s(),
+                    t0,
+                    t1,
+                ));
+                out
             }
             Kind::Bench | Kind::FullFollow(_) => Vec::new(),
+        }
+    }
+
+    /// Its snapshot archives on the node: a Frankendancer follower's Agave downloads and
+    /// makes them as Agave does; full Firedancer keeps what it downloaded.
+    fn write_files(&self, t: f64) -> std::io::Result<()> {
+        match &self.kind {
+            Kind::Follow {
+                model,
+                snapshot,
+                chain_offset,
+                ..
+            } => {
+                if t < model.rpc_start_seconds() - snapshot.saved_s {
+                    return Ok(());
+                }
+                let rooted = chain_offset + t * SLOTS_PER_SECOND - model.slot_lag(t);
+                snapshot.write((rooted.max(0.0) as u64).max(snapshot.from.1))
+            }
+            Kind::FullFollow(m) => m.write_files(t),
+            Kind::Bench => Ok(()),
         }
     }
 

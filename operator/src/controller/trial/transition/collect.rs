@@ -3,7 +3,9 @@
 
 use super::*;
 use crate::api::trial::{Arrivals, SnapshotStart};
-use crate::clients::profile::SNAPSHOT_DOWNLOAD_FIGURE;
+use crate::clients::profile::{
+    SNAPSHOT_DOWNLOAD_FIGURE, SNAPSHOT_FULL_HTTP_FIGURE, SNAPSHOT_FULL_WRITTEN_FIGURE,
+};
 
 /// Whether the user asked for a finished trial's window to be collected again.
 pub(super) fn recollect_requested(st: &ValidatorTrialStatus, s: &Settings) -> bool {
@@ -193,7 +195,20 @@ pub(super) fn collect(step: &mut Step, obs: &Observed, s: &Settings, now: Timest
         results.startup_seconds = Some(answered.0.duration_since(started.0).as_secs_f64());
     }
     if let Some(secs) = results.figure(SNAPSHOT_DOWNLOAD_FIGURE) {
-        results.snapshot = Some(SnapshotStart::judge(secs, obs.snapshot_reference));
+        results.snapshot = Some(SnapshotStart::judge(
+            secs,
+            obs.snapshot_reference,
+            SnapshotStart::LOCAL_MAX_S,
+        ));
+    } else if let Some(bytes) = results.figure(SNAPSHOT_FULL_WRITTEN_FIGURE) {
+        // Full Firedancer writes out only a full snapshot it downloads; the seconds are
+        // what the scrapes saw of the download.
+        let secs = results.figure(SNAPSHOT_FULL_HTTP_FIGURE).unwrap_or(0.0);
+        results.snapshot = Some(SnapshotStart::of(
+            bytes <= 0.0,
+            secs,
+            obs.snapshot_reference,
+        ));
     }
     // The figures the trial ran for, missing (never zero: results/analysis.rs): no
     // verdict from what is not there.
