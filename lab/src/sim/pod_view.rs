@@ -587,6 +587,69 @@ mod tests {
         )
     }
 
+    /// A pair member's pieces as the kubelet gives them: the pod's annotations in a
+    /// downward API file (sorted, Go-quoted), rewritten when they change; a link on the
+    /// claim's volume to a Secret's path read as the container reads it; a sidecar's
+    /// `--flag=PATH` on those volumes mapped here, any other path left as it is.
+    #[test]
+    fn downward_files_links_on_a_claim_and_local_paths() {
+        let root = std::env::temp_dir().join(format!("pv-downward-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let pod: Pod = serde_saphyr::from_str(
+            "metadata: {name: a, namespace: ns, annotations: {z: '1', valtune.dev/identity-request: '7 take \"x\"'}}\nspec:\n  nodeName: vv\n  volumes:\n  - {name: ledger, persistentVolumeClaim: {claimName: a-ledger}}\n  - {name: staked, secret: {secretName: staked}}\n  - {name: podinfo, downwardAPI: {items: [{path: annotations, fieldRef: {fieldPath: metadata.annotations}}]}}\n  containers:\n  - name: validator\n    image: x\n    volumeMounts: [{name: ledger, mountPath: /mnt/ledger}, {name: staked, mountPath: /etc/valtune/staked}]\n  - name: agent\n    image: python\n    volumeMounts: [{name: ledger, mountPath: /mnt/ledger}, {name: podinfo, mountPath: /etc/podinfo}]\n",
+        )
+        .unwrap();
+        let mut v = PodView::new(
+            pod,
+            "127.9.9.201".parse().unwrap(),
+            BTreeMap::new(),
+            BTreeMap::from([(
+                "staked".to_string(),
+                BTreeMap::from([("keypair".to_string(), "[1,2]".to_string())]),
+            )]),
+        );
+        v.claims.insert("ledger".into(), "pv-1".into());
+        v.volumes_root = Some(root.join("volumes"));
+        v.pod_dir = Some(root.join("pod"));
+        let spec = v.pod.spec.clone().unwrap();
+        let (validator, agent) = (&spec.containers[0], &spec.containers[1]);
+
+        v.write_downward().unwrap();
+        let file = root.join("pod/volumes/podinfo/annotations");
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "valtune.dev/identity-request=\"7 take \\\"x\\\"\"\nz=\"1\""
+        );
+        assert_eq!(
+            v.local_path(agent, "--request=/etc/podinfo/annotations"),
+            format!("--request={}", file.display())
+        );
+        let ledger = v.local_path(agent, "/mnt/ledger");
+        assert_eq!(ledger, root.join("volumes/pv-1/").display().to_string());
+        assert_eq!(
+            v.local_path(agent, "--staked=/etc/valtune/staked/keypair"),
+            "--staked=/etc/valtune/staked/keypair"
+        );
+
+        std::os::unix::fs::symlink(
+            "/etc/valtune/staked/keypair",
+            root.join("volumes/pv-1/id.json"),
+        )
+        .unwrap();
+        assert_eq!(
+            v.file(validator, "/mnt/ledger/id.json").as_deref(),
+            Some("[1,2]")
+        );
+        std::os::unix::fs::symlink("/etc/valtune/nothing", root.join("volumes/pv-1/gone.json"))
+            .unwrap();
+        assert_eq!(v.file(validator, "/mnt/ledger/gone.json"), None);
+
+        v.pod.metadata.annotations = Some(BTreeMap::from([("z".to_string(), "2".to_string())]));
+        v.write_downward().unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "z=\"2\"");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
     /// A path on a claim's volume is a directory of that PersistentVolume on the node; a
     /// ConfigMap's path, or any without a kept root, is none.
     #[test]
