@@ -1604,24 +1604,25 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
     assert_eq!(identity_of(&pods, "agave-b").await, Some(staked.clone()));
 
     poll.abort();
-    let ids = ids.lock().unwrap();
-    assert!(ids.both.is_empty(), "two signers: {:?}", ids.both);
-    // The poll saw the move: agave-b's pod went from its spare identity to the staked one,
-    // agave-a's first pod from the staked one to its spare one.
-    let seen: Vec<&Vec<String>> = ids.seen.values().collect();
-    assert!(
-        seen.iter()
-            .any(|s| s.ends_with(&[spare_b.clone(), staked.clone()])),
-        "{:?}",
-        ids.seen
-    );
-    assert!(
-        seen.iter()
-            .any(|s| s.ends_with(&[staked.clone(), spare_a.clone()])),
-        "{:?}",
-        ids.seen
-    );
-    assert!(ids.rounds > 50, "{} rounds", ids.rounds);
-    drop(ids);
+    {
+        let ids = ids.lock().unwrap();
+        assert!(ids.both.is_empty(), "two signers: {:?}", ids.both);
+        // The poll saw the move: agave-b's pod went from its spare identity to the staked one,
+        // agave-a's first pod from the staked one to its spare one.
+        let seen: Vec<&Vec<String>> = ids.seen.values().collect();
+        assert!(
+            seen.iter()
+                .any(|s| s.ends_with(&[spare_b.clone(), staked.clone()])),
+            "{:?}",
+            ids.seen
+        );
+        assert!(
+            seen.iter()
+                .any(|s| s.ends_with(&[staked.clone(), spare_a.clone()])),
+            "{:?}",
+            ids.seen
+        );
+        assert!(ids.rounds > 50, "{} rounds", ids.rounds);
+    }
     lab.delete_namespace(&ns).await;
 }

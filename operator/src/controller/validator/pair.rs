@@ -76,6 +76,13 @@ fn verb(request: Option<&str>) -> Option<&str> {
     request.and_then(|r| r.split_whitespace().nth(1))
 }
 
+/// A request without its nonce: what was asked.
+fn wanted(request: Option<&str>) -> Option<&str> {
+    request
+        .and_then(|r| r.split_once(' '))
+        .map(|(_, rest)| rest)
+}
+
 fn reports(m: Option<&Member>) -> String {
     m.and_then(|m| m.side.identity.clone())
         .map(|i| format!("its pod reports identity {i}"))
@@ -233,7 +240,9 @@ pub fn decide(view: &View, previous: Option<&FailoverStatus>, nonce: i64) -> Out
         released_at_slot: status.released_at_slot.map(|s| s as u64),
     };
     let step = failover::next(&active, &sb, &view.staked, true, &tower, &memory);
-    let standby_asked = |what: &str| verb(standby.request.as_deref()) == Some(what);
+    // The same request is not written again; another one is (the tower copy given up
+    // for the no-tower path once the active's pod is gone, say).
+    let standby_asked = |what: &str| wanted(standby.request.as_deref()) == Some(what);
     match step {
         Step::Wait(why) => wait(&mut out, &mut status, why),
         Step::StopActive => wait(
@@ -280,7 +289,7 @@ pub fn decide(view: &View, previous: Option<&FailoverStatus>, nonce: i64) -> Out
                 ),
             };
             status.step = format!("the standby takes the identity {how} (set-identity)");
-            if !standby_asked("take") {
+            if !standby_asked(&what) {
                 ask(&mut out, standby, &what);
                 out.events.push((
                     false,
@@ -443,6 +452,36 @@ mod tests {
         );
         assert!(out.annotate.is_empty() && out.move_lease_to.is_none());
         assert!(!out.held.0 && out.failover.unwrap().done);
+    }
+
+    /// The active's pod gone after the standby was asked to copy its tower: once the
+    /// guide's 200 slots have passed since it let go, the standby is asked again, to take
+    /// the identity without the tower.
+    #[test]
+    fn a_tower_that_cannot_be_copied_any_more_gives_way_to_the_wait() {
+        let f = FailoverStatus {
+            to: "b".into(),
+            requested: Some("t1".into()),
+            identity: Some(STAKED.into()),
+            step: String::new(),
+            released_at_slot: Some(1_000),
+            done: false,
+        };
+        let copying = Some("4 take require-tower tower=http://10.0.0.1:8910/tower-1_9-x.bin");
+        let mut gone = view(
+            Holder::Us,
+            member("a", "JunkA", None),
+            Some(member("b", "JunkB", copying)),
+        );
+        gone.own = None;
+        let out = decide(&gone, Some(&f), 5);
+        assert!(out.annotate.is_empty(), "{:?}", out.annotate);
+        assert!(out.failover.unwrap().step.contains("200 slots"));
+        let mut later = member("b", "JunkB", copying);
+        later.side.slot = Some(1_250);
+        gone.failover.as_mut().unwrap().standby = Ok(Some(later));
+        let out = decide(&gone, Some(&f), 6);
+        assert_eq!(out.annotate, vec![("b".into(), "6 take".into())]);
     }
 
     /// A member that does not hold the Lease and reports the staked identity is asked to
