@@ -60,6 +60,9 @@ enum Command {
     /// Print the recommended point as a merge patch of the experiment's spec.template,
     /// with the evidence; exits non-zero when there is none (yet).
     Recommend(cli::recommend::Args),
+    /// Move a voting Agave identity from its Validator to a standby (annotates the
+    /// Validator with valtune.dev/failover-to; the operator does the rest, step by step).
+    Failover(cli::failover::Args),
     /// Read a finished trial's window from Prometheus again (after an outage, say), without
     /// running it again: sets its `valtune.dev/collect` annotation and waits for the result.
     Collect(cli::collect::Args),
@@ -107,6 +110,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Report(args) => cli::report::run(args).await,
         Command::Recommend(args) => cli::recommend::run(args).await,
         Command::Collect(args) => cli::collect::run(args).await,
+        Command::Failover(args) => cli::failover::run(args).await,
         Command::Analyze(args) => cli::analyze::run(args).await,
         Command::Plan(args) => cli::plan::run(args),
         Command::Check(args) => cli::check::run(args).await,

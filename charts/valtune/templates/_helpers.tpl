@@ -76,10 +76,11 @@ a lab test that installs this chart and runs an experiment as its ServiceAccount
   verbs: [get, patch, update]
 # One Lease per validator identity, in the Validator's namespace: created by the
 # Validator that takes the identity (owned by it, so it goes with it), read by any other
-# naming the same identity, which then holds back.
+# naming the same identity, which then holds back. Patched once in a failover: the
+# staked identity's Lease moves to the standby that signs with it.
 - apiGroups: [coordination.k8s.io]
   resources: [leases]
-  verbs: [get, create]
+  verbs: [get, create, patch]
 # One PodDisruptionBudget per Validator (minAvailable 1 over its one pod, owned by it):
 # read each pass, created when missing (controller/validator/pdb.rs).
 - apiGroups: [policy]

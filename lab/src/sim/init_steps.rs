@@ -44,6 +44,15 @@ pub async fn run(view: &PodView, sys: &Path, node: &Prepared) -> Result<(), Fail
         let Some(body) = script(&line) else {
             continue;
         };
+        // The paths of its claims' volumes as they are on this machine (the node's volume
+        // directories): what it writes there outlives the pod, as on the machine.
+        let mut body = body.to_string();
+        for m in c.volume_mounts.iter().flatten() {
+            let local = view.local_path(c, &m.mount_path);
+            if local != m.mount_path {
+                body = body.replace(&m.mount_path, &local);
+            }
+        }
         let memlock = node
             .memlock_kib
             .map(|k| k.to_string())

@@ -36,6 +36,9 @@ pub struct PodView {
     pub volumes_root: Option<PathBuf>,
     /// The node's own filesystem, where its hostPath volumes are (outliving pods).
     pub node_root: Option<std::path::PathBuf>,
+    /// Where the kubelet keeps the files of the pod's own volumes (downward API), gone
+    /// with the pod; None: not kept.
+    pub pod_dir: Option<PathBuf>,
 }
 
 /// What a kubelet knows of its machine beyond the Node object: its memory and swap, its
@@ -187,7 +190,86 @@ impl PodView {
             claims: BTreeMap::new(),
             volumes_root: None,
             node_root: None,
+            pod_dir: None,
         }
+    }
+
+    /// Where a downward API volume's files are on this machine.
+    fn downward_dir(&self, volume: &str) -> Option<PathBuf> {
+        Some(self.pod_dir.as_ref()?.join("volumes").join(volume))
+    }
+
+    /// Writes the files of the pod's downward API volumes (`metadata.annotations`,
+    /// `metadata.labels`, and the single fields), as the kubelet does at the pod's start
+    /// and again on its sync after the pod changes: `key="value"` lines sorted by key,
+    /// the value quoted as Go's `%q` (kubernetes pkg/fieldpath `FormatMap`).
+    pub fn write_downward(&self) -> std::io::Result<()> {
+        let volumes = self
+            .pod
+            .spec
+            .iter()
+            .flat_map(|s| s.volumes.iter().flatten());
+        for v in volumes {
+            let (Some(d), Some(dir)) = (&v.downward_api, self.downward_dir(&v.name)) else {
+                continue;
+            };
+            std::fs::create_dir_all(&dir)?;
+            for item in d.items.iter().flatten() {
+                let Some(f) = &item.field_ref else { continue };
+                let text = match f.field_path.as_str() {
+                    "metadata.annotations" => format_map(self.pod.metadata.annotations.as_ref()),
+                    "metadata.labels" => format_map(self.pod.metadata.labels.as_ref()),
+                    other => self.field(other).unwrap_or_default(),
+                };
+                let path = dir.join(&item.path);
+                let tmp = path.with_extension("tmp");
+                std::fs::write(&tmp, text)?;
+                std::fs::rename(&tmp, &path)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A container path as it is on this machine, for a program of the pod the lab runs
+    /// here (as [`PodView::local_addr`] does for addresses): a path on a claim's volume is
+    /// in the node's volume directory, a downward API volume's file in the pod's
+    /// directory. Anything else (a ConfigMap's or Secret's file, a path of another
+    /// container) is left as it is. A `--flag=PATH` argument has its PATH mapped.
+    pub fn local_path(&self, c: &Container, text: &str) -> String {
+        let (head, path) = match text.split_once('=') {
+            Some((h, p)) if h.starts_with('-') => (format!("{h}="), p),
+            _ => (String::new(), text),
+        };
+        let volumes = self
+            .pod
+            .spec
+            .iter()
+            .flat_map(|s| s.volumes.iter().flatten());
+        let volumes: Vec<_> = volumes.collect();
+        for m in c.volume_mounts.iter().flatten() {
+            let base = m.mount_path.trim_end_matches('/');
+            let Some(rest) = path.strip_prefix(base) else {
+                continue;
+            };
+            if !(rest.is_empty() || rest.starts_with('/')) {
+                continue;
+            }
+            let Some(v) = volumes.iter().find(|v| v.name == m.name) else {
+                continue;
+            };
+            let dir = if v.downward_api.is_some() {
+                self.downward_dir(&v.name)
+            } else if v.persistent_volume_claim.is_some() {
+                self.volume_dir(c, base)
+            } else {
+                None
+            };
+            if let Some(dir) = dir {
+                let _ = std::fs::create_dir_all(&dir);
+                return format!("{head}{}{rest}", dir.display());
+            }
+        }
+        text.to_string()
     }
 
     /// The directory on the node that a container's path is on, when that path is on a
@@ -300,7 +382,13 @@ impl PodView {
     }
 
     /// The content of a file mounted into the container from a ConfigMap or Secret.
+    /// On a claim's volume, a symbolic link is followed as in the container.
     pub fn file(&self, c: &Container, path: &str) -> Option<String> {
+        self.mounted_file(c, path)
+            .or_else(|| self.volume_file(c, path, 8))
+    }
+
+    fn mounted_file(&self, c: &Container, path: &str) -> Option<String> {
         let volumes = self.pod.spec.as_ref()?.volumes.as_ref()?;
         for m in c.volume_mounts.iter().flatten() {
             let rest = match &m.sub_path {
@@ -324,6 +412,25 @@ impl PodView {
             }
         }
         None
+    }
+
+    /// A file on a claim's volume, following a symbolic link there as the container
+    /// would: a link's target is a path of the container (a Secret's file, say).
+    fn volume_file(&self, c: &Container, path: &str, hops: u8) -> Option<String> {
+        let local = self.volume_dir(c, path)?;
+        match std::fs::read_link(&local) {
+            Ok(target) if hops > 0 => {
+                let target = target.to_str()?;
+                if target.starts_with('/') {
+                    self.mounted_file(c, target)
+                        .or_else(|| self.volume_file(c, target, hops - 1))
+                } else {
+                    std::fs::read_to_string(local.parent()?.join(target)).ok()
+                }
+            }
+            Ok(_) => None,
+            Err(_) => std::fs::read_to_string(&local).ok(),
+        }
     }
 
     /// Where a container's path is on the node, when a hostPath volume holds it (the
@@ -381,6 +488,30 @@ impl PodView {
         }
         out
     }
+}
+
+/// A map as the kubelet writes it into a downward API file (pkg/fieldpath `FormatMap`:
+/// sorted `key=%q` lines).
+fn format_map(m: Option<&BTreeMap<String, String>>) -> String {
+    let lines: Vec<String> = m
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| {
+            let mut q = String::from("\"");
+            for ch in v.chars() {
+                match ch {
+                    '"' => q.push_str("\\\""),
+                    '\\' => q.push_str("\\\\"),
+                    '\n' => q.push_str("\\n"),
+                    '\t' => q.push_str("\\t"),
+                    c => q.push(c),
+                }
+            }
+            q.push('"');
+            format!("{k}={q}")
+        })
+        .collect();
+    lines.join("\n")
 }
 
 /// `$(VAR)` references, as the kubelet expands them (`$$` escapes).
@@ -454,6 +585,69 @@ mod tests {
                 BTreeMap::from([("secret".to_string(), "0xabc".to_string())]),
             )]),
         )
+    }
+
+    /// A pair member's pieces as the kubelet gives them: the pod's annotations in a
+    /// downward API file (sorted, Go-quoted), rewritten when they change; a link on the
+    /// claim's volume to a Secret's path read as the container reads it; a sidecar's
+    /// `--flag=PATH` on those volumes mapped here, any other path left as it is.
+    #[test]
+    fn downward_files_links_on_a_claim_and_local_paths() {
+        let root = std::env::temp_dir().join(format!("pv-downward-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let pod: Pod = serde_saphyr::from_str(
+            "metadata: {name: a, namespace: ns, annotations: {z: '1', valtune.dev/identity-request: '7 take \"x\"'}}\nspec:\n  nodeName: vv\n  volumes:\n  - {name: ledger, persistentVolumeClaim: {claimName: a-ledger}}\n  - {name: staked, secret: {secretName: staked}}\n  - {name: podinfo, downwardAPI: {items: [{path: annotations, fieldRef: {fieldPath: metadata.annotations}}]}}\n  containers:\n  - name: validator\n    image: x\n    volumeMounts: [{name: ledger, mountPath: /mnt/ledger}, {name: staked, mountPath: /etc/valtune/staked}]\n  - name: agent\n    image: python\n    volumeMounts: [{name: ledger, mountPath: /mnt/ledger}, {name: podinfo, mountPath: /etc/podinfo}]\n",
+        )
+        .unwrap();
+        let mut v = PodView::new(
+            pod,
+            "127.9.9.201".parse().unwrap(),
+            BTreeMap::new(),
+            BTreeMap::from([(
+                "staked".to_string(),
+                BTreeMap::from([("keypair".to_string(), "[1,2]".to_string())]),
+            )]),
+        );
+        v.claims.insert("ledger".into(), "pv-1".into());
+        v.volumes_root = Some(root.join("volumes"));
+        v.pod_dir = Some(root.join("pod"));
+        let spec = v.pod.spec.clone().unwrap();
+        let (validator, agent) = (&spec.containers[0], &spec.containers[1]);
+
+        v.write_downward().unwrap();
+        let file = root.join("pod/volumes/podinfo/annotations");
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "valtune.dev/identity-request=\"7 take \\\"x\\\"\"\nz=\"1\""
+        );
+        assert_eq!(
+            v.local_path(agent, "--request=/etc/podinfo/annotations"),
+            format!("--request={}", file.display())
+        );
+        let ledger = v.local_path(agent, "/mnt/ledger");
+        assert_eq!(ledger, root.join("volumes/pv-1/").display().to_string());
+        assert_eq!(
+            v.local_path(agent, "--staked=/etc/valtune/staked/keypair"),
+            "--staked=/etc/valtune/staked/keypair"
+        );
+
+        std::os::unix::fs::symlink(
+            "/etc/valtune/staked/keypair",
+            root.join("volumes/pv-1/id.json"),
+        )
+        .unwrap();
+        assert_eq!(
+            v.file(validator, "/mnt/ledger/id.json").as_deref(),
+            Some("[1,2]")
+        );
+        std::os::unix::fs::symlink("/etc/valtune/nothing", root.join("volumes/pv-1/gone.json"))
+            .unwrap();
+        assert_eq!(v.file(validator, "/mnt/ledger/gone.json"), None);
+
+        v.pod.metadata.annotations = Some(BTreeMap::from([("z".to_string(), "2".to_string())]));
+        v.write_downward().unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "z=\"2\"");
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     /// A path on a claim's volume is a directory of that PersistentVolume on the node; a

@@ -287,14 +287,14 @@ async fn run_python(view: &PodView, c: &Container, dirs: &PodDirs) -> Option<i32
         .append(true)
         .open(dirs.logs.join(log_name(view, c)))
         .ok()?;
-    // Its arguments after the script, with the pod's addresses as they are here; its
-    // working directory is its own scratch space.
+    // Its arguments after the script, with the pod's addresses and the paths of its
+    // volumes as they are here; its working directory is its own scratch space.
     let args: Vec<String> = view
         .command_line(c)
         .iter()
         .skip_while(|a| **a != path)
         .skip(1)
-        .map(|a| view.local_addr(a))
+        .map(|a| view.local_path(c, &view.local_addr(a)))
         .collect();
     let mut cmd = tokio::process::Command::new("python3");
     cmd.arg(&local)

@@ -227,6 +227,10 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
         logs: state.dir.join("logs").join("pods"),
     };
     let _ = std::fs::create_dir_all(&dirs.logs);
+    view.pod_dir = Some(state.dir.join("pods").join(&uid));
+    if let Err(e) = view.write_downward() {
+        warn!(pod = %name, error = %e, "writing the pod's downward API files");
+    }
     // The pod's process namespace exists from its start (its boot time included).
     let boot = start.as_second().max(0) as u64 - 3600;
     if let Err(e) = procfs::namespace(&dirs.proc, boot) {
@@ -352,6 +356,12 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
         tokio::select! {
             changed = rx.changed() => {
                 if changed.is_err() { return; }
+                // The kubelet's sync rewrites the downward API files (annotations).
+                let mut now = view.clone();
+                now.pod = rx.borrow().clone();
+                if let Err(e) = now.write_downward() {
+                    warn!(pod = %name, error = %e, "writing the pod's downward API files");
+                }
             }
             _ = tokio::time::sleep(wait) => {
                 let now = Timestamp::now();

@@ -45,11 +45,23 @@ pub const MAX_NAME_LEN: usize = 48;
     validation = Rule::new("self.role != 'standby' || has(self.identity)")
         .message("a standby needs an identity of its own (an unstaked keypair): set identity.secretName; it must never run with the voting identity it stands by for")
         .field_path(".identity"),
+    validation = Rule::new("!has(self.spareIdentity) || has(self.identity.publicKey)")
+        .message("a voting validator with spareIdentity needs its staked identity's public key, so the operator tells from getIdentity whether it signs with it: set identity.publicKey (solana-keygen pubkey KEYPAIR)")
+        .field_path(".identity.publicKey"),
+    validation = Rule::new("!has(self.standbyFor) || has(self.standbyFor.publicKey)")
+        .message("standbyFor needs the staked identity's public key, so the operator tells from getIdentity who signs with it: set standbyFor.publicKey (solana-keygen pubkey KEYPAIR)")
+        .field_path(".standbyFor.publicKey"),
+    validation = Rule::new("!has(self.spareIdentity) || (self.role == 'voting' && has(self.template.agave))")
+        .message("spareIdentity is the unstaked keypair a voting Agave validator switches to when it hands its identity to a standby (failover): set role: voting with template.agave, or remove spareIdentity")
+        .field_path(".spareIdentity"),
+    validation = Rule::new("!has(self.standbyFor) || (self.role == 'standby' && has(self.template.agave) && has(self.voteAccount))")
+        .message("standbyFor is the staked identity an Agave standby takes over at a failover (its --authorized-voter), beside the vote account: set role: standby with template.agave and voteAccount, or remove standbyFor")
+        .field_path(".standbyFor"),
     validation = Rule::new("self.role != 'voting' || has(self.template.nodeos) || (has(self.identity) && has(self.voteAccount))")
         .message("a voting validator needs its identity and its vote account: set identity.secretName and voteAccount.secretName")
         .field_path(".voteAccount"),
-    validation = Rule::new("(self.role == 'voting' && !has(self.template.nodeos)) || !has(self.voteAccount)")
-        .message("only a voting Agave or Frankendancer validator uses a vote account (a nodeos producer signs with its identity's signature provider): remove voteAccount, or set role: voting")
+    validation = Rule::new("(self.role == 'voting' && !has(self.template.nodeos)) || has(self.standbyFor) || !has(self.voteAccount)")
+        .message("only a voting Agave or Frankendancer validator, or an Agave standby with standbyFor, uses a vote account (a nodeos producer signs with its identity's signature provider): remove voteAccount, or set role: voting")
         .field_path(".voteAccount"),
     validation = Rule::new("!has(self.producerName) || (has(self.template.nodeos) && self.role == 'voting')")
         .message("producerName is a nodeos producer's account (nodeos --producer-name): set role: voting with template.nodeos, or remove producerName")
@@ -92,8 +104,8 @@ pub const MAX_NAME_LEN: usize = 48;
     // the operator); agave-validator exits on a flag given twice (clap 2.33: "was
     // provided more than once"), and a --no-voting kept beside role: voting would run a
     // staked validator that never votes.
-    validation = Rule::new("!has(self.template.agave) || !has(self.template.extraArgs) || !self.template.extraArgs.exists(a, a == '-i' || a in ['--identity', '--vote-account', '--no-voting', '--rpc-bind-address'] || a.startsWith('--identity=') || a.startsWith('--vote-account=') || a.startsWith('--rpc-bind-address='))")
-        .message("template.extraArgs sets --identity, --vote-account, --no-voting or --rpc-bind-address, which valtune renders for an Agave Validator from identity, voteAccount and role: remove it from extraArgs (agave-validator exits on a flag given twice, and a --no-voting beside role: voting would keep the validator from voting)")
+    validation = Rule::new("!has(self.template.agave) || !has(self.template.extraArgs) || !self.template.extraArgs.exists(a, a == '-i' || a in ['--identity', '--vote-account', '--no-voting', '--rpc-bind-address', '--authorized-voter'] || a.startsWith('--identity=') || a.startsWith('--vote-account=') || a.startsWith('--rpc-bind-address=') || a.startsWith('--authorized-voter='))")
+        .message("template.extraArgs sets --identity, --vote-account, --no-voting, --rpc-bind-address or --authorized-voter, which valtune renders for an Agave Validator from identity, voteAccount, spareIdentity, standbyFor and role: remove it from extraArgs (agave-validator exits on a flag given twice, and a --no-voting beside role: voting would keep the validator from voting)")
         .field_path(".template.extraArgs"),
     validation = Rule::new("!has(self.template.besu) || self.role != 'voting'")
         .message("Besu is an execution client: it does not vote, and valtune does not render a consensus validator client; use role: nonVoting")
@@ -116,9 +128,23 @@ pub struct ValidatorSpec {
     /// `--node-private-key-file`; a nodeos producer's `signature-provider`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<KeyRef>,
-    /// The vote account keypair (a voting Agave or Frankendancer).
+    /// The vote account keypair (a voting Agave or Frankendancer, or an Agave standby
+    /// with `standbyFor`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vote_account: Option<KeyRef>,
+    /// A voting Agave's own unstaked ("junk") keypair, for failover: with it the pod runs
+    /// as agave's failover guide sets both machines up (`--identity` a link on the ledger
+    /// volume, `--authorized-voter` the staked `identity`), starts with this identity,
+    /// signs with `identity` once the operator sees it hold the identity's Lease, and
+    /// switches back to this one when it hands the identity to a standby
+    /// (`valtune failover`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spare_identity: Option<KeyRef>,
+    /// A standby Agave's: the staked identity keypair it takes over at a failover, mounted
+    /// as its `--authorized-voter` (never as its `--identity`, which is its own unstaked
+    /// `identity`). Needs `voteAccount`, the staked identity's vote account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standby_for: Option<KeyRef>,
     /// A producing nodeos' producer account (`--producer-name`); its key is `identity`'s
     /// signature provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -196,6 +222,15 @@ pub struct KeyRef {
     #[serde(default = "default_key")]
     #[schemars(length(min = 1, max = 253))]
     pub key: String,
+    /// The keypair's public key (base58), for a failover pair's staked identity: the
+    /// operator tells from the validator's own `getIdentity` whether it signs with it,
+    /// without reading the Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 32, max = 44),
+        regex(pattern = r"^[1-9A-HJ-NP-Za-km-z]{32,44}$")
+    )]
+    pub public_key: Option<String>,
 }
 
 fn default_key() -> String {
@@ -260,6 +295,34 @@ pub struct ValidatorStatus {
     /// The experiment's point the running pod runs (`spec.tuning.fromExperiment`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied_tuning: Option<AppliedTuning>,
+    /// A failover asked of this Validator (annotation `valtune.dev/failover-to`) and
+    /// where it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<FailoverStatus>,
+}
+
+/// One failover of a voting identity to a standby, as the active Validator records it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailoverStatus {
+    /// The standby Validator that takes the identity.
+    pub to: String,
+    /// The staked identity's public key, as this validator reported it while signing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
+    /// The last step taken, or why it waits.
+    pub step: String,
+    /// The standby's slot when this validator was first seen to have let go (the
+    /// no-tower path waits 200 slots from there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_at_slot: Option<i64>,
+    /// The `valtune.dev/failover-requested` annotation it answered (`valtune failover`
+    /// writes the time): a new one asks again, after a move back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested: Option<String>,
+    /// The identity moved: the standby signs and holds the Lease.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub done: bool,
 }
 
 /// An experiment's recommended point, as a Validator runs it.
@@ -316,6 +379,15 @@ pub fn identity_label(secret: &str) -> String {
     });
     format!("{}-{h:016x}", &secret[..46])
 }
+/// The annotation on an active Validator that asks the operator to move its identity to
+/// the standby Validator it names (`valtune failover`): metadata, never `spec`.
+pub const FAILOVER_TO: &str = "valtune.dev/failover-to";
+/// Beside [`FAILOVER_TO`]: when the failover was asked, so that asking again for the
+/// same standby (after a move back) is a new failover, not the one already done.
+pub const FAILOVER_REQUESTED: &str = "valtune.dev/failover-requested";
+/// The annotation on a failover pair member's pod that its identity agent follows
+/// (through the downward API): `<nonce> take|release [require-tower] [tower=<url>]`.
+pub const IDENTITY_REQUEST: &str = "valtune.dev/identity-request";
 /// The label on a Validator's pod: the Validator.
 pub const VALIDATOR_LABEL: &str = "valtune.dev/validator";
 
@@ -557,6 +629,97 @@ mod tests {
         assert!(!script.contains("/etc/valtune/vote"), "{script}");
     }
 
+    /// A failover pair (manifests/validators/agave-failover.yaml): both members run as
+    /// the guide's hot-swap machines: `--identity` the link on the ledger, the staked key
+    /// as `--authorized-voter`, the vote account, no `--no-voting`; the link made at the
+    /// first start pointing at the member's own spare key; the identity agent with the
+    /// ledger and the pod's annotations, and no key.
+    #[test]
+    fn a_failover_pair_runs_as_the_guides_hot_swap_machines() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../manifests/validators/agave-failover.yaml"
+        ))
+        .unwrap();
+        let docs: Vec<Validator> = serde_saphyr::from_multiple(&text).unwrap();
+        for (mut v, spare) in docs.into_iter().zip(["agave-spare-a", "agave-spare-b"]) {
+            v.metadata.namespace = Some("validators".into());
+            let r = observe::render(&v, Some("http://prometheus:9090"))
+                .0
+                .unwrap();
+            let spec = r.pod.spec.unwrap();
+            let args = spec.containers[0].args.clone().unwrap();
+            let flag = |f: &str| {
+                args.iter()
+                    .position(|a| a == f)
+                    .map(|i| args[i + 1].as_str())
+            };
+            assert_eq!(
+                flag("--identity"),
+                Some("/mnt/ledger/valtune-identity.json")
+            );
+            assert_eq!(
+                flag("--authorized-voter"),
+                Some("/etc/valtune/staked/keypair")
+            );
+            assert_eq!(flag("--vote-account"), Some("/etc/valtune/vote/keypair"));
+            assert!(
+                !args
+                    .iter()
+                    .any(|a| a == "--no-voting" || a == "--check-vote-account")
+            );
+            let secret = |vol: &str| {
+                spec.volumes
+                    .iter()
+                    .flatten()
+                    .find(|v| v.name == vol)
+                    .and_then(|v| v.secret.clone()?.secret_name)
+            };
+            assert_eq!(secret("staked-identity").as_deref(), Some("agave-identity"));
+            assert_eq!(secret("spare-identity").as_deref(), Some(spare));
+            let inits = spec.init_containers.clone().unwrap();
+            let link = inits.iter().find(|c| c.name == "identity-link").unwrap();
+            assert_eq!(
+                link.args.clone().unwrap()[0],
+                "test -L /mnt/ledger/valtune-identity.json || ln -s /etc/valtune/spare/keypair /mnt/ledger/valtune-identity.json"
+            );
+            let agent = inits.iter().find(|c| c.name == "identity-agent").unwrap();
+            assert_eq!(agent.restart_policy.as_deref(), Some("Always"));
+            let mounts: Vec<&str> = agent
+                .volume_mounts
+                .iter()
+                .flatten()
+                .map(|m| m.mount_path.as_str())
+                .collect();
+            assert_eq!(
+                mounts,
+                ["/mnt/ledger", "/etc/valtune/agent", "/etc/valtune/podinfo"]
+            );
+            let downward = spec
+                .volumes
+                .iter()
+                .flatten()
+                .find(|v| v.name == "podinfo")
+                .and_then(|v| v.downward_api.clone())
+                .unwrap();
+            assert_eq!(
+                downward.items.unwrap()[0]
+                    .field_ref
+                    .clone()
+                    .unwrap()
+                    .field_path,
+                "metadata.annotations"
+            );
+            assert!(
+                r.config_maps.iter().any(|c| c
+                    .data
+                    .as_ref()
+                    .unwrap()
+                    .contains_key("identity_agent.py"))
+            );
+        }
+    }
+
     /// A producing nodeos: its producer name, and its signature provider from the
     /// identity Secret through the env, never in the pod object.
     #[test]
@@ -567,6 +730,7 @@ mod tests {
         v.spec.identity = Some(KeyRef {
             secret_name: "wax-producer".into(),
             key: "signature-provider".into(),
+            public_key: None,
         });
         let r = observe::render(&v, None).0.unwrap();
         let c = &r.pod.spec.unwrap().containers[0];

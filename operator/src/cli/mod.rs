@@ -6,6 +6,7 @@ pub mod check;
 pub mod collect;
 pub mod completion;
 pub mod crd;
+pub mod failover;
 pub mod list;
 pub mod output;
 pub mod plan;

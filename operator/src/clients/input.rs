@@ -64,6 +64,17 @@ pub struct Keys {
     /// A nodeos producer's account (`--producer-name`); `identity` holds its signature
     /// provider.
     pub producer: Option<String>,
+    /// An Agave failover pair member's: the staked identity (`--authorized-voter`) and
+    /// its own unstaked one, with the vote account in `vote`. Both set: the pod runs as
+    /// agave's failover guide sets a machine up (`--identity` a link on the ledger).
+    pub pair: Option<Pair>,
+}
+
+/// The two identities of a failover pair member.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pair {
+    pub staked: SecretKey,
+    pub spare: SecretKey,
 }
 
 /// One key of one Secret of the owner's namespace.

@@ -1296,3 +1296,333 @@ async fn a_node_that_stops_answering_gets_no_second_pod_and_the_ledger_survives(
     watch.abort();
     lab.delete_namespace(&ns).await;
 }
+
+const FAILOVER_EXAMPLE: &str = "manifests/validators/agave-failover.yaml";
+
+/// What each pod (by uid) said `getIdentity` was, polled every tenth of a second from
+/// both pods of a failover pair: every identity each pod reported, and the rounds in
+/// which both reported the staked one (the one thing that must never happen).
+#[derive(Default)]
+struct Identities {
+    seen: std::collections::BTreeMap<String, Vec<String>>,
+    both: Vec<String>,
+    rounds: usize,
+}
+
+fn poll_identities(
+    pods: Api<Pod>,
+    names: [&'static str; 2],
+    staked: String,
+) -> (
+    std::sync::Arc<std::sync::Mutex<Identities>>,
+    tokio::task::JoinHandle<()>,
+) {
+    let state = std::sync::Arc::new(std::sync::Mutex::new(Identities::default()));
+    let out = state.clone();
+    let task = tokio::spawn(async move {
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap();
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let mut signing = Vec::new();
+            let mut round = Vec::new();
+            for name in names {
+                let Ok(Some(p)) = pods.get_opt(name).await else {
+                    continue;
+                };
+                let (Some(uid), Some(ip)) = (
+                    p.metadata.uid.clone(),
+                    p.status.as_ref().and_then(|s| s.pod_ip.clone()),
+                ) else {
+                    continue;
+                };
+                let got = http
+                    .post(format!("http://{ip}:8899/"))
+                    .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "getIdentity"}))
+                    .timeout(Duration::from_millis(500))
+                    .send()
+                    .await;
+                let Ok(resp) = got else { continue };
+                let Some(id) = resp
+                    .json::<Value>()
+                    .await
+                    .ok()
+                    .and_then(|v| v["result"]["identity"].as_str().map(String::from))
+                else {
+                    continue;
+                };
+                if id == staked {
+                    signing.push(format!("{name} ({uid})"));
+                }
+                round.push((uid, id));
+            }
+            let mut s = out.lock().unwrap();
+            s.rounds += 1;
+            for (uid, id) in round {
+                let ids = s.seen.entry(uid).or_default();
+                if ids.last() != Some(&id) {
+                    ids.push(id);
+                }
+            }
+            if signing.len() > 1 {
+                let at = signing.join(" and ");
+                s.both.push(at);
+            }
+        }
+    });
+    (state, task)
+}
+
+/// The public key (base58) of a [`keypair`] file: its last 32 bytes.
+fn pubkey(seed: u8) -> String {
+    let bytes: Vec<u8> = serde_json::from_str(&keypair(seed)).unwrap();
+    valtune_lab::sim::clients::agave::identity::base58(&bytes[32..])
+}
+
+async fn identity_of(pods: &Api<Pod>, name: &str) -> Option<String> {
+    let ip = pods.get(name).await.ok()?.status?.pod_ip?;
+    let v: Value = reqwest::Client::new()
+        .post(format!("http://{ip}:8899/"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "getIdentity"}))
+        .timeout(Duration::from_secs(2))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    v["result"]["identity"].as_str().map(String::from)
+}
+
+/// Failover (issue 21, part 5): a voting Agave and its standby on two machines, set up
+/// as agave's failover guide sets them up (manifests/validators/agave-failover.yaml);
+/// `valtune failover` moves the staked identity: the active switches to its spare
+/// identity, the standby copies the tower from the active's identity agent and takes the
+/// identity with --require-tower, and the Lease moves. Both pods' getIdentity, polled
+/// throughout, never both report the staked identity, and neither a restart of the old
+/// active's pod nor of the operator brings a second signer.
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice() {
+    let lab = lab().await;
+    let ns = lab.namespace("validator-failover").await;
+    let op = lab.start_operator(&ns);
+    let secrets: Api<Secret> = Api::namespaced(lab.client.clone(), &ns);
+    for (name, seed) in [
+        ("agave-identity", 1),
+        ("agave-vote", 2),
+        ("agave-spare-a", 3),
+        ("agave-spare-b", 4),
+    ] {
+        let s: Secret = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "stringData": {"keypair": keypair(seed)}
+        }))
+        .unwrap();
+        secrets.create(&PostParams::default(), &s).await.unwrap();
+    }
+    let (staked, spare_a, spare_b) = (pubkey(1), pubkey(3), pubkey(4));
+    let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
+    let (ids, poll) = poll_identities(pods.clone(), ["agave-a", "agave-b"], staked.clone());
+    let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
+    let text = std::fs::read_to_string(crate::common::repo_root().join(FAILOVER_EXAMPLE)).unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    for (mut v, name, node) in [
+        (docs[0].clone(), "agave-a", "vv-active"),
+        (docs[1].clone(), "agave-b", "vv-standby"),
+    ] {
+        v["metadata"] = json!({"name": name, "namespace": ns});
+        on_node(&mut v, node);
+        for field in ["identity", "standbyFor"] {
+            if v["spec"][field]["publicKey"].is_string() {
+                v["spec"][field]["publicKey"] = json!(staked);
+            }
+        }
+        let v: Validator = serde_json::from_value(v).unwrap();
+        api.create(&PostParams::default(), &v).await.unwrap();
+    }
+
+    // The holder signs with the staked identity (its pod started on its spare one and was
+    // asked to take it); the standby follows on its own, signing nothing.
+    wait_ready(&api, "agave-a").await;
+    wait_ready(&api, "agave-b").await;
+    wait_for("agave-a signs", Duration::from_secs(120), || {
+        let (pods, staked) = (pods.clone(), staked.clone());
+        async move {
+            match identity_of(&pods, "agave-a").await {
+                Some(id) if id == staked => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+    assert_eq!(identity_of(&pods, "agave-b").await, Some(spare_b.clone()));
+    let b = api.get("agave-b").await.unwrap();
+    assert_eq!(b.status.clone().unwrap().phase, ValidatorPhase::Standby);
+    let args = pods.get("agave-b").await.unwrap().spec.unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap();
+    let flag = |f: &str| {
+        args.iter()
+            .position(|a| a == f)
+            .map(|i| args[i + 1].clone())
+    };
+    // The guide's hot spare: the link, the vote account, the staked identity as voter.
+    assert_eq!(
+        flag("--identity").as_deref(),
+        Some("/mnt/ledger/valtune-identity.json")
+    );
+    assert_eq!(
+        flag("--authorized-voter").as_deref(),
+        Some("/etc/valtune/staked/keypair")
+    );
+    assert!(flag("--vote-account").is_some() && !args.iter().any(|a| a == "--no-voting"));
+
+    // The failover, asked as a user asks it.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_valtune"))
+        .args([
+            "failover", "agave-a", "--to", "agave-b", "-n", &ns, "--wait", "5m",
+        ])
+        .arg("--kubeconfig")
+        .arg(&lab.state.kubeconfig)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("agave-b signs with {staked}")),
+        "{out:?}"
+    );
+    let leases: Api<Lease> = Api::namespaced(lab.client.clone(), &ns);
+    let lease = leases.get("valtune-identity-agave-identity").await.unwrap();
+    assert_eq!(
+        lease.spec.unwrap().holder_identity.as_deref(),
+        Some("agave-b")
+    );
+    let b_uid = api.get("agave-b").await.unwrap().metadata.uid;
+    assert_eq!(
+        lease.metadata.owner_references.unwrap()[0].uid,
+        b_uid.unwrap()
+    );
+    assert_eq!(identity_of(&pods, "agave-b").await, Some(staked.clone()));
+    assert_eq!(identity_of(&pods, "agave-a").await, Some(spare_a.clone()));
+    // Both say who signs.
+    let a = api.get("agave-a").await.unwrap();
+    let held = condition(&a, "IdentityHeld").unwrap();
+    assert_eq!(
+        (held.0.as_str(), held.1.as_str()),
+        ("False", "Spare"),
+        "{held:?}"
+    );
+    assert!(held.2.contains("held by Validator agave-b"), "{held:?}");
+    let f = a.status.clone().unwrap().failover.unwrap();
+    assert!(
+        f.done && f.identity.as_deref() == Some(staked.as_str()),
+        "{f:?}"
+    );
+    wait_for("agave-b says it signs", Duration::from_secs(60), || {
+        let api = api.clone();
+        async move {
+            let b = api.get("agave-b").await.map_err(|e| e.to_string())?;
+            match condition(&b, "IdentityHeld") {
+                Some(c) if c.0 == "True" && c.1 == "Signs" => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+    // Each step an event, in order.
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(lab.client.clone(), &ns);
+    let mut steps: Vec<(String, String)> = events
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("Failover"))
+        })
+        .map(|e| {
+            (
+                e.first_timestamp
+                    .map(|t| t.0.to_string())
+                    .or(e.event_time.map(|t| t.0.to_string()))
+                    .unwrap_or_default(),
+                format!(
+                    "{}: {}",
+                    e.reason.unwrap_or_default(),
+                    e.message.unwrap_or_default()
+                ),
+            )
+        })
+        .collect();
+    steps.sort();
+    let reasons: Vec<&str> = steps
+        .iter()
+        .map(|(_, m)| m.split(':').next().unwrap())
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            "FailoverSwitchActive",
+            "FailoverStandbyTakes",
+            "FailoverDone"
+        ],
+        "{steps:?}"
+    );
+    assert!(
+        steps[1].1.contains("with the tower file copied from"),
+        "{steps:?}"
+    );
+
+    // The old active's pod restarted: it comes back on its spare identity (the link).
+    let old = pods.get("agave-a").await.unwrap().metadata.uid;
+    pods.delete("agave-a", &Default::default()).await.unwrap();
+    wait_for("agave-a back, spare", Duration::from_secs(180), || {
+        let (pods, old, spare_a) = (pods.clone(), old.clone(), spare_a.clone());
+        async move {
+            let p = pods.get("agave-a").await.map_err(|e| e.to_string())?;
+            if p.metadata.uid == old {
+                return Err("the old pod".into());
+            }
+            match identity_of(&pods, "agave-a").await {
+                Some(id) if id == spare_a => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+    // And a restart of the operator changes nothing.
+    drop(op);
+    let _op = lab.start_operator(&ns);
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    assert_eq!(identity_of(&pods, "agave-a").await, Some(spare_a.clone()));
+    assert_eq!(identity_of(&pods, "agave-b").await, Some(staked.clone()));
+
+    poll.abort();
+    {
+        let ids = ids.lock().unwrap();
+        assert!(ids.both.is_empty(), "two signers: {:?}", ids.both);
+        // The poll saw the move: agave-b's pod went from its spare identity to the staked one,
+        // agave-a's first pod from the staked one to its spare one.
+        let seen: Vec<&Vec<String>> = ids.seen.values().collect();
+        assert!(
+            seen.iter()
+                .any(|s| s.ends_with(&[spare_b.clone(), staked.clone()])),
+            "{:?}",
+            ids.seen
+        );
+        assert!(
+            seen.iter()
+                .any(|s| s.ends_with(&[staked.clone(), spare_a.clone()])),
+            "{:?}",
+            ids.seen
+        );
+        assert!(ids.rounds > 50, "{} rounds", ids.rounds);
+    }
+    lab.delete_namespace(&ns).await;
+}

@@ -7,7 +7,8 @@
 -- Ready, CaughtUp, IdentityHeld and RestartPending.
 -- Catching up is Progressing, never Degraded: a validator loading a snapshot or
 -- replaying is doing what it should. An identity another Validator holds is Degraded:
--- it will not start until someone acts.
+-- it will not start until someone acts. A failover pair member whose partner holds the
+-- staked identity (IdentityHeld False, reason Spare) is not: it runs, a hot spare.
 -- TuningApplied False: an experiment's point waiting for the restart window is
 -- Progressing (the phase is RestartPending then: the pod runs the old tuning until the
 -- window opens). A refused point (the experiment still running, another client,
@@ -46,7 +47,9 @@ local ready = condition(status.conditions, "Ready")
 local identity = condition(status.conditions, "IdentityHeld")
 local tuning = condition(status.conditions, "TuningApplied")
 
-if identity ~= nil and identity.status == "False" then
+-- A failover pair member whose partner holds the staked identity (reason Spare) is a
+-- hot spare doing what it should, not a conflict.
+if identity ~= nil and identity.status == "False" and identity.reason ~= "Spare" then
   hs.status = "Degraded"
   hs.message = "IdentityHeld: " .. (identity.message or identity.reason or "")
   return hs

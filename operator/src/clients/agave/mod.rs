@@ -8,6 +8,7 @@ mod args;
 mod bench;
 mod gpu;
 mod knobs;
+pub mod pair;
 mod points;
 mod profile;
 mod render;

@@ -155,6 +155,17 @@ pub fn pod(
         // An unstaked, non-voting identity, made once per ledger volume.
         init.push(identity(&image, skeleton));
     }
+    let pair = input
+        .role
+        .keys()
+        .and_then(|k| k.pair.as_ref().filter(|_| k.vote.is_some()))
+        .filter(|_| long_running)
+        .map(|p| super::pair::parts(input, skeleton, &image, p));
+    let mut config_maps = Vec::new();
+    if let Some(p) = &pair {
+        init.extend(p.init.iter().cloned());
+        config_maps.push(p.config_map.clone());
+    }
     init.extend(exporters(agave, &remote_write, long_running));
     if bench {
         init.push(bench::sidecar(agave, &image, &skeleton.mounts));
@@ -163,6 +174,7 @@ pub fn pod(
     let mut mounts: Vec<VolumeMount> = skeleton.mounts.iter().cloned().chain(key_mounts).collect();
     let mut volumes = vec![parts::empty_dir(parts::VMAGENT_VOLUME)];
     volumes.extend(key_volumes);
+    volumes.extend(pair.into_iter().flat_map(|p| p.volumes));
     if let Some((volume, mount)) = snapshots::volume(agave) {
         volumes.push(volume);
         mounts.push(mount);
@@ -196,8 +208,8 @@ pub fn pod(
         init_containers: init,
         containers: vec![validator],
         volumes,
+        config_maps,
         tweaks,
-        ..Default::default()
     })
 }
 
@@ -235,6 +247,9 @@ fn keys(role: &Role, args: &mut Vec<String>) -> (Vec<VolumeMount>, Vec<Volume>) 
     let Some(keys) = role.keys() else {
         return (Vec::new(), Vec::new());
     };
+    if let (Some(pair), Some(vote)) = (&keys.pair, &keys.vote) {
+        return super::pair::keys(pair, vote, args);
+    }
     let mut mounts = Vec::new();
     let mut volumes = Vec::new();
     let mut secret = |name: &str, dir: &str, k: &SecretKey| {

@@ -9,7 +9,7 @@ use kube::{Resource, ResourceExt};
 
 use super::decide::Decision;
 use super::observe::Observed;
-use crate::api::validator::{IDENTITY_LABEL, identity_label};
+use crate::api::validator::{IDENTITY_LABEL, IDENTITY_REQUEST, identity_label};
 use crate::api::{FIELD_MANAGER, Validator, labels};
 use crate::controller::status::apply_status;
 use crate::controller::trial::act::random_bytes;
@@ -96,6 +96,19 @@ pub async fn act(v: &Validator, ctx: &Context, obs: &Observed, d: &Decision) -> 
             Err(e) => return Err(Error::kube(format!("deleting pod {ns}/{name}"), e)),
         }
     }
+    if !d.annotate.is_empty() {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        for (pod, request) in &d.annotate {
+            let patch =
+                serde_json::json!({"metadata": {"annotations": {IDENTITY_REQUEST: request}}});
+            pods.patch(pod, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|e| Error::kube(format!("asking pod {ns}/{pod} ({request})"), e))?;
+        }
+    }
+    if let Some((lease, to)) = &d.move_lease {
+        move_lease(ctx, &ns, lease, to).await?;
+    }
     for (warning, reason, text) in &d.events {
         ctx.publish(v, *warning, reason, text, true).await;
     }
@@ -141,4 +154,25 @@ async fn take_lease(v: &Validator, ctx: &Context, lease: &str) -> Result<()> {
         .await
         .map(|_| ())
         .map_err(|e| Error::kube(format!("taking Lease {ns}/{lease}"), e))
+}
+
+/// Hands the staked identity's Lease to the Validator `to` (holder and owner: it goes
+/// with that Validator now), once `to`'s pod signs with it and this one's does not.
+async fn move_lease(ctx: &Context, ns: &str, lease: &str, to: &str) -> Result<()> {
+    let vs: Api<Validator> = Api::namespaced(ctx.client.clone(), ns);
+    let standby = vs
+        .get(to)
+        .await
+        .map_err(|e| Error::kube(format!("reading Validator {ns}/{to}"), e))?;
+    let owner = standby.controller_owner_ref(&());
+    let patch = serde_json::json!({
+        "metadata": {"ownerReferences": owner.into_iter().collect::<Vec<_>>()},
+        "spec": {"holderIdentity": to},
+    });
+    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), ns);
+    leases
+        .patch(lease, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(|e| Error::kube(format!("moving Lease {ns}/{lease} to {to}"), e))
 }

@@ -25,6 +25,10 @@ pub struct Decision {
     pub create_pod: bool,
     /// Delete the running pod (with its own, long, grace period).
     pub delete_pod: bool,
+    /// (pod, request): identity requests for a failover pair member's identity agent.
+    pub annotate: Vec<(String, String)>,
+    /// (Lease, Validator): the staked identity's Lease moves to the standby that signs.
+    pub move_lease: Option<(String, String)>,
     pub status: ValidatorStatus,
     /// (warning, reason, text), each published once.
     pub events: Vec<(bool, &'static str, String)>,
@@ -62,6 +66,46 @@ pub fn decide(
     obs: &Observed,
     now: Timestamp,
 ) -> Decision {
+    let mut d = decide_pod(spec, generation, previous, obs, now);
+    let Some(view) = &obs.pair else {
+        return d;
+    };
+    // A failover pair member: who signs with the staked identity, the failover's step.
+    let out = super::pair::decide(view, previous.failover.as_ref(), now.as_second());
+    let (holds, reason, message) = out.held;
+    let c = condition(
+        &previous.conditions,
+        "IdentityHeld",
+        holds,
+        reason,
+        message,
+        generation,
+        now,
+    );
+    d.status.conditions.retain(|x| x.type_ != "IdentityHeld");
+    d.status.conditions.push(c);
+    d.status.phase = match d.status.phase {
+        ValidatorPhase::Running if !holds => ValidatorPhase::Standby,
+        ValidatorPhase::Standby if holds => ValidatorPhase::Running,
+        p => p,
+    };
+    if out.failover.as_ref().is_some_and(|f| !f.done) {
+        d.requeue = d.requeue.min(Duration::from_secs(2));
+    }
+    d.status.failover = out.failover;
+    d.annotate = out.annotate;
+    d.move_lease = out.move_lease_to.map(|to| (view.lease.clone(), to));
+    d.events.extend(out.events);
+    d
+}
+
+fn decide_pod(
+    spec: &ValidatorSpec,
+    generation: Option<i64>,
+    previous: &ValidatorStatus,
+    obs: &Observed,
+    now: Timestamp,
+) -> Decision {
     let mut s = Status {
         previous,
         generation,
@@ -76,6 +120,8 @@ pub fn decide(
         take_lease: None,
         create_pod: false,
         delete_pod: false,
+        annotate: Vec::new(),
+        move_lease: None,
         status: ValidatorStatus::default(),
         events: Vec::new(),
         requeue: Duration::from_secs(10),
@@ -107,6 +153,16 @@ pub fn decide(
     // One signer per identity.
     let identity = spec.identity.as_ref().map(|i| i.secret_name.as_str());
     match (&obs.lease, identity) {
+        // A failover pair member runs its pod on its spare identity while another holds
+        // the staked one (its pod starts with the spare one; super::pair).
+        (LeaseState::HeldBy { name, holder }, Some(_)) if obs.pair.is_some() => {
+            s.set(
+                "IdentityHeld",
+                false,
+                "Spare",
+                format!("Lease {name} is held by Validator {holder}"),
+            );
+        }
         (LeaseState::HeldBy { name, holder }, Some(secret)) => {
             let why = format!(
                 "identity Secret {secret} is held by Validator {holder} (Lease {name}): no pod starts for this Validator while that one holds it"
@@ -546,6 +602,7 @@ template:
             schedule: None,
             producer: None,
             tuning: Tuned::NotAsked,
+            pair: None,
         }
     }
 
@@ -1018,6 +1075,7 @@ template:
         s.identity = Some(KeyRef {
             secret_name: "spare".into(),
             key: "keypair".into(),
+            public_key: None,
         });
         let d = decide(
             &s,

@@ -12,6 +12,7 @@ pub mod act;
 pub mod decide;
 pub mod failover;
 pub mod observe;
+pub mod pair;
 pub mod pdb;
 pub mod round;
 pub mod tuning;

@@ -14,11 +14,12 @@ use super::tuning::{self, Tuned};
 use crate::api::labels;
 use crate::api::settings::MetricsSettings;
 use crate::api::validator::{
-    IDENTITY_LABEL, POD_HASH, VALIDATOR_LABEL, Validator, ValidatorRole, identity_label,
+    FAILOVER_REQUESTED, FAILOVER_TO, IDENTITY_LABEL, IDENTITY_REQUEST, POD_HASH, VALIDATOR_LABEL,
+    Validator, ValidatorRole, identity_label,
 };
 use crate::api::{ValidatorExperiment, ValidatorTrial};
 use crate::clients::health::{Health, RestartWindow};
-use crate::clients::input::{Group, Keys, Lifecycle, Owner, Role, SecretKey};
+use crate::clients::input::{Group, Keys, Lifecycle, Owner, Pair, Role, SecretKey};
 use crate::clients::{self, RenderInput, Rendered};
 use crate::controller::{Context, Error, Result};
 
@@ -55,6 +56,9 @@ pub struct Observed {
     pub producer: Option<String>,
     /// `spec.tuning.fromExperiment`, resolved (what `rendered` runs) or refused.
     pub tuning: Tuned,
+    /// A failover pair member's view of the staked identity (who holds it, what its pod
+    /// and a standby asked to take it report).
+    pub pair: Option<super::pair::View>,
 }
 
 /// The identity's Lease as seen.
@@ -111,10 +115,26 @@ pub fn input(v: &Validator, prometheus_url: Option<&str>) -> RenderInput {
         secret: k.secret_name.clone(),
         key: k.key.clone(),
     };
+    let pair = match (
+        &v.spec.identity,
+        &v.spec.spare_identity,
+        &v.spec.standby_for,
+    ) {
+        (Some(staked), Some(spare), _) => Some(Pair {
+            staked: key(staked),
+            spare: key(spare),
+        }),
+        (Some(spare), None, Some(staked)) => Some(Pair {
+            staked: key(staked),
+            spare: key(spare),
+        }),
+        _ => None,
+    };
     let keys = Keys {
         identity: v.spec.identity.as_ref().map(key),
         vote: v.spec.vote_account.as_ref().map(key),
         producer: v.spec.producer_name.clone(),
+        pair,
     };
     let reference = v.controller_owner_ref(&());
     RenderInput {
@@ -327,7 +347,9 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
                 .and_then(|c| c.image.clone()),
         });
     }
+    let pair = pair_view(v, ctx, &lease, pod.as_ref()).await?;
     Ok(Observed {
+        pair,
         rendered,
         hash,
         lease,
@@ -343,6 +365,168 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
         schedule,
         producer: v.spec.producer_name.clone(),
         tuning,
+    })
+}
+
+/// The staked identity a failover pair member signs with when it holds its Lease: a
+/// voting one's `identity` (with `spareIdentity`), a standby's `standbyFor`.
+pub fn staked_of(v: &Validator) -> Option<&crate::api::validator::KeyRef> {
+    match (&v.spec.role, &v.spec.spare_identity, &v.spec.standby_for) {
+        (ValidatorRole::Voting, Some(_), _) => v.spec.identity.as_ref(),
+        (ValidatorRole::Standby, _, Some(s)) => Some(s),
+        _ => None,
+    }
+}
+
+async fn pair_view(
+    v: &Validator,
+    ctx: &Context,
+    lease: &LeaseState,
+    pod: Option<&Pod>,
+) -> Result<Option<super::pair::View>> {
+    use super::pair::{Asked, Holder, View};
+    let Some(staked) = staked_of(v) else {
+        return Ok(None);
+    };
+    let Some(key) = staked.public_key.clone() else {
+        return Ok(None);
+    };
+    let ns = v.namespace().unwrap_or_default();
+    let name = v.name_any();
+    let lname = lease_name(&staked.secret_name);
+    let holder = if v.spec.role == ValidatorRole::Voting {
+        match lease {
+            LeaseState::Ours { .. } => Holder::Us,
+            LeaseState::HeldBy { holder, .. } => Holder::Other(Some(holder.clone())),
+            _ => Holder::Other(None),
+        }
+    } else {
+        let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &ns);
+        let h = leases
+            .get_opt(&lname)
+            .await
+            .map_err(|e| Error::kube(format!("reading Lease {ns}/{lname}"), e))?
+            .and_then(|l| l.spec?.holder_identity)
+            .filter(|h| !h.is_empty());
+        match h {
+            Some(h) if h == name => Holder::Us,
+            h => Holder::Other(h),
+        }
+    };
+    let own = match pod {
+        Some(p) => Some(member_of(ctx, p, rpc_port(v)).await?),
+        None => None,
+    };
+    // The holder's own annotation: a failover to this Validator under way.
+    let mut incoming = false;
+    if let Holder::Other(Some(h)) = &holder {
+        let vs: Api<Validator> = Api::namespaced(ctx.client.clone(), &ns);
+        incoming = vs
+            .get_opt(h)
+            .await
+            .map_err(|e| Error::kube(format!("reading Validator {ns}/{h}"), e))?
+            // Done or not: the holder read here may be the one before the move (the
+            // holder writes its status after moving the Lease). A holder that still
+            // names this Validator after a move back would leave it signing: moving
+            // back is not built (`valtune failover` refuses it).
+            .is_some_and(|o| o.annotations().get(FAILOVER_TO) == Some(&name));
+    }
+    let mut failover = None;
+    if let (Holder::Us, Some(to)) = (&holder, v.annotations().get(FAILOVER_TO)) {
+        let vs: Api<Validator> = Api::namespaced(ctx.client.clone(), &ns);
+        let other = vs
+            .get_opt(to)
+            .await
+            .map_err(|e| Error::kube(format!("reading Validator {ns}/{to}"), e))?;
+        let standby = match other {
+            None => Err(format!("no Validator {to} in namespace {ns}")),
+            Some(_) if *to == name => Err(format!("{to} is this Validator")),
+            Some(o) => match staked_of(&o) {
+                Some(k)
+                    if k.secret_name == staked.secret_name && k.public_key == staked.public_key =>
+                {
+                    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+                    match pods
+                        .get_opt(to)
+                        .await
+                        .map_err(|e| Error::kube(format!("reading pod {ns}/{to}"), e))?
+                    {
+                        Some(p) => Ok(Some(member_of(ctx, &p, rpc_port(&o)).await?)),
+                        None => Ok(None),
+                    }
+                }
+                _ => Err(format!(
+                    "Validator {to} is not a failover pair member of identity Secret {} (a standby with standbyFor naming it, with the same publicKey)",
+                    staked.secret_name
+                )),
+            },
+        };
+        failover = Some(Asked {
+            to: to.clone(),
+            requested: v.annotations().get(FAILOVER_REQUESTED).cloned(),
+            standby,
+        });
+    }
+    Ok(Some(View {
+        name,
+        staked: key,
+        lease: lname,
+        holder,
+        own,
+        failover,
+        incoming,
+    }))
+}
+
+fn rpc_port(v: &Validator) -> i32 {
+    v.spec
+        .template
+        .client
+        .agave
+        .as_ref()
+        .map(|a| a.rpc_port)
+        .unwrap_or(8899)
+}
+
+/// A pair member's pod as its validator reports itself: getIdentity, getHealth, getSlot.
+async fn member_of(ctx: &Context, p: &Pod, rpc_port: i32) -> Result<super::pair::Member> {
+    let node_ready = match p.spec.as_ref().and_then(|s| s.node_name.clone()) {
+        Some(n) => {
+            let nodes: Api<Node> = Api::all(ctx.client.clone());
+            let got = nodes
+                .get_opt(&n)
+                .await
+                .map_err(|e| Error::kube(format!("reading node {n}"), e))?;
+            Some(got.is_some_and(|n| node_is_ready(&n)))
+        }
+        None => None,
+    };
+    let ip = p.status.as_ref().and_then(|s| s.pod_ip.clone());
+    let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        && p.metadata.deletion_timestamp.is_none();
+    let mut side = super::failover::PodSide {
+        name: p.name_any(),
+        terminating: p.metadata.deletion_timestamp.is_some(),
+        node_ready,
+        ..Default::default()
+    };
+    if let (true, Some(ip)) = (running, &ip) {
+        let url = format!("http://{ip}:{rpc_port}/");
+        let result = |answer: Option<(u16, String)>| {
+            answer
+                .and_then(|(_, body)| serde_json::from_str::<Value>(&body).ok())
+                .map(|v| v["result"].clone())
+        };
+        side.identity = result(post(ctx, &url, "getIdentity", Value::Null).await)
+            .and_then(|r| r["identity"].as_str().map(String::from));
+        side.healthy =
+            result(post(ctx, &url, "getHealth", Value::Null).await).is_some_and(|r| r == "ok");
+        side.slot = result(post(ctx, &url, "getSlot", Value::Null).await).and_then(|r| r.as_u64());
+    }
+    Ok(super::pair::Member {
+        side,
+        ip,
+        request: p.annotations().get(IDENTITY_REQUEST).cloned(),
     })
 }
 
