@@ -249,20 +249,6 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
         }
         return;
     }
-    let mut tasks = Vec::new();
-    for (c, always) in sidecars(&pod, &validator.name) {
-        if let Some(program) = sidecars::program_of(c.image.as_deref().unwrap_or("")) {
-            tasks.push(tokio::spawn(sidecars::run(
-                program,
-                view.clone(),
-                c.clone(),
-                always,
-                dirs.clone(),
-                state.tools.clone(),
-                clock.clone(),
-            )));
-        }
-    }
     let env = view.env(&validator);
     let already_dead = terminated(&pod, &validator.name);
     let live = match sim.start(&view, &validator, &env, &clock) {
@@ -279,6 +265,35 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
             None
         }
     };
+    // Where its RPC listens, as its flags say: a listener on the pod's loopback alone is
+    // reached there by the pod's own programs, and not at the pod's IP.
+    let rpc = live.as_ref().and_then(|l| {
+        let port = l.process.rpc_port()?;
+        let addrs = match l.process.rpc_bind() {
+            Some(bind) => view.listen_addrs(bind),
+            None => vec![view.ip],
+        };
+        Some((port, addrs))
+    });
+    if let Some((port, addrs)) = &rpc
+        && !addrs.contains(&view.ip)
+    {
+        view.loopback_ports.insert(*port);
+    }
+    let mut tasks = Vec::new();
+    for (c, always) in sidecars(&pod, &validator.name) {
+        if let Some(program) = sidecars::program_of(c.image.as_deref().unwrap_or("")) {
+            tasks.push(tokio::spawn(sidecars::run(
+                program,
+                view.clone(),
+                c.clone(),
+                always,
+                dirs.clone(),
+                state.tools.clone(),
+                clock.clone(),
+            )));
+        }
+    }
     if let Some(live) = &live {
         info!(pod = %name, ip = %view.ip, client = sim.name(), "workload started");
         let pid = 1000 + (clients::seed(&uid) % 60_000) as u32;
@@ -288,9 +303,13 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
             pid,
             view.command_line(&validator),
         )));
-        if let Some(port) = live.process.rpc_port() {
+        for (port, addr) in rpc
+            .iter()
+            .flat_map(|(p, a)| a.iter().map(move |a| (*p, *a)))
+        {
+            info!(pod = %name, %addr, port, "RPC listens");
             tasks.push(tokio::spawn(serve_rpc(
-                SocketAddr::new(view.ip, port),
+                SocketAddr::new(addr, port),
                 live.clone(),
             )));
         }

@@ -599,6 +599,28 @@ async fn an_agave_validator_is_ready_by_get_health_and_restarts_only_in_its_wind
         "{st:?}"
     );
     let pod = pods.get("agave-a").await.unwrap();
+    // Ready, so its RPC answered the operator at the pod's IP (the node's: host network);
+    // and only there: not on the node's loopback, as 0.0.0.0 would also put it (with
+    // every other address of the node, a public one included). lab/src/net.rs
+    // `loopback_of`: the lab's stand-in for the node's 127.0.0.1.
+    let ip: std::net::IpAddr = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.pod_ip.as_ref())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let loopback = valtune_lab::net::loopback_of(ip).unwrap();
+    let on_loopback = reqwest::Client::new()
+        .post(format!("http://{loopback}:8899/"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "getHealth"}))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await;
+    assert!(
+        on_loopback.as_ref().is_err_and(|e| e.is_connect()),
+        "the RPC answers on the node's loopback {loopback}, not only on its address {ip}: {on_loopback:?}"
+    );
     let args = pod.spec.clone().unwrap().containers[0]
         .args
         .clone()

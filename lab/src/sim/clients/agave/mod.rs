@@ -314,10 +314,14 @@ impl SimClient for AgaveSim {
         if gpu && let Err(exit) = cuda(pod, container, env) {
             return exit;
         }
+        // No `--rpc-port`, no RPC service (`rpc_addrs` is None: execute.rs at v4.0.0).
         let rpc_port = flag_values(args, "--rpc-port")
             .first()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(8899);
+            .and_then(|p| p.parse().ok());
+        let rpc_bind = match rpc_bind(args) {
+            Ok(ip) => ip,
+            Err(e) => return exit_now(e),
+        };
         let limit = PodView::memory_limit(container).unwrap_or(1 << 40);
         let model = AgaveModel::new(seed(&pod.name), limit, clock.stretch_s()).with_chain(
             crate::sim::chain_load::of(pod, &container.name, clock.scale),
@@ -439,6 +443,11 @@ impl SimClient for AgaveSim {
             model,
             leader,
             rpc_port,
+            rpc_bind,
+            // Bound to an address the pod does not have, the RPC service fails to start
+            // and the validator exits (rpc/src/rpc_service.rs at v4.0.0: "JSON RPC
+            // service unavailable error", a ValidatorError).
+            rpc_unbindable: rpc_port.is_some() && pod.listen_addrs(rpc_bind).is_empty(),
             full_rpc: args.iter().any(|a| a == "--full-rpc-api"),
             sink,
             crash_after,
@@ -448,6 +457,31 @@ impl SimClient for AgaveSim {
             cache: ProgramCache::new(seed(&pod.name), capacity as usize),
             snapshot: start,
         }))
+    }
+}
+
+/// Where the RPC listens (validator/src/commands/run/execute.rs at v4.0.0):
+/// `--rpc-bind-address`, else 127.0.0.1 with `--private-rpc`, else the first
+/// `--bind-address` (default 0.0.0.0: src/cli.rs `DefaultArgs`). A host that is not an
+/// address is refused by clap's `is_host` validator (a name the lab cannot resolve).
+fn rpc_bind(args: &[String]) -> Result<std::net::IpAddr, String> {
+    let host = |flag: &str, h: &str| -> Result<std::net::IpAddr, String> {
+        match h {
+            "localhost" => Ok(std::net::Ipv4Addr::LOCALHOST.into()),
+            _ => h.parse().map_err(|_| {
+                format!("error: Invalid value for '{flag} <HOST>': failed to look up address information: Name or service not known")
+            }),
+        }
+    };
+    if let Some(h) = flag_values(args, "--rpc-bind-address").first() {
+        return host("--rpc-bind-address", h);
+    }
+    if args.iter().any(|a| a == "--private-rpc") {
+        return Ok(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    match flag_values(args, "--bind-address").first() {
+        Some(h) => host("--bind-address", h),
+        None => Ok(std::net::Ipv4Addr::UNSPECIFIED.into()),
     }
 }
 
@@ -475,7 +509,10 @@ pub struct Agave {
     chain_offset: f64,
     model: AgaveModel,
     leader: Option<LeaderModel>,
-    rpc_port: u16,
+    rpc_port: Option<u16>,
+    /// Where its RPC listens ([`rpc_bind`]).
+    rpc_bind: std::net::IpAddr,
+    rpc_unbindable: bool,
     full_rpc: bool,
     sink: Option<MetricsSink>,
     crash_after: Option<f64>,
@@ -681,14 +718,27 @@ impl Process for Agave {
             code: 1,
             message: "validator crashed (VALTUNE_LAB_CRASH_AFTER)".into(),
         });
-        [oom, crash]
+        let unbindable = self.rpc_unbindable.then(|| Exit {
+            at: self.rpc_start(),
+            reason: "Error",
+            code: 1,
+            message: format!(
+                "JSON RPC service unavailable error: Cannot assign requested address (os error 99). Also, check that port {} is not already in use by another application",
+                self.rpc_port.unwrap_or_default()
+            ),
+        });
+        [oom, crash, unbindable]
             .into_iter()
             .flatten()
             .min_by(|a, b| a.at.total_cmp(&b.at))
     }
 
     fn rpc_port(&self) -> Option<u16> {
-        Some(self.rpc_port)
+        self.rpc_port
+    }
+
+    fn rpc_bind(&self) -> Option<std::net::IpAddr> {
+        Some(self.rpc_bind)
     }
 
     fn json_rpc(&self, t: f64, method: &str, params: &Value) -> Option<Rpc> {
@@ -1003,6 +1053,25 @@ status:
                 .unwrap_err()
                 .contains("is invalid: 'host'")
         );
+    }
+
+    /// The RPC's address as agave-validator 4.0.0 picks it.
+    #[test]
+    fn the_rpc_binds_where_the_flags_say() {
+        let bind = |a: &[&str]| rpc_bind(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(bind(&[]).unwrap().to_string(), "0.0.0.0");
+        assert_eq!(bind(&["--private-rpc"]).unwrap().to_string(), "127.0.0.1");
+        assert_eq!(
+            bind(&["--private-rpc", "--rpc-bind-address", "127.20.1.5"])
+                .unwrap()
+                .to_string(),
+            "127.20.1.5"
+        );
+        assert_eq!(
+            bind(&["--bind-address", "10.1.2.3"]).unwrap().to_string(),
+            "10.1.2.3"
+        );
+        assert!(bind(&["--rpc-bind-address", "$(POD_IP)"]).is_err());
     }
 
     #[test]
