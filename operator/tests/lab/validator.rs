@@ -406,6 +406,22 @@ struct Signers {
     now: std::collections::BTreeSet<String>,
     most: usize,
     seen: std::collections::BTreeSet<String>,
+    /// How each pod's validator container ended, as its last status said: (exit code,
+    /// reason).
+    ended: std::collections::BTreeMap<String, (i32, String)>,
+}
+
+/// How a pod's validator container ended, if its status says it did.
+fn ended(p: &Pod) -> Option<(i32, String)> {
+    let cs = p.status.as_ref()?.container_statuses.as_ref()?;
+    let t = cs
+        .iter()
+        .find(|c| c.name == "validator")?
+        .state
+        .as_ref()?
+        .terminated
+        .as_ref()?;
+    Some((t.exit_code, t.reason.clone().unwrap_or_default()))
 }
 
 /// At no moment two pods of the identity, over a rollout the watch saw (two pods at least).
@@ -438,6 +454,9 @@ fn watch_signers(
                 watcher::Event::Apply(p) => {
                     st.now.insert(uid(&p));
                     st.seen.insert(uid(&p));
+                    if let Some(end) = ended(&p) {
+                        st.ended.insert(uid(&p), end);
+                    }
                 }
                 watcher::Event::Delete(p) => {
                     st.now.remove(&uid(&p));
@@ -639,6 +658,7 @@ async fn an_agave_validator_is_ready_by_get_health_and_restarts_only_in_its_wind
         Some("/etc/valtune/vote/keypair")
     );
     assert!(!args.iter().any(|a| a == "--no-voting"), "{args:?}");
+    let old_uid = pod.metadata.uid.clone().unwrap_or_default();
     restarts_only_in_its_window(
         &lab,
         &ns,
@@ -652,6 +672,15 @@ async fn an_agave_validator_is_ready_by_get_health_and_restarts_only_in_its_wind
     .await;
     // At no moment two pods of the identity.
     one_signer_throughout(&signers);
+    // The replaced pod's validator ended on its preStop hook's `agave-validator exit`
+    // (code 0, its ledger closed with a fastboot snapshot), not on the kubelet's SIGTERM
+    // (143: agave-validator 4.0 has no handler, so the next start loads its archives).
+    let end = signers.lock().unwrap().ended.get(old_uid.as_str()).cloned();
+    assert_eq!(
+        end,
+        Some((0, "Completed".to_string())),
+        "how the replaced pod's validator ended (with no hook, kwok deletes the pod at the SIGTERM, leaving no status: None)"
+    );
     watch.abort();
     lab.delete_namespace(&ns).await;
 }

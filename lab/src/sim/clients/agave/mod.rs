@@ -6,6 +6,7 @@
 //! docs/lab.md list them).
 
 pub mod agent;
+pub mod exit;
 pub mod identity;
 pub mod leader;
 pub mod model;
@@ -429,10 +430,26 @@ impl SimClient for AgaveSim {
             }
         });
         let model = match tip {
-            Some(tip) => {
+            // Stopped by `agave-validator exit`: it fastboots from the bank snapshot its
+            // exit made at the tip.
+            Some((tip, true)) => {
                 let head = model.slot_height_at_chain_head() + chain_offset;
                 tracing::info!(pod = %pod.name, tip, gap = head - tip as f64, "resuming from the ledger on its volume");
                 model.resuming(head - tip as f64)
+            }
+            // Killed (SIGTERM: agave-validator 4.0 installs no handler): its storages were
+            // not flushed, so no bank snapshot is loadable (solana-core 4.0.0
+            // snapshot_packager_service.rs `teardown` marks one only on a graceful exit;
+            // anza-xyz/agave#6225 "Graceful exit is required for fastboot"), and
+            // `--use-snapshot-archives-at-startup when-newest` loads its newest archives
+            // (ledger/src/bank_forks_utils.rs): unpacked and indexed as after a download,
+            // from the last incremental, then the ledger replayed from there.
+            Some((tip, false)) => {
+                let archive = tip - tip % snapshots::INCREMENTAL_INTERVAL;
+                let head = model.slot_height_at_chain_head() + chain_offset;
+                let load_s = (1.0 - DOWNLOAD_SHARE) * model.rpc_start_seconds();
+                tracing::info!(pod = %pod.name, tip, archive, load_s, "unclean stop: starting from its snapshot archives");
+                model.resuming(head - archive as f64).loading_for(load_s)
             }
             None => model,
         };
@@ -456,6 +473,7 @@ impl SimClient for AgaveSim {
             version,
             cache: ProgramCache::new(seed(&pod.name), capacity as usize),
             snapshot: start,
+            exit_requested: std::sync::Mutex::new(None),
         }))
     }
 }
@@ -492,11 +510,19 @@ const LAB_IDENTITY: &str = "Va1tune1ab1dentity11111111111111111111111111";
 /// volume: the last slot the validator processed (`{"slot": N}`).
 const LEDGER_TIP: &str = "valtune-lab-ledger-tip.json";
 
-/// The slot a ledger tip file records, if it holds one.
-fn ledger_tip(path: &std::path::Path) -> Option<u64> {
+/// The slot a ledger tip file records, and whether the process that wrote it stopped
+/// cleanly (a loadable bank snapshot at that slot), if it holds one.
+fn ledger_tip(path: &std::path::Path) -> Option<(u64, bool)> {
     let text = std::fs::read_to_string(path).ok()?;
-    serde_json::from_str::<Value>(&text).ok()?["slot"].as_u64()
+    let v = serde_json::from_str::<Value>(&text).ok()?;
+    Some((v["slot"].as_u64()?, v["clean"].as_bool().unwrap_or(false)))
 }
+
+/// Simulated seconds from the admin RPC's `exit` to the process's end: the fastboot
+/// snapshot (waited for up to 5 s), then the services' stop, cut off
+/// `SOLANA_VALIDATOR_EXIT_TIMEOUT` (5 s) later by `std::process::exit(0)`
+/// (validator/src/admin_rpc_service.rs `exit` at v4.0.0).
+pub const EXIT_S: f64 = 10.0;
 
 /// A running agave-validator.
 pub struct Agave {
@@ -523,6 +549,8 @@ pub struct Agave {
     cache: ProgramCache,
     /// A follower's snapshot: where it came from, and where it writes its own.
     snapshot: Option<SnapshotStart>,
+    /// When the admin RPC's `exit` was asked (simulated seconds), if it was.
+    exit_requested: std::sync::Mutex<Option<f64>>,
 }
 
 /// How a follower got its snapshot (validator/src/bootstrap.rs `rpc_bootstrap`).
@@ -553,6 +581,14 @@ const LEADER_RPC_START_S: f64 = 60.0;
 const LEADER_LOAD_START_S: f64 = 90.0;
 
 impl Agave {
+    /// When it ends after an `exit` request ([`EXIT_S`]).
+    fn exit_at(&self) -> Option<f64> {
+        self.exit_requested
+            .lock()
+            .expect("exit lock")
+            .map(|t| t + EXIT_S)
+    }
+
     /// Counters a client reads through RPC or /proc grow `scale` times slower than the
     /// simulated ones, so per-second rates read in simulated units (docs/lab.md).
     fn lab_count(&self, simulated: f64) -> u64 {
@@ -727,7 +763,13 @@ impl Process for Agave {
                 self.rpc_port.unwrap_or_default()
             ),
         });
-        [oom, crash, unbindable]
+        let requested = self.exit_at().map(|at| Exit {
+            at,
+            reason: "Completed",
+            code: 0,
+            message: String::new(),
+        });
+        [oom, crash, unbindable, requested]
             .into_iter()
             .flatten()
             .min_by(|a, b| a.at.total_cmp(&b.at))
@@ -883,6 +925,14 @@ impl Process for Agave {
     }
 
     fn admin_rpc(&self, t: f64, method: &str, params: &Value) -> Option<Rpc> {
+        // `exit` (no `with_post_init`): it ends EXIT_S later; the first request counts.
+        if method == "exit" {
+            self.exit_requested
+                .lock()
+                .expect("exit lock")
+                .get_or_insert(t);
+            return Some(Rpc::Result(Value::Null));
+        }
         // `with_post_init`: the identity commands wait for the start-up to complete.
         if t < self.rpc_start() && method.starts_with("setIdentity") {
             return Some(Rpc::Error {
@@ -899,6 +949,11 @@ impl Process for Agave {
         let Some(path) = self.ledger.as_ref().filter(|_| t >= self.rpc_start()) else {
             return Ok(());
         };
+        // Nothing after its end; an `exit` asked once start-up completed (its snapshot
+        // controller runs) leaves a loadable bank snapshot at the tip: `clean`.
+        let requested = *self.exit_requested.lock().expect("exit lock");
+        let t = self.exit_at().map_or(t, |end| t.min(end));
+        let clean = requested.is_some_and(|r| r >= self.rpc_start() && t >= r + EXIT_S);
         self.signer.persist(self.slot_height(t) as u64)?;
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
@@ -906,7 +961,7 @@ impl Process for Agave {
         let tmp = path.with_extension("tmp");
         std::fs::write(
             &tmp,
-            json!({"slot": self.slot_height(t) as u64}).to_string(),
+            json!({"slot": self.slot_height(t) as u64, "clean": clean}).to_string(),
         )?;
         std::fs::rename(&tmp, path)
     }
@@ -994,8 +1049,10 @@ status:
     }
 
     /// Restarted a real minute later (12 simulated hours: 108,000 slots of chain), a
-    /// follower answers from near the slot its ledger kept, within its local start; one
-    /// on an empty volume starts from a snapshot near the chain's head.
+    /// follower stopped by `exit` (admin RPC) fastboots: it answers from near the slot its
+    /// ledger kept, within its local start; one killed (no `exit`) loads its last
+    /// snapshot archive, longer, and answers from there; one on an empty volume starts
+    /// from a snapshot near the chain's head.
     #[test]
     fn a_restarted_follower_resumes_from_the_ledger_on_its_volume() {
         let dir = std::env::temp_dir().join(format!("vv-ledger-{}", std::process::id()));
@@ -1005,6 +1062,28 @@ status:
         first.persist(t).unwrap();
         let last = slot(&first, t);
         assert!(dir.join("vv-01-nvme0").join(LEDGER_TIP).is_file());
+        // Killed: no loadable bank snapshot.
+        let killed = follower(&dir, "2026-11-28T00:01:00Z");
+        assert!(
+            killed
+                .json_rpc(model::LOCAL_START_S, "getSlot", &Value::Null)
+                .is_none()
+        );
+        let at = fresh_rpc_start(&killed);
+        let archive = last - last % snapshots::INCREMENTAL_INTERVAL;
+        let from_archive = slot(&killed, at);
+        assert!(
+            from_archive >= archive && from_archive < archive + 5 * at as u64,
+            "from its archive at {from_archive}, the ledger had {last}, {at} s to load"
+        );
+        // Stopped by `exit`: the ledger is clean, and nothing happens after its end.
+        assert_eq!(
+            first.admin_rpc(t, "exit", &Value::Null),
+            Some(Rpc::Result(Value::Null))
+        );
+        assert_eq!(first.exit().map(|e| (e.at, e.code)), Some((t + EXIT_S, 0)));
+        first.persist(t + 600.0).unwrap();
+        let last = slot(&first, t + EXIT_S);
         let second = follower(&dir, "2026-11-28T00:01:00Z");
         assert!(
             second
