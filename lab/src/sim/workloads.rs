@@ -34,7 +34,7 @@ use super::pod_view::PodView;
 use super::sidecars::{self, PodDirs};
 use super::{init_steps, kubelet, procfs};
 use crate::state::LabState;
-use crate::topology::{KUBELET_LABEL, LAB_LABEL};
+use crate::topology::{KUBELET_LABEL, LAB_LABEL, SLOW_RPC_LABEL};
 
 /// The lab's nodes and their labels.
 type Nodes = Arc<RwLock<HashMap<String, BTreeMap<String, String>>>>;
@@ -169,7 +169,8 @@ pub async fn run(client: Client, state: LabState) -> anyhow::Result<()> {
                 }
                 (None, true) => {
                     let (tx, rx) = watch::channel(pod.clone());
-                    let task = tokio::spawn(workload(client.clone(), state.clone(), rx));
+                    let task =
+                        tokio::spawn(workload(client.clone(), state.clone(), rx, nodes.clone()));
                     running.insert(uid, (tx, task));
                 }
                 (None, false) => {}
@@ -262,7 +263,7 @@ fn sidecars<'a>(pod: &'a Pod, validator: &str) -> Vec<(&'a Container, bool)> {
     native.chain(regular).collect()
 }
 
-async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>) {
+async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>, nodes: Nodes) {
     let pod = rx.borrow().clone();
     let name = pod.name_any();
     let ns = pod.namespace().unwrap_or_default();
@@ -376,9 +377,12 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
             .flat_map(|(p, a)| a.iter().map(move |a| (*p, *a)))
         {
             info!(pod = %name, %addr, port, "RPC listens");
+            let (nodes, node) = (nodes.clone(), view.node.clone());
+            let late = move || slow_rpc(&nodes, &node);
             tasks.push(tokio::spawn(serve_rpc(
                 SocketAddr::new(addr, port),
                 live.clone(),
+                late,
             )));
         }
         let mut ports = live.process.metrics_ports();
@@ -721,9 +725,26 @@ async fn listener(addr: SocketAddr) -> Option<tokio::net::TcpListener> {
     None
 }
 
+/// How late the processes of `node` answer JSON-RPC: the seconds of the node's
+/// [`SLOW_RPC_LABEL`] (fault injection: a machine so busy its validator's RPC answers
+/// come after its callers' timeouts), none without it.
+fn slow_rpc(nodes: &Nodes, node: &str) -> Duration {
+    nodes
+        .read()
+        .expect("lock")
+        .get(node)
+        .and_then(|l| l.get(SLOW_RPC_LABEL))
+        .and_then(|v| v.parse::<f64>().ok())
+        .map(|s| Duration::from_secs_f64(s.clamp(0.0, 600.0)))
+        .unwrap_or_default()
+}
+
 /// JSON-RPC 2.0 over HTTP POST (and Agave's `GET /health`), refused until the process
-/// answers and after it exits.
-async fn serve_rpc(addr: SocketAddr, live: Arc<Live>) {
+/// answers and after it exits; each answer held `late()` (the node's slow RPC).
+async fn serve_rpc<L>(addr: SocketAddr, live: Arc<Live>, late: L)
+where
+    L: Fn() -> Duration + Clone + Send + Sync + 'static,
+{
     use axum::http::StatusCode;
     use axum::routing::{get, post};
     // A process that is not up yet refuses connections: listen only once it answers.
@@ -742,12 +763,17 @@ async fn serve_rpc(addr: SocketAddr, live: Arc<Live>) {
     };
     let health_live = live.clone();
     let rpc_live = live.clone();
+    let health_late = late.clone();
     let app = axum::Router::new()
         .route(
             "/",
             post(move |body: axum::Json<Value>| {
                 let live = rpc_live.clone();
+                let late = late();
                 async move {
+                    if !late.is_zero() {
+                        tokio::time::sleep(late).await;
+                    }
                     let t = live.now();
                     let id = body.get("id").cloned().unwrap_or(Value::Null);
                     let method = body.get("method").and_then(Value::as_str).unwrap_or("");
@@ -767,7 +793,11 @@ async fn serve_rpc(addr: SocketAddr, live: Arc<Live>) {
             "/health",
             get(move || {
                 let live = health_live.clone();
+                let late = health_late();
                 async move {
+                    if !late.is_zero() {
+                        tokio::time::sleep(late).await;
+                    }
                     match live.process.json_rpc(live.now(), "getHealth", &Value::Null) {
                         Some(Rpc::Result(_)) if live.alive() => (StatusCode::OK, "ok"),
                         Some(_) if live.alive() => (StatusCode::OK, "behind"),

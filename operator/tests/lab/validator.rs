@@ -51,6 +51,8 @@ fn on_node(v: &mut Value, node: &str) {
 
 /// Creates the Validator of the example `file`, named `name`, on the machine `node`.
 async fn create_on(api: &Api<Validator>, file: &str, name: &str, node: &str) {
+    // Its machine on time, whatever a failed run before left.
+    slow_rpc(api.clone().into_client(), node, None).await;
     let ns = api.namespace().unwrap_or_default().to_string();
     let v: Validator = serde_json::from_value(example(file, &ns, name, node)).unwrap();
     api.create(&PostParams::default(), &v).await.unwrap();
@@ -545,6 +547,46 @@ async fn restarts_only_in_its_window(
         let v = api.get(name).await.unwrap();
         assert_eq!(v.status.unwrap().phase, ValidatorPhase::RestartPending);
     }
+
+    // Its RPC too busy to answer in time (the lab's slow-RPC node label: every answer 5 s
+    // late, past the operator's 3 s): a busy validator may still lead its slots, so the
+    // change waits, saying why, and the pod keeps running; a timeout is not a refusal.
+    let node = pods
+        .get(name)
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .node_name
+        .unwrap();
+    slow_rpc(lab.client.clone(), &node, Some(5)).await;
+    let busy = wait_for(
+        &format!("{name} waits on its busy RPC"),
+        Duration::from_secs(90),
+        || {
+            let api = api.clone();
+            async move {
+                let v = api.get(name).await.map_err(|e| e.to_string())?;
+                let st = v.status.clone().ok_or("no status")?;
+                match st.pending_change {
+                    Some(p) if p.waiting_for.contains("did not answer") => Ok(p.waiting_for),
+                    other => Err(format!("{:?} {other:?}", st.phase)),
+                }
+            }
+        },
+    )
+    .await;
+    assert!(busy.contains("RPC did not answer"), "{busy}");
+    for _ in 0..8 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let p = pods.get(name).await.unwrap();
+        assert_eq!(p.metadata.uid, old_uid, "restarted on a getHealth timeout");
+        assert!(
+            p.metadata.deletion_timestamp.is_none(),
+            "deleted on a getHealth timeout"
+        );
+    }
+    slow_rpc(lab.client.clone(), &node, None).await;
 
     // The command's default (10 minutes, 1,500 slots): the window opens between two of
     // its leader groups, and the pod is replaced, on the new image, and Ready again.
@@ -1201,6 +1243,23 @@ fn poll_slots(pods: Api<Pod>, name: &'static str) -> (Slots, tokio::task::JoinHa
         }
     });
     (slots, task)
+}
+
+/// Makes the validators of a lab node answer their JSON-RPC `seconds` late, or on time
+/// again (None): the lab's slow-RPC label (lab/src/topology.rs `SLOW_RPC_LABEL`).
+async fn slow_rpc(client: kube::Client, node: &str, seconds: Option<u32>) {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client);
+    let value = seconds.map(|s| s.to_string());
+    nodes
+        .patch(
+            node,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"metadata": {"labels": {"valtune.dev/lab-slow-rpc": value}}}),
+            ),
+        )
+        .await
+        .unwrap();
 }
 
 /// Sets the kubelet of a lab node answering or not: kwok plays the nodes labelled
