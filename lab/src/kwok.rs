@@ -15,10 +15,14 @@ pub fn config_yaml(cidr: &str, node_ip: &str) -> String {
     out
 }
 
-/// kwok v0.7.0's default pod stages (kustomize/stage/pod/fast/*.yaml), with one change
-/// that makes them a kubelet's: a container with a readinessProbe starts not ready (and
+/// kwok v0.7.0's default pod stages (kustomize/stage/pod/fast/*.yaml), with two changes
+/// that make them a kubelet's: a container with a readinessProbe starts not ready (and
 /// so does its pod), until something probes it; the simulator does, for the pods it runs
-/// as processes (sim/local_pods.rs). No pod of the lab had probes before.
+/// as processes (sim/local_pods.rs). No pod of the lab had probes before. And a pod with
+/// a preStop hook is not deleted at once: the simulator plays its termination as a
+/// kubelet does (the hook within the grace period, then SIGTERM, then the deletion:
+/// sim/workloads.rs); kwok's selector (pkg/utils/expression/selector.go) reads
+/// DoesNotExist as "no container has one".
 const KWOK_POD_STAGES: &str = r#"---
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
@@ -142,6 +146,8 @@ spec:
     matchExpressions:
     - key: '.metadata.deletionTimestamp'
       operator: 'Exists'
+    - key: '.spec.containers.[].lifecycle.preStop'
+      operator: 'DoesNotExist'
   next:
     finalizers:
       empty: true
@@ -155,5 +161,9 @@ mod tests {
         let yaml = super::config_yaml("127.1.2.2/25", "127.1.2.1");
         assert!(yaml.contains("ready: {{ if .readinessProbe }}false{{ else }}true{{ end }}"));
         assert_eq!(yaml.matches("kind: Stage").count(), 3);
+        // A pod with a preStop hook is the simulator's to stop and delete.
+        assert!(yaml.contains(
+            "key: '.spec.containers.[].lifecycle.preStop'\n      operator: 'DoesNotExist'"
+        ));
     }
 }

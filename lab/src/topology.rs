@@ -28,6 +28,9 @@ pub const KWOK_ANNOTATION: (&str, &str) = ("kwok.x-k8s.io/node", "fake");
 pub const KUBELET_LABEL: (&str, &str) = ("valtune.dev/lab-kubelet", "answers");
 /// Label on everything the lab creates, so a second lab's objects are never touched.
 pub const LAB_LABEL: &str = "valtune.dev/lab";
+/// Fault injection: the JSON-RPC answers of the validators on a node labelled so come
+/// this many real seconds late (sim/workloads.rs `slow_rpc`); a test sets and removes it.
+pub const SLOW_RPC_LABEL: &str = "valtune.dev/lab-slow-rpc";
 pub const STORAGE_CLASS: &str = "local-nvme";
 /// The NVIDIA device plugin's extended resource.
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";

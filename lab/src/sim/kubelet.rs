@@ -1,6 +1,7 @@
 //! The pod status writes a kubelet makes, made by the lab where kwok does not: a
-//! container that exited (OOMKilled, an error, with its termination message), and a pod
-//! stopped past its activeDeadlineSeconds.
+//! container that exited (OOMKilled, an error, with its termination message), a pod
+//! stopped past its activeDeadlineSeconds, and the deletion of a pod whose containers
+//! it stopped (a pod with a preStop hook: kwok deletes the others itself).
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated, Pod};
@@ -59,6 +60,26 @@ pub async fn terminate(
     api.patch_status(pod, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
     Ok(())
+}
+
+/// As the kubelet ends a terminating pod once its containers have stopped: deleted with
+/// no grace left, for this pod only (its UID), as the status manager does
+/// (pkg/kubelet/status/status_manager.go `canBeDeleted`, then `Delete` with
+/// `GracePeriodSeconds: 0` and a UID precondition).
+pub async fn delete_stopped(api: &Api<Pod>, pod: &str, uid: &str) -> kube::Result<()> {
+    let dp = kube::api::DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(kube::api::Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        }),
+        ..Default::default()
+    };
+    match api.delete(pod, &dp).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
 }
 
 /// As the kubelet stops a pod (past activeDeadlineSeconds): every container terminated,

@@ -22,6 +22,10 @@ pub struct PodView {
     pub node: String,
     /// The ports the pod's containers declare: what `localhost:PORT` reaches in the pod.
     pub ports: BTreeSet<u16>,
+    /// Ports whose listener is bound to the pod's loopback alone (an RPC bound to
+    /// 127.0.0.1): `localhost:PORT` reaches them on the pod's loopback
+    /// ([`PodView::loopback`]), not on its IP.
+    pub loopback_ports: BTreeSet<u16>,
     /// The node's machine, as its kubelet knows it.
     pub machine: Machine,
     config_maps: BTreeMap<String, BTreeMap<String, String>>,
@@ -183,6 +187,7 @@ impl PodView {
             pod,
             ip,
             ports,
+            loopback_ports: BTreeSet::new(),
             machine: Machine::default(),
             config_maps,
             secrets,
@@ -283,6 +288,29 @@ impl PodView {
             let sub = m.sub_path.as_deref().unwrap_or("");
             Some(root.join(pv).join(sub).join(rest))
         })
+    }
+
+    /// The address standing for the pod's own 127.0.0.1 (the node's, under host
+    /// networking): [`crate::net::loopback_of`] its IP; the IP itself outside a lab's
+    /// networks (unit tests).
+    pub fn loopback(&self) -> IpAddr {
+        crate::net::loopback_of(self.ip).unwrap_or(self.ip)
+    }
+
+    /// The addresses a listener bound to `bind` is reached at: its pod's IP and loopback
+    /// for 0.0.0.0 (every address of its network namespace), the loopback for a 127.x
+    /// address, the IP for the pod's own IP; none for an address the pod does not have
+    /// (the bind fails: EADDRNOTAVAIL).
+    pub fn listen_addrs(&self, bind: IpAddr) -> Vec<IpAddr> {
+        if bind.is_unspecified() {
+            vec![self.ip, self.loopback()]
+        } else if bind.is_loopback() && bind != self.ip {
+            vec![self.loopback()]
+        } else if bind == self.ip {
+            vec![self.ip]
+        } else {
+            Vec::new()
+        }
     }
 
     /// Whether the pod uses the node's network namespace (`hostNetwork`).
@@ -469,9 +497,18 @@ impl PodView {
 
     /// An address a program of the pod uses, as it is on this machine: the pod's own
     /// listeners (`localhost:P`, `127.0.0.1:P`, `:P`, `0.0.0.0:P` for a port P of the pod)
-    /// are on the pod's IP; anything else is left as it is.
+    /// are on the pod's IP, except a listener bound to its loopback alone
+    /// (`loopback_ports`), reached there; anything else is left as it is. (One liberty:
+    /// `127.0.0.1:P` of a listener bound to the pod's IP alone reaches it, as it would
+    /// not in a real pod; no rendering relies on that.)
     pub fn local_addr(&self, text: &str) -> String {
         let mut out = text.to_string();
+        for port in &self.loopback_ports {
+            let to = format!("{}:{port}", self.loopback());
+            for from in [format!("localhost:{port}"), format!("127.0.0.1:{port}")] {
+                out = out.replace(&from, &to);
+            }
+        }
         for port in &self.ports {
             let to = format!("{}:{port}", self.ip);
             for from in [
@@ -710,6 +747,26 @@ mod tests {
         assert_eq!(
             v.local_addr("http://127.0.0.1:9090/api/v1/write"),
             "http://127.0.0.1:9090/api/v1/write"
+        );
+    }
+
+    /// An RPC bound to 127.0.0.1 is on the pod's loopback: its own programs reach it
+    /// there, and nothing listens at its IP; 0.0.0.0 is both; another address none.
+    #[test]
+    fn a_listener_on_the_loopback_is_off_the_pods_ip() {
+        let mut v = view();
+        v.ip = "127.20.9.7".parse().unwrap();
+        let lo: IpAddr = "127.148.9.7".parse().unwrap();
+        assert_eq!(v.loopback(), lo);
+        assert_eq!(v.listen_addrs("127.0.0.1".parse().unwrap()), vec![lo]);
+        assert_eq!(v.listen_addrs("0.0.0.0".parse().unwrap()), vec![v.ip, lo]);
+        assert_eq!(v.listen_addrs(v.ip), vec![v.ip]);
+        assert!(v.listen_addrs("10.0.0.7".parse().unwrap()).is_empty());
+        v.ports.insert(8899);
+        v.loopback_ports.insert(8899);
+        assert_eq!(
+            v.local_addr("-rpc-url=http://127.0.0.1:8899"),
+            "-rpc-url=http://127.148.9.7:8899"
         );
     }
 

@@ -11,7 +11,7 @@
 //! Time is compressed ([`super::clock`]): counters are scaled so that per-second rates
 //! read in simulated units (a validator doing 4,600 TPS shows rate() = 4,600).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,15 +34,18 @@ use super::pod_view::PodView;
 use super::sidecars::{self, PodDirs};
 use super::{init_steps, kubelet, procfs};
 use crate::state::LabState;
-use crate::topology::LAB_LABEL;
+use crate::topology::{KUBELET_LABEL, LAB_LABEL, SLOW_RPC_LABEL};
+
+/// The lab's nodes and their labels.
+type Nodes = Arc<RwLock<HashMap<String, BTreeMap<String, String>>>>;
+
+fn node_of(pod: &Pod) -> Option<&String> {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_ref())
+}
 
 /// A running pod on one of the lab's nodes whose validator the lab plays.
-fn playable(pod: &Pod, nodes: &HashSet<String>) -> bool {
-    let on_lab_node = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.node_name.as_ref())
-        .is_some_and(|n| nodes.contains(n));
+fn playable(pod: &Pod, nodes: &HashMap<String, BTreeMap<String, String>>) -> bool {
+    let on_lab_node = node_of(pod).is_some_and(|n| nodes.contains_key(n));
     let status = pod.status.as_ref();
     let running = status.and_then(|s| s.phase.as_deref()) == Some("Running");
     let has_ip = status.and_then(|s| s.pod_ip.as_ref()).is_some();
@@ -53,8 +56,36 @@ fn playable(pod: &Pod, nodes: &HashSet<String>) -> bool {
         && clients::recognise(pod).is_some()
 }
 
+/// A pod being deleted whose termination the lab's kubelet plays (kwok leaves it: see
+/// kwok.rs): one with a preStop hook, on a lab node whose kubelet answers.
+fn stopped_by_the_lab(pod: &Pod, nodes: &HashMap<String, BTreeMap<String, String>>) -> bool {
+    let answers = node_of(pod)
+        .and_then(|n| nodes.get(n))
+        .is_some_and(|l| l.get(KUBELET_LABEL.0).map(String::as_str) == Some(KUBELET_LABEL.1));
+    pod.metadata.deletion_timestamp.is_some() && answers && pre_stop(pod).next().is_some()
+}
+
+/// The containers' preStop exec hooks: (container, command).
+fn pre_stop(pod: &Pod) -> impl Iterator<Item = (&Container, &Vec<String>)> {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .filter_map(|c| {
+            let cmd = c
+                .lifecycle
+                .as_ref()?
+                .pre_stop
+                .as_ref()?
+                .exec
+                .as_ref()?
+                .command
+                .as_ref()?;
+            Some((c, cmd))
+        })
+}
+
 pub async fn run(client: Client, state: LabState) -> anyhow::Result<()> {
-    let nodes: Arc<RwLock<HashSet<String>>> = Arc::default();
+    let nodes: Nodes = Arc::default();
     let node_api: Api<Node> = Api::all(client.clone());
     let node_cfg = watcher::Config::default().labels(&format!("{LAB_LABEL}={}", state.name));
     let nodes_w = nodes.clone();
@@ -63,7 +94,10 @@ pub async fn run(client: Client, state: LabState) -> anyhow::Result<()> {
         while let Some(ev) = stream.next().await {
             match ev {
                 Ok(Event::Apply(n) | Event::InitApply(n)) => {
-                    nodes_w.write().expect("lock").insert(n.name_any());
+                    nodes_w
+                        .write()
+                        .expect("lock")
+                        .insert(n.name_any(), n.labels().clone());
                 }
                 Ok(Event::Delete(n)) => {
                     nodes_w.write().expect("lock").remove(&n.name_any());
@@ -81,6 +115,7 @@ pub async fn run(client: Client, state: LabState) -> anyhow::Result<()> {
     let pod_watch = async move {
         let mut running: HashMap<String, (watch::Sender<Pod>, tokio::task::JoinHandle<()>)> =
             HashMap::new();
+        let mut stopping: HashSet<String> = HashSet::new();
         let mut stream = watcher::watcher(pod_api, watcher::Config::default()).boxed();
         while let Some(ev) = stream.next().await {
             let (pod, deleted) = match ev {
@@ -94,6 +129,33 @@ pub async fn run(client: Client, state: LabState) -> anyhow::Result<()> {
                 }
             };
             let uid = pod.metadata.uid.clone().unwrap_or_default();
+            if !deleted && stopped_by_the_lab(&pod, &nodes.read().expect("lock")) {
+                // Its workload plays the termination; with none (never started here) the
+                // pod is deleted at once, as the kubelet does with nothing to stop.
+                match running.get(&uid) {
+                    Some((tx, _)) => {
+                        let _ = tx.send(pod);
+                    }
+                    None => {
+                        if stopping.insert(uid.clone()) {
+                            let api: Api<Pod> = Api::namespaced(
+                                client.clone(),
+                                &pod.namespace().unwrap_or_default(),
+                            );
+                            let name = pod.name_any();
+                            tokio::spawn(async move {
+                                if let Err(e) = kubelet::delete_stopped(&api, &name, &uid).await {
+                                    warn!(pod = %name, error = %e, "deleting the stopped pod");
+                                }
+                            });
+                        }
+                    }
+                }
+                continue;
+            }
+            if deleted {
+                stopping.remove(&uid);
+            }
             let keep = !deleted && playable(&pod, &nodes.read().expect("lock"));
             match (running.get(&uid), keep) {
                 (Some((tx, _)), true) => {
@@ -107,7 +169,8 @@ pub async fn run(client: Client, state: LabState) -> anyhow::Result<()> {
                 }
                 (None, true) => {
                     let (tx, rx) = watch::channel(pod.clone());
-                    let task = tokio::spawn(workload(client.clone(), state.clone(), rx));
+                    let task =
+                        tokio::spawn(workload(client.clone(), state.clone(), rx, nodes.clone()));
                     running.insert(uid, (tx, task));
                 }
                 (None, false) => {}
@@ -124,6 +187,10 @@ struct Live {
     clock: Clock,
     start: Timestamp,
     dead: AtomicBool,
+    /// Its pid in the pod's process namespace (its /proc entry; the admin RPC's `pid`).
+    pid: u32,
+    /// Woken when something may have changed when it exits (an admin RPC call).
+    poke: tokio::sync::Notify,
 }
 
 impl Live {
@@ -196,7 +263,7 @@ fn sidecars<'a>(pod: &'a Pod, validator: &str) -> Vec<(&'a Container, bool)> {
     native.chain(regular).collect()
 }
 
-async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>) {
+async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>, nodes: Nodes) {
     let pod = rx.borrow().clone();
     let name = pod.name_any();
     let ns = pod.namespace().unwrap_or_default();
@@ -253,6 +320,40 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
         }
         return;
     }
+    let env = view.env(&validator);
+    let already_dead = terminated(&pod, &validator.name);
+    let pid = 1000 + (clients::seed(&uid) % 60_000) as u32;
+    let live = match sim.start(&view, &validator, &env, &clock) {
+        Started::Running(process) => Some(Arc::new(Live {
+            process,
+            clock: clock.clone(),
+            start,
+            dead: AtomicBool::new(already_dead),
+            pid,
+            poke: tokio::sync::Notify::new(),
+        })),
+        Started::Exited(exit) => {
+            if !already_dead {
+                exited(&api, &name, &validator.name, &exit).await;
+            }
+            None
+        }
+    };
+    // Where its RPC listens, as its flags say: a listener on the pod's loopback alone is
+    // reached there by the pod's own programs, and not at the pod's IP.
+    let rpc = live.as_ref().and_then(|l| {
+        let port = l.process.rpc_port()?;
+        let addrs = match l.process.rpc_bind() {
+            Some(bind) => view.listen_addrs(bind),
+            None => vec![view.ip],
+        };
+        Some((port, addrs))
+    });
+    if let Some((port, addrs)) = &rpc
+        && !addrs.contains(&view.ip)
+    {
+        view.loopback_ports.insert(*port);
+    }
     let mut tasks = Vec::new();
     for (c, always) in sidecars(&pod, &validator.name) {
         if let Some(program) = sidecars::program_of(c.image.as_deref().unwrap_or("")) {
@@ -267,35 +368,25 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
             )));
         }
     }
-    let env = view.env(&validator);
-    let already_dead = terminated(&pod, &validator.name);
-    let live = match sim.start(&view, &validator, &env, &clock) {
-        Started::Running(process) => Some(Arc::new(Live {
-            process,
-            clock: clock.clone(),
-            start,
-            dead: AtomicBool::new(already_dead),
-        })),
-        Started::Exited(exit) => {
-            if !already_dead {
-                exited(&api, &name, &validator.name, &exit).await;
-            }
-            None
-        }
-    };
     if let Some(live) = &live {
         info!(pod = %name, ip = %view.ip, client = sim.name(), "workload started");
-        let pid = 1000 + (clients::seed(&uid) % 60_000) as u32;
         tasks.push(tokio::spawn(keep_proc(
             live.clone(),
             dirs.proc.clone(),
             pid,
             view.command_line(&validator),
         )));
-        if let Some(port) = live.process.rpc_port() {
+        for (port, addr) in rpc
+            .iter()
+            .flat_map(|(p, a)| a.iter().map(move |a| (*p, *a)))
+        {
+            info!(pod = %name, %addr, port, "RPC listens");
+            let (nodes, node) = (nodes.clone(), view.node.clone());
+            let late = move || slow_rpc(&nodes, &node);
             tasks.push(tokio::spawn(serve_rpc(
-                SocketAddr::new(view.ip, port),
+                SocketAddr::new(addr, port),
                 live.clone(),
+                late,
             )));
         }
         let mut ports = live.process.metrics_ports();
@@ -309,6 +400,12 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
             )));
         }
         tasks.push(tokio::spawn(send_posts(live.clone(), view.clone())));
+        tasks.push(tokio::spawn(watch_exit(
+            live.clone(),
+            api.clone(),
+            name.clone(),
+            validator.name.clone(),
+        )));
         tasks.push(tokio::spawn(keep_files(live.clone())));
         if let Some(path) = live.process.admin_socket() {
             tasks.push(tokio::spawn(serve_admin(path, live.clone())));
@@ -333,10 +430,12 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
     // keep-alive) must not be answered by it any more.
     let _dead = live.clone().map(DeadOnDrop);
 
-    let exit = live.as_ref().and_then(|l| l.process.exit());
-    let exit_at = exit.as_ref().map(|e| clock.at(start, e.at));
     loop {
         let pod = rx.borrow().clone();
+        if pod.metadata.deletion_timestamp.is_some() {
+            stop(&api, &pod, &view, &validator, live.as_ref(), &dirs.proc).await;
+            return;
+        }
         let deadline = pod
             .spec
             .as_ref()
@@ -345,12 +444,7 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
                 let begun = pod.status.as_ref()?.start_time.clone()?.0;
                 Some(begun + jiff::SignedDuration::from_secs(d))
             });
-        let alive = live.as_ref().is_some_and(|l| l.alive());
-        let next = [exit_at.filter(|_| alive), deadline]
-            .into_iter()
-            .flatten()
-            .min();
-        let wait = next
+        let wait = deadline
             .map(|t| Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default())
             .unwrap_or(Duration::from_secs(3600));
         tokio::select! {
@@ -364,23 +458,104 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>)
                 }
             }
             _ = tokio::time::sleep(wait) => {
-                let now = Timestamp::now();
-                if deadline.is_some_and(|d| now >= d) {
+                if deadline.is_some_and(|d| Timestamp::now() >= d) {
                     if let Some(l) = &live { l.dead.store(true, Ordering::SeqCst); }
                     if let Err(e) = kubelet::stop(&api, &name, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline").await {
                         warn!(pod = %name, error = %e, "marking the pod past its deadline");
                     }
                     return;
                 }
-                if let (Some(l), Some(exit)) = (&live, &exit)
-                    && exit_at.is_some_and(|t| now >= t)
-                    && l.alive()
+            }
+        }
+    }
+}
+
+/// The process's own end (an OOM kill, a crash, an `exit` asked over its admin RPC), as
+/// the kubelet reports it; looked at again whenever the process is poked.
+async fn watch_exit(live: Arc<Live>, api: Api<Pod>, pod: String, container: String) {
+    while live.alive() {
+        let exit = live.process.exit();
+        let at = exit.as_ref().map(|e| live.clock.at(live.start, e.at));
+        let wait = at
+            .map(|t| Duration::try_from(t.duration_since(Timestamp::now())).unwrap_or_default())
+            .unwrap_or(Duration::from_secs(3600));
+        tokio::select! {
+            _ = live.poke.notified() => {}
+            _ = tokio::time::sleep(wait) => {
+                if let (Some(exit), Some(at)) = (exit, at)
+                    && Timestamp::now() >= at
+                    && live.alive()
                 {
-                    l.dead.store(true, Ordering::SeqCst);
-                    exited(&api, &name, &validator.name, exit).await;
+                    // What it leaves on its volumes as it ends (a clean exit's ledger).
+                    if let Err(e) = live.process.persist(exit.at) {
+                        warn!(error = %e, "writing the process's files on its volume");
+                    }
+                    live.dead.store(true, Ordering::SeqCst);
+                    exited(&api, &pod, &container, &exit).await;
                 }
             }
         }
+    }
+}
+
+/// The real seconds the lab gives a preStop hook at least, whatever the grace period
+/// compresses to: the lab's own steps (a socket round trip, polling /proc) are not
+/// compressed.
+const HOOK_FLOOR_S: f64 = 5.0;
+
+/// As the kubelet stops a container of a pod being deleted (pkg/kubelet/kuberuntime
+/// `killContainer`): its preStop hook first, within the grace period
+/// (`deletionGracePeriodSeconds`, on the pod's clock; no hook when it is 0), then SIGTERM,
+/// which ends a process with no handler at once (code 143, as agave-validator 4.0, which
+/// installs none); then the pod is deleted. A hook the lab cannot play fails (logged, as
+/// the kubelet's FailedPreStopHook event) and the stop goes on.
+async fn stop(
+    api: &Api<Pod>,
+    pod: &Pod,
+    view: &PodView,
+    validator: &Container,
+    live: Option<&Arc<Live>>,
+    proc_dir: &std::path::Path,
+) {
+    let name = pod.name_any();
+    let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(30);
+    let was_alive = live.is_some_and(|l| l.alive());
+    if let Some(l) = live.filter(|l| l.alive() && grace > 0)
+        && let Some((_, command)) = pre_stop(pod).find(|(c, _)| c.name == validator.name)
+    {
+        let budget = Duration::from_secs_f64((grace as f64 / l.clock.scale).max(HOOK_FLOOR_S));
+        let hook = async {
+            match clients::agave::exit::parse(command) {
+                Some(cmd) => clients::agave::exit::run(&cmd, view, validator, proc_dir).await,
+                None => Err(format!("the lab does not play the hook {command:?}")),
+            }
+        };
+        match tokio::time::timeout(budget, hook).await {
+            Ok(Ok(())) => info!(pod = %name, ?command, "preStop hook done"),
+            Ok(Err(e)) => warn!(pod = %name, ?command, error = %e, "FailedPreStopHook"),
+            Err(_) => warn!(pod = %name, ?command, "preStop hook ran out of its grace period"),
+        }
+    }
+    // Its end as the pod's last status says before the pod goes: its own (an `exit`
+    // during the hook), else the SIGTERM's.
+    if let Some(l) = live.filter(|_| was_alive) {
+        let end = match l.process.exit().filter(|_| !l.alive()) {
+            Some(own) => own,
+            None => {
+                l.dead.store(true, Ordering::SeqCst);
+                Exit {
+                    at: l.now(),
+                    reason: "Error",
+                    code: 143,
+                    message: String::new(),
+                }
+            }
+        };
+        exited(api, &name, &validator.name, &end).await;
+    }
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    if let Err(e) = kubelet::delete_stopped(api, &name, &uid).await {
+        warn!(pod = %name, error = %e, "deleting the stopped pod");
     }
 }
 
@@ -508,8 +683,13 @@ fn admin_answer(live: &Live, call: &Value) -> Value {
     let id = call.get("id").cloned().unwrap_or(Value::Null);
     let method = call.get("method").and_then(Value::as_str).unwrap_or("");
     let params = call.get("params").cloned().unwrap_or(Value::Null);
-    match live.process.admin_rpc(live.now(), method, &params) {
+    let answer = live.process.admin_rpc(live.now(), method, &params);
+    // A call may change when it ends (`exit`).
+    live.poke.notify_one();
+    match answer {
         Some(rpc) => rpc_answer(rpc, id),
+        // `pid` (admin_rpc_service.rs: `std::process::id()`): its pid in the pod.
+        None if method == "pid" => rpc_answer(Rpc::Result(json!(live.pid)), id),
         None => {
             json!({"jsonrpc": "2.0", "error": {"code": -32601, "message": "Method not found"}, "id": id})
         }
@@ -555,9 +735,26 @@ async fn listener(addr: SocketAddr) -> Option<tokio::net::TcpListener> {
     None
 }
 
+/// How late the processes of `node` answer JSON-RPC: the seconds of the node's
+/// [`SLOW_RPC_LABEL`] (fault injection: a machine so busy its validator's RPC answers
+/// come after its callers' timeouts), none without it.
+fn slow_rpc(nodes: &Nodes, node: &str) -> Duration {
+    nodes
+        .read()
+        .expect("lock")
+        .get(node)
+        .and_then(|l| l.get(SLOW_RPC_LABEL))
+        .and_then(|v| v.parse::<f64>().ok())
+        .map(|s| Duration::from_secs_f64(s.clamp(0.0, 600.0)))
+        .unwrap_or_default()
+}
+
 /// JSON-RPC 2.0 over HTTP POST (and Agave's `GET /health`), refused until the process
-/// answers and after it exits.
-async fn serve_rpc(addr: SocketAddr, live: Arc<Live>) {
+/// answers and after it exits; each answer held `late()` (the node's slow RPC).
+async fn serve_rpc<L>(addr: SocketAddr, live: Arc<Live>, late: L)
+where
+    L: Fn() -> Duration + Clone + Send + Sync + 'static,
+{
     use axum::http::StatusCode;
     use axum::routing::{get, post};
     // A process that is not up yet refuses connections: listen only once it answers.
@@ -576,12 +773,17 @@ async fn serve_rpc(addr: SocketAddr, live: Arc<Live>) {
     };
     let health_live = live.clone();
     let rpc_live = live.clone();
+    let health_late = late.clone();
     let app = axum::Router::new()
         .route(
             "/",
             post(move |body: axum::Json<Value>| {
                 let live = rpc_live.clone();
+                let late = late();
                 async move {
+                    if !late.is_zero() {
+                        tokio::time::sleep(late).await;
+                    }
                     let t = live.now();
                     let id = body.get("id").cloned().unwrap_or(Value::Null);
                     let method = body.get("method").and_then(Value::as_str).unwrap_or("");
@@ -601,7 +803,11 @@ async fn serve_rpc(addr: SocketAddr, live: Arc<Live>) {
             "/health",
             get(move || {
                 let live = health_live.clone();
+                let late = health_late();
                 async move {
+                    if !late.is_zero() {
+                        tokio::time::sleep(late).await;
+                    }
                     match live.process.json_rpc(live.now(), "getHealth", &Value::Null) {
                         Some(Rpc::Result(_)) if live.alive() => (StatusCode::OK, "ok"),
                         Some(_) if live.alive() => (StatusCode::OK, "behind"),
@@ -790,6 +996,8 @@ mod tests {
             },
             start: Timestamp::now(),
             dead: AtomicBool::new(false),
+            pid: 7,
+            poke: tokio::sync::Notify::new(),
         });
         let server = tokio::spawn(serve_admin(path.clone(), live));
         let mut conn = loop {

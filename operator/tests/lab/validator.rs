@@ -51,6 +51,8 @@ fn on_node(v: &mut Value, node: &str) {
 
 /// Creates the Validator of the example `file`, named `name`, on the machine `node`.
 async fn create_on(api: &Api<Validator>, file: &str, name: &str, node: &str) {
+    // Its machine on time, whatever a failed run before left.
+    slow_rpc(api.clone().into_client(), node, None).await;
     let ns = api.namespace().unwrap_or_default().to_string();
     let v: Validator = serde_json::from_value(example(file, &ns, name, node)).unwrap();
     api.create(&PostParams::default(), &v).await.unwrap();
@@ -406,6 +408,22 @@ struct Signers {
     now: std::collections::BTreeSet<String>,
     most: usize,
     seen: std::collections::BTreeSet<String>,
+    /// How each pod's validator container ended, as its last status said: (exit code,
+    /// reason).
+    ended: std::collections::BTreeMap<String, (i32, String)>,
+}
+
+/// How a pod's validator container ended, if its status says it did.
+fn ended(p: &Pod) -> Option<(i32, String)> {
+    let cs = p.status.as_ref()?.container_statuses.as_ref()?;
+    let t = cs
+        .iter()
+        .find(|c| c.name == "validator")?
+        .state
+        .as_ref()?
+        .terminated
+        .as_ref()?;
+    Some((t.exit_code, t.reason.clone().unwrap_or_default()))
 }
 
 /// At no moment two pods of the identity, over a rollout the watch saw (two pods at least).
@@ -438,6 +456,9 @@ fn watch_signers(
                 watcher::Event::Apply(p) => {
                     st.now.insert(uid(&p));
                     st.seen.insert(uid(&p));
+                    if let Some(end) = ended(&p) {
+                        st.ended.insert(uid(&p), end);
+                    }
                 }
                 watcher::Event::Delete(p) => {
                     st.now.remove(&uid(&p));
@@ -527,6 +548,46 @@ async fn restarts_only_in_its_window(
         assert_eq!(v.status.unwrap().phase, ValidatorPhase::RestartPending);
     }
 
+    // Its RPC too busy to answer in time (the lab's slow-RPC node label: every answer 5 s
+    // late, past the operator's 3 s): a busy validator may still lead its slots, so the
+    // change waits, saying why, and the pod keeps running; a timeout is not a refusal.
+    let node = pods
+        .get(name)
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .node_name
+        .unwrap();
+    slow_rpc(lab.client.clone(), &node, Some(5)).await;
+    let busy = wait_for(
+        &format!("{name} waits on its busy RPC"),
+        Duration::from_secs(90),
+        || {
+            let api = api.clone();
+            async move {
+                let v = api.get(name).await.map_err(|e| e.to_string())?;
+                let st = v.status.clone().ok_or("no status")?;
+                match st.pending_change {
+                    Some(p) if p.waiting_for.contains("did not answer") => Ok(p.waiting_for),
+                    other => Err(format!("{:?} {other:?}", st.phase)),
+                }
+            }
+        },
+    )
+    .await;
+    assert!(busy.contains("RPC did not answer"), "{busy}");
+    for _ in 0..8 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let p = pods.get(name).await.unwrap();
+        assert_eq!(p.metadata.uid, old_uid, "restarted on a getHealth timeout");
+        assert!(
+            p.metadata.deletion_timestamp.is_none(),
+            "deleted on a getHealth timeout"
+        );
+    }
+    slow_rpc(lab.client.clone(), &node, None).await;
+
     // The command's default (10 minutes, 1,500 slots): the window opens between two of
     // its leader groups, and the pod is replaced, on the new image, and Ready again.
     patch(json!({"spec": {"restartWindow": {"minIdleTime": null}}})).await;
@@ -599,6 +660,28 @@ async fn an_agave_validator_is_ready_by_get_health_and_restarts_only_in_its_wind
         "{st:?}"
     );
     let pod = pods.get("agave-a").await.unwrap();
+    // Ready, so its RPC answered the operator at the pod's IP (the node's: host network);
+    // and only there: not on the node's loopback, as 0.0.0.0 would also put it (with
+    // every other address of the node, a public one included). lab/src/net.rs
+    // `loopback_of`: the lab's stand-in for the node's 127.0.0.1.
+    let ip: std::net::IpAddr = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.pod_ip.as_ref())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let loopback = valtune_lab::net::loopback_of(ip).unwrap();
+    let on_loopback = reqwest::Client::new()
+        .post(format!("http://{loopback}:8899/"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "getHealth"}))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .await;
+    assert!(
+        on_loopback.as_ref().is_err_and(|e| e.is_connect()),
+        "the RPC answers on the node's loopback {loopback}, not only on its address {ip}: {on_loopback:?}"
+    );
     let args = pod.spec.clone().unwrap().containers[0]
         .args
         .clone()
@@ -617,6 +700,7 @@ async fn an_agave_validator_is_ready_by_get_health_and_restarts_only_in_its_wind
         Some("/etc/valtune/vote/keypair")
     );
     assert!(!args.iter().any(|a| a == "--no-voting"), "{args:?}");
+    let old_uid = pod.metadata.uid.clone().unwrap_or_default();
     restarts_only_in_its_window(
         &lab,
         &ns,
@@ -630,6 +714,15 @@ async fn an_agave_validator_is_ready_by_get_health_and_restarts_only_in_its_wind
     .await;
     // At no moment two pods of the identity.
     one_signer_throughout(&signers);
+    // The replaced pod's validator ended on its preStop hook's `agave-validator exit`
+    // (code 0, its ledger closed with a fastboot snapshot), not on the kubelet's SIGTERM
+    // (143: agave-validator 4.0 has no handler, so the next start loads its archives).
+    let end = signers.lock().unwrap().ended.get(old_uid.as_str()).cloned();
+    assert_eq!(
+        end,
+        Some((0, "Completed".to_string())),
+        "how the replaced pod's validator ended (with no hook, kwok deletes the pod at the SIGTERM, leaving no status: None)"
+    );
     watch.abort();
     lab.delete_namespace(&ns).await;
 }
@@ -1150,6 +1243,23 @@ fn poll_slots(pods: Api<Pod>, name: &'static str) -> (Slots, tokio::task::JoinHa
         }
     });
     (slots, task)
+}
+
+/// Makes the validators of a lab node answer their JSON-RPC `seconds` late, or on time
+/// again (None): the lab's slow-RPC label (lab/src/topology.rs `SLOW_RPC_LABEL`).
+async fn slow_rpc(client: kube::Client, node: &str, seconds: Option<u32>) {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client);
+    let value = seconds.map(|s| s.to_string());
+    nodes
+        .patch(
+            node,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"metadata": {"labels": {"valtune.dev/lab-slow-rpc": value}}}),
+            ),
+        )
+        .await
+        .unwrap();
 }
 
 /// Sets the kubelet of a lab node answering or not: kwok plays the nodes labelled

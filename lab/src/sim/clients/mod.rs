@@ -104,6 +104,11 @@ pub trait Process: Send + Sync {
     fn rpc_port(&self) -> Option<u16> {
         None
     }
+    /// The address its JSON-RPC listener is bound to, as its flags or config say
+    /// (0.0.0.0, 127.0.0.1, an IP); None: the pod's IP.
+    fn rpc_bind(&self) -> Option<std::net::IpAddr> {
+        None
+    }
     /// Answers a JSON-RPC call at `t`; None: not listening yet (connection refused).
     fn json_rpc(&self, _t: f64, _method: &str, _params: &Value) -> Option<Rpc> {
         None

@@ -6,6 +6,7 @@
 //! docs/lab.md list them).
 
 pub mod agent;
+pub mod exit;
 pub mod identity;
 pub mod leader;
 pub mod model;
@@ -314,10 +315,14 @@ impl SimClient for AgaveSim {
         if gpu && let Err(exit) = cuda(pod, container, env) {
             return exit;
         }
+        // No `--rpc-port`, no RPC service (`rpc_addrs` is None: execute.rs at v4.0.0).
         let rpc_port = flag_values(args, "--rpc-port")
             .first()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(8899);
+            .and_then(|p| p.parse().ok());
+        let rpc_bind = match rpc_bind(args) {
+            Ok(ip) => ip,
+            Err(e) => return exit_now(e),
+        };
         let limit = PodView::memory_limit(container).unwrap_or(1 << 40);
         let model = AgaveModel::new(seed(&pod.name), limit, clock.stretch_s()).with_chain(
             crate::sim::chain_load::of(pod, &container.name, clock.scale),
@@ -412,10 +417,26 @@ impl SimClient for AgaveSim {
             )
         });
         let model = match tip {
-            Some(tip) => {
+            // Stopped by `agave-validator exit`: it fastboots from the bank snapshot its
+            // exit made at the tip.
+            Some((tip, true)) => {
                 let head = model.slot_height_at_chain_head() + chain_offset;
                 tracing::info!(pod = %pod.name, tip, gap = head - tip as f64, "resuming from the ledger on its volume");
                 model.resuming(head - tip as f64)
+            }
+            // Killed (SIGTERM: agave-validator 4.0 installs no handler): its storages were
+            // not flushed, so no bank snapshot is loadable (solana-core 4.0.0
+            // snapshot_packager_service.rs `teardown` marks one only on a graceful exit;
+            // anza-xyz/agave#6225 "Graceful exit is required for fastboot"), and
+            // `--use-snapshot-archives-at-startup when-newest` loads its newest archives
+            // (ledger/src/bank_forks_utils.rs): unpacked and indexed as after a download,
+            // from the last incremental, then the ledger replayed from there.
+            Some((tip, false)) => {
+                let archive = tip - tip % snapshots::INCREMENTAL_INTERVAL;
+                let head = model.slot_height_at_chain_head() + chain_offset;
+                let load_s = (1.0 - snapshots::DOWNLOAD_SHARE) * model.rpc_start_seconds();
+                tracing::info!(pod = %pod.name, tip, archive, load_s, "unclean stop: starting from its snapshot archives");
+                model.resuming(head - archive as f64).loading_for(load_s)
             }
             None => model,
         };
@@ -426,6 +447,11 @@ impl SimClient for AgaveSim {
             model,
             leader,
             rpc_port,
+            rpc_bind,
+            // Bound to an address the pod does not have, the RPC service fails to start
+            // and the validator exits (rpc/src/rpc_service.rs at v4.0.0: "JSON RPC
+            // service unavailable error", a ValidatorError).
+            rpc_unbindable: rpc_port.is_some() && pod.listen_addrs(rpc_bind).is_empty(),
             full_rpc: args.iter().any(|a| a == "--full-rpc-api"),
             sink,
             crash_after,
@@ -434,7 +460,33 @@ impl SimClient for AgaveSim {
             version,
             cache: ProgramCache::new(seed(&pod.name), capacity as usize),
             snapshot: start,
+            exit_requested: std::sync::Mutex::new(None),
         }))
+    }
+}
+
+/// Where the RPC listens (validator/src/commands/run/execute.rs at v4.0.0):
+/// `--rpc-bind-address`, else 127.0.0.1 with `--private-rpc`, else the first
+/// `--bind-address` (default 0.0.0.0: src/cli.rs `DefaultArgs`). A host that is not an
+/// address is refused by clap's `is_host` validator (a name the lab cannot resolve).
+fn rpc_bind(args: &[String]) -> Result<std::net::IpAddr, String> {
+    let host = |flag: &str, h: &str| -> Result<std::net::IpAddr, String> {
+        match h {
+            "localhost" => Ok(std::net::Ipv4Addr::LOCALHOST.into()),
+            _ => h.parse().map_err(|_| {
+                format!("error: Invalid value for '{flag} <HOST>': failed to look up address information: Name or service not known")
+            }),
+        }
+    };
+    if let Some(h) = flag_values(args, "--rpc-bind-address").first() {
+        return host("--rpc-bind-address", h);
+    }
+    if args.iter().any(|a| a == "--private-rpc") {
+        return Ok(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    match flag_values(args, "--bind-address").first() {
+        Some(h) => host("--bind-address", h),
+        None => Ok(std::net::Ipv4Addr::UNSPECIFIED.into()),
     }
 }
 
@@ -445,11 +497,19 @@ const LAB_IDENTITY: &str = "Va1tune1ab1dentity11111111111111111111111111";
 /// volume: the last slot the validator processed (`{"slot": N}`).
 const LEDGER_TIP: &str = "valtune-lab-ledger-tip.json";
 
-/// The slot a ledger tip file records, if it holds one.
-fn ledger_tip(path: &std::path::Path) -> Option<u64> {
+/// The slot a ledger tip file records, and whether the process that wrote it stopped
+/// cleanly (a loadable bank snapshot at that slot), if it holds one.
+fn ledger_tip(path: &std::path::Path) -> Option<(u64, bool)> {
     let text = std::fs::read_to_string(path).ok()?;
-    serde_json::from_str::<Value>(&text).ok()?["slot"].as_u64()
+    let v = serde_json::from_str::<Value>(&text).ok()?;
+    Some((v["slot"].as_u64()?, v["clean"].as_bool().unwrap_or(false)))
 }
+
+/// Simulated seconds from the admin RPC's `exit` to the process's end: the fastboot
+/// snapshot (waited for up to 5 s), then the services' stop, cut off
+/// `SOLANA_VALIDATOR_EXIT_TIMEOUT` (5 s) later by `std::process::exit(0)`
+/// (validator/src/admin_rpc_service.rs `exit` at v4.0.0).
+pub const EXIT_S: f64 = 10.0;
 
 /// A running agave-validator.
 pub struct Agave {
@@ -462,7 +522,10 @@ pub struct Agave {
     chain_offset: f64,
     model: AgaveModel,
     leader: Option<LeaderModel>,
-    rpc_port: u16,
+    rpc_port: Option<u16>,
+    /// Where its RPC listens ([`rpc_bind`]).
+    rpc_bind: std::net::IpAddr,
+    rpc_unbindable: bool,
     full_rpc: bool,
     sink: Option<MetricsSink>,
     crash_after: Option<f64>,
@@ -473,6 +536,8 @@ pub struct Agave {
     cache: ProgramCache,
     /// A follower's snapshot: where it came from, and where it writes its own.
     snapshot: Option<snapshots::Start>,
+    /// When the admin RPC's `exit` was asked (simulated seconds), if it was.
+    exit_requested: std::sync::Mutex<Option<f64>>,
 }
 
 /// A bench cluster's validator answers once its genesis ledger is open, and bench-tps
@@ -481,6 +546,14 @@ const LEADER_RPC_START_S: f64 = 60.0;
 const LEADER_LOAD_START_S: f64 = 90.0;
 
 impl Agave {
+    /// When it ends after an `exit` request ([`EXIT_S`]).
+    fn exit_at(&self) -> Option<f64> {
+        self.exit_requested
+            .lock()
+            .expect("exit lock")
+            .map(|t| t + EXIT_S)
+    }
+
     /// Counters a client reads through RPC or /proc grow `scale` times slower than the
     /// simulated ones, so per-second rates read in simulated units (docs/lab.md).
     fn lab_count(&self, simulated: f64) -> u64 {
@@ -628,14 +701,33 @@ impl Process for Agave {
             code: 1,
             message: "validator crashed (VALTUNE_LAB_CRASH_AFTER)".into(),
         });
-        [oom, crash]
+        let unbindable = self.rpc_unbindable.then(|| Exit {
+            at: self.rpc_start(),
+            reason: "Error",
+            code: 1,
+            message: format!(
+                "JSON RPC service unavailable error: Cannot assign requested address (os error 99). Also, check that port {} is not already in use by another application",
+                self.rpc_port.unwrap_or_default()
+            ),
+        });
+        let requested = self.exit_at().map(|at| Exit {
+            at,
+            reason: "Completed",
+            code: 0,
+            message: String::new(),
+        });
+        [oom, crash, unbindable, requested]
             .into_iter()
             .flatten()
             .min_by(|a, b| a.at.total_cmp(&b.at))
     }
 
     fn rpc_port(&self) -> Option<u16> {
-        Some(self.rpc_port)
+        self.rpc_port
+    }
+
+    fn rpc_bind(&self) -> Option<std::net::IpAddr> {
+        Some(self.rpc_bind)
     }
 
     fn json_rpc(&self, t: f64, method: &str, params: &Value) -> Option<Rpc> {
@@ -785,6 +877,14 @@ impl Process for Agave {
     }
 
     fn admin_rpc(&self, t: f64, method: &str, params: &Value) -> Option<Rpc> {
+        // `exit` (no `with_post_init`): it ends EXIT_S later; the first request counts.
+        if method == "exit" {
+            self.exit_requested
+                .lock()
+                .expect("exit lock")
+                .get_or_insert(t);
+            return Some(Rpc::Result(Value::Null));
+        }
         // `with_post_init`: the identity commands wait for the start-up to complete.
         if t < self.rpc_start() && method.starts_with("setIdentity") {
             return Some(Rpc::Error {
@@ -801,6 +901,11 @@ impl Process for Agave {
         let Some(path) = self.ledger.as_ref().filter(|_| t >= self.rpc_start()) else {
             return Ok(());
         };
+        // Nothing after its end; an `exit` asked once start-up completed (its snapshot
+        // controller runs) leaves a loadable bank snapshot at the tip: `clean`.
+        let requested = *self.exit_requested.lock().expect("exit lock");
+        let t = self.exit_at().map_or(t, |end| t.min(end));
+        let clean = requested.is_some_and(|r| r >= self.rpc_start() && t >= r + EXIT_S);
         self.signer.persist(self.slot_height(t) as u64)?;
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
@@ -808,7 +913,7 @@ impl Process for Agave {
         let tmp = path.with_extension("tmp");
         std::fs::write(
             &tmp,
-            json!({"slot": self.slot_height(t) as u64}).to_string(),
+            json!({"slot": self.slot_height(t) as u64, "clean": clean}).to_string(),
         )?;
         std::fs::rename(&tmp, path)
     }
@@ -892,8 +997,10 @@ status:
     }
 
     /// Restarted a real minute later (12 simulated hours: 108,000 slots of chain), a
-    /// follower answers from near the slot its ledger kept, within its local start; one
-    /// on an empty volume starts from a snapshot near the chain's head.
+    /// follower stopped by `exit` (admin RPC) fastboots: it answers from near the slot its
+    /// ledger kept, within its local start; one killed (no `exit`) loads its last
+    /// snapshot archive, longer, and answers from there; one on an empty volume starts
+    /// from a snapshot near the chain's head.
     #[test]
     fn a_restarted_follower_resumes_from_the_ledger_on_its_volume() {
         let dir = std::env::temp_dir().join(format!("vv-ledger-{}", std::process::id()));
@@ -903,6 +1010,28 @@ status:
         first.persist(t).unwrap();
         let last = slot(&first, t);
         assert!(dir.join("vv-01-nvme0").join(LEDGER_TIP).is_file());
+        // Killed: no loadable bank snapshot.
+        let killed = follower(&dir, "2026-11-28T00:01:00Z");
+        assert!(
+            killed
+                .json_rpc(model::LOCAL_START_S, "getSlot", &Value::Null)
+                .is_none()
+        );
+        let at = fresh_rpc_start(&killed);
+        let archive = last - last % snapshots::INCREMENTAL_INTERVAL;
+        let from_archive = slot(&killed, at);
+        assert!(
+            from_archive >= archive && from_archive < archive + 5 * at as u64,
+            "from its archive at {from_archive}, the ledger had {last}, {at} s to load"
+        );
+        // Stopped by `exit`: the ledger is clean, and nothing happens after its end.
+        assert_eq!(
+            first.admin_rpc(t, "exit", &Value::Null),
+            Some(Rpc::Result(Value::Null))
+        );
+        assert_eq!(first.exit().map(|e| (e.at, e.code)), Some((t + EXIT_S, 0)));
+        first.persist(t + 600.0).unwrap();
+        let last = slot(&first, t + EXIT_S);
         let second = follower(&dir, "2026-11-28T00:01:00Z");
         assert!(
             second
@@ -951,6 +1080,25 @@ status:
                 .unwrap_err()
                 .contains("is invalid: 'host'")
         );
+    }
+
+    /// The RPC's address as agave-validator 4.0.0 picks it.
+    #[test]
+    fn the_rpc_binds_where_the_flags_say() {
+        let bind = |a: &[&str]| rpc_bind(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(bind(&[]).unwrap().to_string(), "0.0.0.0");
+        assert_eq!(bind(&["--private-rpc"]).unwrap().to_string(), "127.0.0.1");
+        assert_eq!(
+            bind(&["--private-rpc", "--rpc-bind-address", "127.20.1.5"])
+                .unwrap()
+                .to_string(),
+            "127.20.1.5"
+        );
+        assert_eq!(
+            bind(&["--bind-address", "10.1.2.3"]).unwrap().to_string(),
+            "10.1.2.3"
+        );
+        assert!(bind(&["--rpc-bind-address", "$(POD_IP)"]).is_err());
     }
 
     #[test]

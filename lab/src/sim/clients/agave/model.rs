@@ -157,6 +157,9 @@ pub struct AgaveModel {
     /// Slots behind the chain when it starts from the ledger of its volume (a restart);
     /// None: it starts from a snapshot it downloads.
     resume: Option<f64>,
+    /// Seconds such a restart loads its state before serving RPC ([`LOCAL_START_S`]
+    /// from the bank snapshot of a clean exit; longer from its archives).
+    local_start_s: f64,
 }
 
 /// Seconds a restarted validator takes to load the snapshot on its own ledger volume and
@@ -183,7 +186,15 @@ impl AgaveModel {
             stretch_s: stretch_s.max(1.0),
             chain: None,
             resume: None,
+            local_start_s: LOCAL_START_S,
         }
+    }
+
+    /// A restart that loads its state for `seconds` (at least [`LOCAL_START_S`]) before
+    /// it serves RPC: from its snapshot archives after an unclean stop.
+    pub fn loading_for(mut self, seconds: f64) -> Self {
+        self.local_start_s = seconds.max(LOCAL_START_S);
+        self
     }
 
     /// The same node restarting on the ledger it kept, `gap` slots behind the chain: it
@@ -263,7 +274,7 @@ impl AgaveModel {
     pub fn rpc_start_seconds(&self) -> f64 {
         let from_snapshot = (0.25 * self.a.catch_up_h * 3600.0).min(1800.0);
         match self.resume {
-            Some(_) => from_snapshot.min(LOCAL_START_S),
+            Some(_) => from_snapshot.min(self.local_start_s),
             None => from_snapshot,
         }
     }

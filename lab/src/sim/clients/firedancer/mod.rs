@@ -220,6 +220,7 @@ fn boot(view: &PodView, c: &Container, env: &Env, clock: &Clock) -> Result<Frank
                 0 => None,
                 p => Some(p as u16),
             },
+            rpc_bind: rpc_bind(&cfg),
             full_rpc: cfg.bool("rpc.full_api", false),
             sink: follow::sink(cfg.str("reporting.solana_metrics_config", ""))?,
             agave: format!("{}.{}.{}", v.2 / 10000, v.2 / 100 % 100, v.2 % 100),
@@ -240,6 +241,23 @@ fn boot(view: &PodView, c: &Container, env: &Env, clock: &Clock) -> Result<Frank
     })
 }
 
+/// Where the Agave child's RPC listens: fdctl passes `[rpc] bind_address` as
+/// `--rpc-bind-address` when set, `private` as `--private-rpc` and `[net] bind_address` as
+/// `--bind-address` (src/app/fdctl/commands/run_agave.c at v0.1106.40201; default.toml:
+/// "the default RPC bind address is 127.0.0.1 if [rpc.private] = true, otherwise it's
+/// 0.0.0.0"), and Agave picks as it does on its own flags.
+fn rpc_bind(cfg: &Cfg) -> std::net::IpAddr {
+    let ip = |s: &str| s.parse().unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into());
+    match cfg.str("rpc.bind_address", "") {
+        "" if cfg.bool("rpc.private", false) => std::net::Ipv4Addr::LOCALHOST.into(),
+        "" => match cfg.str("net.bind_address", "") {
+            "" => std::net::Ipv4Addr::UNSPECIFIED.into(),
+            a => ip(a),
+        },
+        a => ip(a),
+    }
+}
+
 enum Kind {
     /// `fddev bench` or `firedancer-dev bench`: the node leads every slot of its own
     /// cluster.
@@ -254,6 +272,8 @@ enum Kind {
         /// The lab chain's slot at its start.
         chain_offset: f64,
         rpc_port: Option<u16>,
+        /// Where its Agave child's RPC listens ([`rpc_bind`]).
+        rpc_bind: std::net::IpAddr,
         full_rpc: bool,
         sink: Option<MetricsSink>,
         /// The Agave version inside (the tag's patch field, src/app/fdctl/with-version.mk).
@@ -530,6 +550,13 @@ impl Process for Frankendancer {
             .into_iter()
             .flatten()
             .min_by(|a, b| a.at.total_cmp(&b.at))
+    }
+
+    fn rpc_bind(&self) -> Option<std::net::IpAddr> {
+        match &self.kind {
+            Kind::Follow { rpc_bind, .. } => Some(*rpc_bind),
+            _ => None,
+        }
     }
 
     fn rpc_port(&self) -> Option<u16> {
