@@ -13,7 +13,7 @@ pub mod validator;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use jiff::Timestamp;
@@ -122,10 +122,16 @@ pub struct Context {
     pub nodes: Store<Node>,
     /// When this process last wrote each experiment's status, by uid (a change of the
     /// node-hours alone waits: experiment/act.rs `CLOCK_EVERY`).
-    pub status_written: Mutex<HashMap<String, std::time::Instant>>,
+    pub status_written: Mutex<HashMap<String, Instant>>,
     /// The resourceVersion each trial's and experiment's last status write was decided
     /// from, by uid ([`Context::already_written`]).
     written_from: Mutex<HashMap<String, String>>,
+    /// Every trial, as the watch that wakes their experiments last saw it (the store is
+    /// updated before the wake-up, so a pass sees the change that woke it).
+    pub trials: Store<ValidatorTrial>,
+    /// Trials this process created that the watch may not have delivered yet, by
+    /// experiment uid (read-your-writes for the next pass; experiment/observe.rs).
+    pub created: Mutex<HashMap<String, Vec<(Instant, ValidatorTrial)>>>,
 }
 
 impl Context {
@@ -327,6 +333,20 @@ pub async fn run(
             }
             futures::future::ready(())
         });
+    // One watch of the trials: it fills the experiments' store and wakes the experiment
+    // that owns a trial once the store holds the change (Controller::owns_stream,
+    // kube-runtime 5.0.0 src/controller/mod.rs; unstable-runtime-stream-control). A pass
+    // reads its trials from there instead of listing them from the API server (issue 23:
+    // a list of every trial per pass, and a pass per trial change, grow as trials^2).
+    let (trial_store, trial_writer) = reflector::store::<ValidatorTrial>();
+    let trial_events = watcher(
+        api::<ValidatorTrial>(&client, &opts.namespace),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .modify(|t| t.managed_fields_mut().clear())
+    .reflect(trial_writer)
+    .touched_objects();
     let ctx = Arc::new(Context {
         client: client.clone(),
         prometheus_url: opts.prometheus_url.clone(),
@@ -348,6 +368,8 @@ pub async fn run(
         nodes,
         status_written: Mutex::default(),
         written_from: Mutex::default(),
+        trials: trial_store,
+        created: Mutex::default(),
     });
     let (tx, rx) = tokio::sync::watch::channel(false);
     let stop = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
@@ -360,10 +382,7 @@ pub async fn run(
     );
     ctx.metrics.watch_experiments(experiment_controller.store());
     let experiments = experiment_controller
-        .owns(
-            api::<ValidatorTrial>(&client, &opts.namespace),
-            watcher::Config::default(),
-        )
+        .owns_stream(trial_events)
         .graceful_shutdown_on(stop(rx.clone()))
         .run(
             experiment::reconcile,

@@ -47,6 +47,7 @@ pub async fn act(
     }
     let mut created: Vec<ValidatorTrial> = Vec::new();
     let mut failed = None;
+    let before = trials.len();
     for trial in step.create.iter().flatten() {
         let name = trial.name_any();
         match api.create(&PostParams::default(), trial).await {
@@ -54,7 +55,7 @@ pub async fn act(
                 created.push(t.clone());
                 trials.push(t);
             }
-            // Created by an earlier pass whose list did not see it yet: fine.
+            // Created by an earlier pass whose store did not hold it yet: fine.
             Err(kube::Error::Api(e)) if e.code == 409 => {
                 if let Some(t) = api
                     .get_opt(&name)
@@ -83,6 +84,8 @@ pub async fn act(
         )
         .await;
     }
+    // What it created counts for the next pass before the watch delivers it.
+    super::observe::remember(vx, ctx, &trials[before..]);
     match failed {
         Some(e) => Err(e),
         None => Ok(trials),
