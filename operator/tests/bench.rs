@@ -67,6 +67,8 @@ struct Audited {
     resource: String,
     verb: String,
     at: Option<Timestamp>,
+    /// The API server's answer (409: a conditional write from a stale copy).
+    code: u64,
 }
 
 impl Audited {
@@ -100,6 +102,7 @@ fn audited(log: &Path) -> Vec<Audited> {
             at: e["requestReceivedTimestamp"]
                 .as_str()
                 .and_then(|t| t.parse().ok()),
+            code: e["responseStatus"]["code"].as_u64().unwrap_or(0),
         });
     }
     out
@@ -302,6 +305,88 @@ struct Starts {
     load_at_started: String,
 }
 
+/// The status updates of `K` the watch sees, by which top-level status fields changed
+/// (what each status write carried; `phase` changes by the phase reached).
+async fn watch_status_changes<K>(api: Api<K>, out: Arc<Mutex<BTreeMap<String, u64>>>)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    K: Send + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let mut last: BTreeMap<String, serde_json::Value> = BTreeMap::new();
+    let mut stream = watcher(api, watcher::Config::default())
+        .applied_objects()
+        .boxed();
+    while let Some(Ok(o)) = stream.next().await {
+        let key = format!(
+            "{}/{}",
+            o.meta().namespace.clone().unwrap_or_default(),
+            o.meta().name.clone().unwrap_or_default()
+        );
+        let status = serde_json::to_value(&o).unwrap()["status"].clone();
+        let old = last.insert(key, status.clone()).unwrap_or(json!({}));
+        let changed = status_change(&old, &status);
+        if !changed.is_empty() {
+            *out.lock().unwrap().entry(changed).or_insert(0) += 1;
+        }
+    }
+}
+
+/// The top-level status fields that differ ("phase=Measuring" for a phase change), or ""
+/// when none does.
+fn status_change(old: &serde_json::Value, new: &serde_json::Value) -> String {
+    let empty = serde_json::Map::new();
+    let (o, n) = (
+        old.as_object().unwrap_or(&empty),
+        new.as_object().unwrap_or(&empty),
+    );
+    let mut keys: Vec<&String> = o.keys().chain(n.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| o.get(*k) != n.get(*k))
+        .map(|k| match (k.as_str(), n.get(k).and_then(|v| v.as_str())) {
+            ("phase", Some(p)) => format!("phase={p}"),
+            _ => k.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The events in the bench's namespaces, by (kind of the object, reason): events, and
+/// occurrences (a repeat patches its event's series count instead of creating one).
+async fn events_by_reason(client: &kube::Client, experiments: usize) -> String {
+    use k8s_openapi::api::events::v1::Event;
+    let mut by: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
+    for e in 0..experiments {
+        let api: Api<Event> = Api::namespaced(client.clone(), &format!("bench-{e:02}"));
+        for ev in api.list(&Default::default()).await.unwrap().items {
+            let kind = ev.regarding.and_then(|r| r.kind).unwrap_or_default();
+            let n = by.entry((kind, ev.reason.unwrap_or_default())).or_default();
+            n.0 += 1;
+            n.1 += ev.series.map(|s| s.count as u64).unwrap_or(1);
+        }
+    }
+    by.iter()
+        .map(|((kind, reason), (events, seen))| {
+            format!("  {kind:<20} {reason:<24} {events:>6} events, {seen:>6} occurrences\n")
+        })
+        .collect()
+}
+
+#[cfg(test)]
+#[test]
+fn a_status_change_names_the_fields_that_changed() {
+    let old = json!({"phase": "WarmingUp", "message": "a", "answeringAt": null});
+    let new =
+        json!({"phase": "Measuring", "message": "b", "answeringAt": null, "windowStart": "t"});
+    assert_eq!(
+        status_change(&old, &new),
+        "message phase=Measuring windowStart"
+    );
+    assert_eq!(status_change(&new, &new), "");
+}
+
 #[cfg(test)]
 #[test]
 fn a_trial_count_is_swept_within_the_api_bounds() {
@@ -368,6 +453,18 @@ async fn bench() {
     let started = Instant::now();
     let t0 = Timestamp::now();
     let starts = Arc::new(Mutex::new(Starts::default()));
+    let trial_changes = Arc::new(Mutex::new(BTreeMap::new()));
+    let experiment_changes = Arc::new(Mutex::new(BTreeMap::new()));
+    let change_watches = [
+        tokio::spawn(watch_status_changes(
+            Api::<ValidatorTrial>::all(client.clone()),
+            trial_changes.clone(),
+        )),
+        tokio::spawn(watch_status_changes(
+            Api::<ValidatorExperiment>::all(client.clone()),
+            experiment_changes.clone(),
+        )),
+    ];
     let watch = tokio::spawn(watch_starts(
         client.clone(),
         trials_total,
@@ -427,6 +524,9 @@ async fn bench() {
     watch.abort();
     // Let the last cleanups land.
     tokio::time::sleep(Duration::from_secs(10)).await;
+    for w in &change_watches {
+        w.abort();
+    }
 
     let trials = trials_total as f64;
     let requests = audited(&state.dir.join("logs/audit.log"));
@@ -515,6 +615,25 @@ async fn bench() {
     report.push_str(&format!(
         "  total, leases apart: {per_trial_total:.2}/trial (goal <= 16); the lease: {leases:.0} renewals in {elapsed:.0}s\n"
     ));
+    let refused = by_resource(
+        requests
+            .iter()
+            .filter(|r| r.is_write() && r.resource != "leases" && r.code >= 300),
+    );
+    for ((resource, verb), n) in &refused {
+        let codes: BTreeMap<u64, u64> = requests
+            .iter()
+            .filter(|r| r.is_write() && &r.resource == resource && &r.verb == verb)
+            .filter(|r| r.code >= 300)
+            .fold(BTreeMap::new(), |mut m, r| {
+                *m.entry(r.code).or_insert(0) += 1;
+                m
+            });
+        report.push_str(&format!(
+            "  of which refused: {resource} {verb} {n} ({:.2}/trial), by code {codes:?}\n",
+            *n as f64 / trials
+        ));
+    }
     let audited_valtune: u64 = writes
         .iter()
         .filter(|((r, _), _)| r.starts_with("validator"))
@@ -523,6 +642,21 @@ async fn bench() {
     report.push_str(&format!(
         "  cross-check: apiserver_request_total has {valtune_writes:.0} writes to valtune.dev resources; the audit log {audited_valtune}\n"
     ));
+    for (what, changes) in [
+        ("trial", &trial_changes),
+        ("experiment", &experiment_changes),
+    ] {
+        report.push_str(&format!(
+            "{what} status updates by the fields they changed (a watch's view; per trial):\n"
+        ));
+        let mut rows: Vec<(String, u64)> = changes.lock().unwrap().clone().into_iter().collect();
+        rows.sort_by(|a, b| b.1.cmp(&a.1));
+        for (fields, n) in rows {
+            report.push_str(&format!("  {n:>6} {:>6.2}  {fields}\n", n as f64 / trials));
+        }
+    }
+    report.push_str("events by object kind and reason:\n");
+    report.push_str(&events_by_reason(&client, experiments).await);
     report.push_str("operator API reads per trial (get, list; watches apart):\n");
     for ((resource, verb), n) in &reads {
         report.push_str(&format!(

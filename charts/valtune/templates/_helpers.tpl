@@ -120,11 +120,12 @@ a lab test that installs this chart and runs an experiment as its ServiceAccount
 {{- end }}
 
 {{- define "valtune.clusterRules" -}}
-# Whether a trial's node still exists (NodeLost); a paired comparison lists them to
+# Whether a trial's node still exists (NodeLost) and what it offers, from a watch of
+# them (a get when the watch has not delivered it); a paired comparison lists them to
 # match two free nodes of one class for each pair. Nodes are cluster-scoped.
 - apiGroups: [""]
   resources: [nodes]
-  verbs: [get, list]
+  verbs: [get, list, watch]
 {{- end }}
 
 {{/* Seconds of a duration written as 90s, 15m, 6h or 2d (for PromQL comparisons). */}}

@@ -105,6 +105,7 @@ impl Events {
     pub async fn publish(
         &self,
         regarding: ObjectReference,
+        related: Option<ObjectReference>,
         warning: bool,
         reason: &str,
         note: &str,
@@ -153,6 +154,7 @@ impl Events {
                     note: Some(note.into()),
                     event_time: Some(MicroTime(now)),
                     regarding: Some(regarding),
+                    related,
                     reporting_controller: Some(self.controller.clone()),
                     reporting_instance: Some(self.instance.clone()),
                     type_: Some(if warning { "Warning" } else { "Normal" }.into()),

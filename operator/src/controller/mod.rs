@@ -14,14 +14,15 @@ pub mod validator;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource, ResourceExt};
 use tracing::{debug, info, warn};
 
@@ -113,6 +114,24 @@ pub struct Context {
     /// Remote-write receiver probes, by URL (preflight.rs).
     pub preflight: preflight::Cache,
     pub metrics: Arc<OperatorMetrics>,
+    /// The managed pods, as the trial controller's watch of them last saw them (updated
+    /// before the trial it wakes is reconciled); trial/observe.rs reads a trial's pod here.
+    pub pods: Store<Pod>,
+    /// The nodes, as a watch of them last saw them (their image lists dropped): whether a
+    /// trial's node still exists, and what it offers.
+    pub nodes: Store<Node>,
+    /// When this process last wrote each experiment's status, by uid (a change of the
+    /// node-hours alone waits: experiment/act.rs `CLOCK_EVERY`).
+    pub status_written: Mutex<HashMap<String, Instant>>,
+    /// The resourceVersion each trial's and experiment's last status write was decided
+    /// from, by uid ([`Context::already_written`]).
+    written_from: Mutex<HashMap<String, String>>,
+    /// Every trial, as the watch that wakes their experiments last saw it (the store is
+    /// updated before the wake-up, so a pass sees the change that woke it).
+    pub trials: Store<ValidatorTrial>,
+    /// Trials this process created that the watch may not have delivered yet, by
+    /// experiment uid (read-your-writes for the next pass; experiment/observe.rs).
+    pub created: Mutex<HashMap<String, Vec<(Instant, ValidatorTrial)>>>,
 }
 
 impl Context {
@@ -129,6 +148,23 @@ impl Context {
     where
         K: Resource<DynamicType = ()>,
     {
+        self.publish_related(obj, None, warning, reason, text, once)
+            .await
+    }
+
+    /// [`Context::publish`] with the event's related object (events.k8s.io/v1
+    /// `related`), e.g. the first trial a pass created.
+    pub async fn publish_related<K>(
+        &self,
+        obj: &K,
+        related: Option<k8s_openapi::api::core::v1::ObjectReference>,
+        warning: bool,
+        reason: &str,
+        text: &str,
+        once: bool,
+    ) where
+        K: Resource<DynamicType = ()>,
+    {
         if once {
             let key = format!(
                 "{}/{reason}/{text}",
@@ -141,10 +177,52 @@ impl Context {
         let note: String = text.chars().take(1000).collect();
         if let Err(e) = self
             .events
-            .publish(obj.object_ref(&()), warning, reason, &note)
+            .publish(obj.object_ref(&()), related, warning, reason, &note)
             .await
         {
             warn!(error = %e, "publishing an event");
+        }
+    }
+
+    /// Writes `obj`'s status ([`status::apply_status`]) and remembers which copy it was
+    /// decided from.
+    pub async fn write_status<K, S>(&self, api: &Api<K>, obj: &K, st: &S) -> kube::Result<()>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+        K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+        S: serde::Serialize,
+    {
+        let after = status::apply_status(api, obj, st).await?;
+        // A write that changed nothing keeps the resourceVersion: no watch event follows.
+        if let (Some(uid), Some(rv)) = (&obj.meta().uid, &obj.meta().resource_version)
+            && after.as_ref() != Some(rv)
+        {
+            self.written_from
+                .lock()
+                .expect("lock")
+                .insert(uid.clone(), rv.clone());
+        }
+        Ok(())
+    }
+
+    /// Whether `obj` is the very copy this process last wrote a status from: the watch
+    /// has not delivered that write yet (a requeue came first, on a busy API server), so
+    /// a pass would decide again from a status already replaced, redo its acts, and have
+    /// its write refused as a conflict (the write is conditional on this copy's
+    /// resourceVersion), each a request for nothing. The watch's delivery of the write
+    /// wakes the object again. Forgets the copy once a newer one is seen.
+    pub fn already_written<K: Resource>(&self, obj: &K) -> bool {
+        let (Some(uid), Some(rv)) = (&obj.meta().uid, &obj.meta().resource_version) else {
+            return false;
+        };
+        let mut from = self.written_from.lock().expect("lock");
+        match from.get(uid) {
+            Some(written) if written == rv => true,
+            Some(_) => {
+                from.remove(uid);
+                false
+            }
+            None => false,
         }
     }
 
@@ -161,6 +239,10 @@ impl Context {
         self.failures.lock().expect("lock").remove(key);
     }
 }
+
+/// When a pass skipped as [`Context::already_written`] looks again if the watch has not
+/// woken it by then.
+pub const STALE_RECHECK: Duration = Duration::from_secs(5);
 
 /// Now, in whole seconds: the precision Kubernetes keeps in timestamps, so that what is
 /// computed from a timestamp before it is written equals what is read back after.
@@ -218,6 +300,44 @@ pub async fn run(
             "the PodMonitor kind (prometheus-operator) is not served: trials will not be scraped unless Prometheus finds them otherwise"
         );
     }
+    let managed =
+        watcher::Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGER));
+    // The trial controller's watch of its pods fills a store (kube-runtime 5.0.0
+    // Controller::owns_stream, unstable-runtime-stream-control): a trial following its
+    // pod reads it there, not with a GET per pass (issue 23: 85 pod GETs per trial).
+    let (pods, pod_writer) = reflector::store::<Pod>();
+    let pod_events = watcher(api::<Pod>(&client, &opts.namespace), managed)
+        .default_backoff()
+        .modify(|p| p.managed_fields_mut().clear())
+        .reflect(pod_writer)
+        .touched_objects();
+    let (nodes, node_writer) = reflector::store::<Node>();
+    let node_watch = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
+        .default_backoff()
+        .modify(slim_node)
+        .reflect(node_writer)
+        .for_each(|r| {
+            // Without `watch` on nodes (an older chart's RBAC) the store stays empty and a
+            // trial reads its node with a GET instead (trial/observe.rs).
+            if let Err(e) = r {
+                warn!(error = %e, "watching nodes");
+            }
+            futures::future::ready(())
+        });
+    // One watch of the trials: it fills the experiments' store and wakes the experiment
+    // that owns a trial once the store holds the change (Controller::owns_stream,
+    // kube-runtime 5.0.0 src/controller/mod.rs; unstable-runtime-stream-control). A pass
+    // reads its trials from there instead of listing them from the API server (issue 23:
+    // a list of every trial per pass, and a pass per trial change, grow as trials^2).
+    let (trial_store, trial_writer) = reflector::store::<ValidatorTrial>();
+    let trial_events = watcher(
+        api::<ValidatorTrial>(&client, &opts.namespace),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .modify(|t| t.managed_fields_mut().clear())
+    .reflect(trial_writer)
+    .touched_objects();
     let ctx = Arc::new(Context {
         client: client.clone(),
         prometheus_url: opts.prometheus_url.clone(),
@@ -229,9 +349,13 @@ pub async fn run(
         failures: Mutex::default(),
         preflight: preflight::Cache::default(),
         metrics,
+        pods,
+        nodes,
+        status_written: Mutex::default(),
+        written_from: Mutex::default(),
+        trials: trial_store,
+        created: Mutex::default(),
     });
-    let managed =
-        watcher::Config::default().labels(&format!("{}={}", labels::MANAGED_BY, labels::MANAGER));
     let (tx, rx) = tokio::sync::watch::channel(false);
     let stop = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
@@ -243,10 +367,7 @@ pub async fn run(
     );
     ctx.metrics.watch_experiments(experiment_controller.store());
     let experiments = experiment_controller
-        .owns(
-            api::<ValidatorTrial>(&client, &opts.namespace),
-            watcher::Config::default(),
-        )
+        .owns_stream(trial_events)
         .graceful_shutdown_on(stop(rx.clone()))
         .run(
             experiment::reconcile,
@@ -265,7 +386,7 @@ pub async fn run(
     );
     ctx.metrics.watch_trials(trial_controller.store());
     let trials = trial_controller
-        .owns(api::<Pod>(&client, &opts.namespace), managed)
+        .owns_stream(pod_events)
         .graceful_shutdown_on(stop(rx.clone()))
         .run(
             trial::reconcile,
@@ -303,6 +424,8 @@ pub async fn run(
     });
 
     info!(namespace = ?opts.namespace, "controllers started");
+    // The node store is filled by a task of its own (no controller drives it).
+    let node_task = tokio::spawn(node_watch);
     let controllers = futures::future::join3(experiments, trials, validators);
     tokio::pin!(controllers);
     tokio::select! {
@@ -313,7 +436,18 @@ pub async fn run(
             let _ = tokio::time::timeout(Duration::from_secs(30), controllers).await;
         }
     }
+    node_task.abort();
     Ok(())
+}
+
+/// A node as the store keeps it: what a trial reads of it (that it exists, its labels,
+/// capacity and system info) without the fields that make a node large on a real
+/// cluster (status.images lists every image on it; managedFields every writer).
+fn slim_node(n: &mut Node) {
+    n.managed_fields_mut().clear();
+    if let Some(status) = n.status.as_mut() {
+        status.images = None;
+    }
 }
 
 /// The name of an object for messages: namespace/name.

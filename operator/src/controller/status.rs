@@ -41,7 +41,8 @@ pub fn condition(
 /// still the one the status was decided from: a pass that read a stale copy (the watch
 /// had not delivered its own last write yet) gets a conflict and runs again on the
 /// fresh object, instead of undoing that write (a finished trial taken for running).
-pub async fn apply_status<K, S>(api: &Api<K>, obj: &K, status: &S) -> kube::Result<()>
+/// Returns the resourceVersion of the object written.
+pub async fn apply_status<K, S>(api: &Api<K>, obj: &K, status: &S) -> kube::Result<Option<String>>
 where
     K: Resource<Scope = NamespaceResourceScope> + Clone + DeserializeOwned + std::fmt::Debug,
     K::DynamicType: Default,
@@ -55,13 +56,14 @@ where
     if let Some(rv) = obj.resource_version() {
         patch["metadata"] = serde_json::json!({ "resourceVersion": rv });
     }
-    api.patch_status(
-        &obj.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&patch),
-    )
-    .await?;
-    Ok(())
+    let written = api
+        .patch_status(
+            &obj.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await?;
+    Ok(written.resource_version())
 }
 
 #[cfg(test)]

@@ -24,6 +24,9 @@ pub async fn reconcile(vx: Arc<ValidatorExperiment>, ctx: Arc<Context>) -> Resul
     if vx.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
+    if ctx.already_written(vx.as_ref()) {
+        return Ok(Action::requeue(super::STALE_RECHECK));
+    }
     let old = vx.status.clone().unwrap_or_default();
     let now = now();
     // Observe (client): the trials the experiment owns, and whether its Prometheus can

@@ -1,6 +1,9 @@
 //! What a pass observes: the experiment's trials, and for a paired comparison the nodes
 //! its pairs are matched to.
 
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
@@ -11,24 +14,70 @@ use crate::api::template::Placement;
 use crate::api::{ValidatorExperiment, ValidatorTrial};
 use crate::check::nodes::{eligible, ready};
 use crate::clients::pod::EXCLUSIVE_LABEL;
-use crate::controller::{Context, Result};
+use crate::controller::{Context, Error, Result};
 use crate::results::dataset::{HOSTNAME_LABEL, NodeSlot};
 
 /// The trials labelled with the experiment's name that it owns (by uid: the trials of an
-/// earlier experiment of the same name, still being collected, are not its own).
+/// earlier experiment of the same name, still being collected, are not its own), from
+/// the operator's watch of trials, with those this process created that the watch has
+/// not delivered yet.
 pub async fn trials(vx: &ValidatorExperiment, ctx: &Context) -> Result<Vec<ValidatorTrial>> {
-    let api: Api<ValidatorTrial> =
-        Api::namespaced(ctx.client.clone(), &vx.namespace().unwrap_or_default());
-    let uid = vx.metadata.uid.clone().unwrap_or_default();
-    let lp = ListParams::default().labels(&format!("{}={}", labels::EXPERIMENT, vx.name_any()));
-    Ok(api
-        .list(&lp)
+    // Until the watch's first list arrives the store is empty, not "no trials".
+    ctx.trials
+        .wait_until_ready()
         .await
-        .map_err(kube_err(vx, "listing the trials"))?
-        .items
-        .into_iter()
+        .map_err(|e| Error::Invalid(format!("the watch of trials stopped: {e}")))?;
+    let uid = vx.metadata.uid.clone().unwrap_or_default();
+    let (ns, name) = (vx.namespace(), vx.name_any());
+    let mut own: Vec<ValidatorTrial> = ctx
+        .trials
+        .state()
+        .iter()
+        .filter(|t| t.namespace() == ns && t.labels().get(labels::EXPERIMENT) == Some(&name))
         .filter(|t| t.owner_references().iter().any(|o| o.uid == uid))
-        .collect())
+        .map(|t| (**t).clone())
+        .collect();
+    let mut created = ctx.created.lock().expect("lock");
+    if let Some(mine) = created.get_mut(&uid) {
+        with_unseen(&mut own, mine, Instant::now());
+        if mine.is_empty() {
+            created.remove(&uid);
+        }
+    }
+    Ok(own)
+}
+
+/// Adds to `own` (what the watch holds) the trials this process created that it does not
+/// hold yet; forgets those it holds and those unseen for longer than [`UNSEEN_FOR`]. Pure.
+fn with_unseen(
+    own: &mut Vec<ValidatorTrial>,
+    mine: &mut Vec<(Instant, ValidatorTrial)>,
+    now: Instant,
+) {
+    let seen: HashSet<String> = own.iter().map(|t| t.name_any()).collect();
+    mine.retain(|(at, t)| now.duration_since(*at) < UNSEEN_FOR && !seen.contains(&t.name_any()));
+    own.extend(mine.iter().map(|(_, t)| t.clone()));
+}
+
+/// How long a trial this process created counts as existing without the watch having
+/// delivered it (a watch delivers in well under a second; one deleted by someone else
+/// in between is forgotten after this).
+const UNSEEN_FOR: Duration = Duration::from_secs(60);
+
+/// Records trials this process created (or found existing on create), so the next pass
+/// counts them before the watch delivers them.
+pub fn remember(vx: &ValidatorExperiment, ctx: &Context, trials: &[ValidatorTrial]) {
+    if trials.is_empty() {
+        return;
+    }
+    let uid = vx.metadata.uid.clone().unwrap_or_default();
+    let now = Instant::now();
+    ctx.created
+        .lock()
+        .expect("lock")
+        .entry(uid)
+        .or_default()
+        .extend(trials.iter().map(|t| (now, t.clone())));
 }
 
 /// For a paired comparison, the nodes its trials may be matched to: Ready, schedulable,
@@ -97,4 +146,48 @@ pub fn node_slots(
         .collect();
     slots.sort_by(|a, b| a.name.cmp(&b.name));
     slots
+}
+
+#[cfg(test)]
+mod unseen_tests {
+    use super::*;
+
+    fn trial(name: &str) -> ValidatorTrial {
+        let vx: ValidatorExperiment = serde_saphyr::from_str(
+            "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {name: ram, namespace: ns, uid: u1}\nspec:\n  template:\n    agave: {image: agave}\n    storage: [{role: ledger, size: 1Ti}]\n  sweep: {memory: [128Gi]}\n",
+        )
+        .unwrap();
+        let planned = crate::strategies::plan::plan(&vx.spec.sweep, 1);
+        let mut t = super::super::build_trial(&vx, &planned[0]).unwrap();
+        t.metadata.name = Some(name.into());
+        t
+    }
+
+    fn names(v: &[ValidatorTrial]) -> Vec<String> {
+        v.iter().map(|t| t.name_any()).collect()
+    }
+
+    /// Read-your-writes: what this process created counts before the watch delivers it,
+    /// once (not twice when it does), and not forever.
+    #[test]
+    fn created_trials_count_until_the_watch_holds_them() {
+        let now = Instant::now();
+        let mut own = vec![trial("t-1")];
+        let mut mine = vec![
+            (now, trial("t-1")),
+            (now, trial("t-2")),
+            (now - UNSEEN_FOR - Duration::from_secs(1), trial("t-3")),
+        ];
+        with_unseen(&mut own, &mut mine, now);
+        assert_eq!(names(&own), ["t-1", "t-2"]);
+        assert_eq!(
+            names(&mine.iter().map(|m| m.1.clone()).collect::<Vec<_>>()),
+            ["t-2"]
+        );
+        // The watch delivers t-2: nothing left to remember.
+        let mut own = vec![trial("t-1"), trial("t-2")];
+        with_unseen(&mut own, &mut mine, now);
+        assert_eq!(names(&own), ["t-1", "t-2"]);
+        assert!(mine.is_empty());
+    }
 }

@@ -14,7 +14,7 @@ use kube::api::Api;
 use kube::runtime::controller::Action;
 use tracing::info;
 
-use super::status::{apply_status, condition};
+use super::status::condition;
 use super::{Context, Error, Result, name_of, now};
 use crate::api::trial::{TrialOutcome, TrialPhase, ValidatorTrial, ValidatorTrialStatus};
 use crate::clients;
@@ -24,6 +24,9 @@ pub async fn reconcile(trial: Arc<ValidatorTrial>, ctx: Arc<Context>) -> Result<
     let _timer = ctx.metrics.reconcile_started("trial");
     if trial.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
+    }
+    if ctx.already_written(trial.as_ref()) {
+        return Ok(Action::requeue(super::STALE_RECHECK));
     }
     let old = trial.status.clone().unwrap_or_default();
     let now = now();
@@ -93,12 +96,14 @@ pub async fn reconcile(trial: Arc<ValidatorTrial>, ctx: Arc<Context>) -> Result<
     if st != old {
         let api: Api<ValidatorTrial> =
             Api::namespaced(ctx.client.clone(), &trial.namespace().unwrap_or_default());
-        apply_status(&api, trial.as_ref(), &st).await.map_err(|e| {
-            Error::kube(
-                format!("writing the status of trial {}", name_of(trial.as_ref())),
-                e,
-            )
-        })?;
+        ctx.write_status(&api, trial.as_ref(), &st)
+            .await
+            .map_err(|e| {
+                Error::kube(
+                    format!("writing the status of trial {}", name_of(trial.as_ref())),
+                    e,
+                )
+            })?;
         if let Some(note) = transition::announcement(&old, &st) {
             ctx.metrics.trial_transition(&format!("{:?}", st.phase));
             info!(trial = %trial.name_any(), phase = ?st.phase, outcome = ?st.outcome, "{}", note.text);

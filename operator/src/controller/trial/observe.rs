@@ -5,6 +5,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 use kube::api::Api;
+use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::transition::{Needs, Observed, Partner, ReadError, Settings};
 use crate::api::trial::{SnapshotSource, TrialPhase, ValidatorTrial, ValidatorTrialStatus};
@@ -451,9 +452,8 @@ async fn lag_series(
     Ok(LagSeries { recent, warmup })
 }
 
-/// The attempt's pod, read from the API server (not a cache: deciding that a pod is gone
-/// on a stale read would start a needless retry), and whether its node still exists;
-/// before measuring, what that node cannot give the trial (its node and why).
+/// The attempt's pod and whether its node still exists, from the watches' stores; before
+/// measuring, what that node cannot give the trial (its node and why).
 async fn pod_state(
     trial: &ValidatorTrial,
     ctx: &Context,
@@ -463,8 +463,7 @@ async fn pod_state(
     let ns = trial.namespace().unwrap_or_default();
     let name = pod_name(&trial.name_any(), st.attempts.max(1));
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let pod = pods
-        .get_opt(&name)
+    let pod = stored_or_read(&ctx.pods, ObjectRef::new(&name).within(&ns), &pods)
         .await
         .map_err(|e| Error::kube(format!("reading pod {ns}/{name}"), e))?;
     let node_name = pod
@@ -472,15 +471,22 @@ async fn pod_state(
         .and_then(|p| p.spec.as_ref()?.node_name.clone());
     let node = match &node_name {
         Some(name) => Some(
-            Api::<Node>::all(ctx.client.clone())
-                .get_opt(name)
-                .await
-                .map_err(|e| Error::kube(format!("reading node {name}"), e))?,
+            stored_or_read(
+                &ctx.nodes,
+                ObjectRef::new(name),
+                &Api::<Node>::all(ctx.client.clone()),
+            )
+            .await
+            .map_err(|e| Error::kube(format!("reading node {name}"), e))?,
         ),
         None => None,
     };
     let before_measuring = matches!(st.phase, TrialPhase::Scheduling | TrialPhase::WarmingUp);
-    let shortfall = match (&pod, node.as_ref().and_then(|n| n.as_ref()), node_name) {
+    let shortfall = match (
+        pod.as_deref(),
+        node.as_ref().and_then(|n| n.as_deref()),
+        node_name,
+    ) {
         (Some(p), Some(n), Some(name)) if before_measuring => {
             clients::client_for(&trial.spec.template)
                 .ok()
@@ -490,11 +496,30 @@ async fn pod_state(
         _ => None,
     };
     let state = classify(
-        pod.as_ref(),
+        pod.as_deref(),
         profile.validator_container,
         node.map(|n| n.is_some()),
     );
     Ok((state, shortfall))
+}
+
+/// An object from a watch's store, or, when the store does not hold it, from the API
+/// server: the store is as fresh as the watch (it is updated before the trial it wakes is
+/// reconciled), but a pod applied a moment ago may not have arrived yet, and deciding
+/// that a pod or its node is gone on such a read would start a needless retry. A miss is
+/// rare once the watch has listed (a new attempt's first pass; a node or pod truly gone).
+async fn stored_or_read<K>(
+    store: &Store<K>,
+    key: ObjectRef<K>,
+    api: &Api<K>,
+) -> kube::Result<Option<std::sync::Arc<K>>>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    if let Some(found) = store.get(&key) {
+        return Ok(Some(found));
+    }
+    Ok(api.get_opt(&key.name).await?.map(std::sync::Arc::new))
 }
 
 #[cfg(test)]
@@ -503,6 +528,23 @@ mod tests {
 
     fn pod(yaml: &str) -> Pod {
         serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    /// A pod the watch holds is read from its store, with no request; one it does not
+    /// hold is asked of the API server (here one that does not answer: the error says
+    /// the request was made, not that the pod is missing).
+    #[tokio::test]
+    async fn a_stored_pod_is_read_from_the_store_and_a_miss_from_the_api_server() {
+        use kube::runtime::watcher;
+        let (store, mut writer) = kube::runtime::reflector::store::<Pod>();
+        let p = pod("metadata: {name: t-1-a1, namespace: ns}\nspec: {containers: []}\n");
+        writer.apply_watcher_event(&watcher::Event::Apply(p.clone()));
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let api: Api<Pod> = Api::namespaced(kube::Client::try_from(config).unwrap(), "ns");
+        let hit = stored_or_read(&store, ObjectRef::new("t-1-a1").within("ns"), &api).await;
+        assert_eq!(hit.unwrap().as_deref(), Some(&p));
+        let miss = stored_or_read(&store, ObjectRef::new("t-1-a2").within("ns"), &api).await;
+        assert!(miss.is_err(), "{miss:?}");
     }
 
     #[test]

@@ -115,6 +115,7 @@ pub async fn act(v: &Validator, ctx: &Context, obs: &Observed, d: &Decision) -> 
     let api: Api<Validator> = Api::namespaced(client.clone(), &ns);
     apply_status(&api, v, &d.status)
         .await
+        .map(|_| ())
         .map_err(|e| Error::kube(format!("writing the status of {}", name_of(v)), e))
 }
 
