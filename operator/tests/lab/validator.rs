@@ -515,38 +515,23 @@ async fn restarts_only_in_its_window(
         "template": {client: {"image": new_image}},
     }}))
     .await;
-    let waiting = wait_for(
-        &format!("{name} waits for its window"),
-        Duration::from_secs(120),
-        || {
-            let api = api.clone();
-            async move {
-                let v = api.get(name).await.map_err(|e| e.to_string())?;
-                let st = v.status.clone().ok_or("no status")?;
-                match st.pending_change {
-                    Some(p) if p.waiting_for.contains("no idle window") => Ok(p.waiting_for),
-                    other => Err(format!("{:?} {other:?}", st.phase)),
-                }
-            }
-        },
-    )
-    .await;
+    let waiting = pending_change(api, name, "no idle window", Duration::from_secs(120)).await;
     assert!(
         waiting.contains(&format!("image {old_image} -> {new_image}"))
             && waiting.contains("at least 9000 slots"),
         "{waiting}"
     );
-    for _ in 0..10 {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let p = pods.get(name).await.unwrap();
-        assert_eq!(p.metadata.uid, old_uid, "restarted with a leader slot near");
-        assert!(
-            p.metadata.deletion_timestamp.is_none(),
-            "deleted with a leader slot near"
-        );
-        let v = api.get(name).await.unwrap();
-        assert_eq!(v.status.unwrap().phase, ValidatorPhase::RestartPending);
-    }
+    let pending = Some(ValidatorPhase::RestartPending);
+    keeps_its_pod(
+        api,
+        pods,
+        name,
+        &old_uid,
+        pending,
+        10,
+        "with a leader slot near",
+    )
+    .await;
 
     // Its RPC too busy to answer in time (the lab's slow-RPC node label: every answer 5 s
     // late, past the operator's 3 s): a busy validator may still lead its slots, so the
@@ -560,32 +545,9 @@ async fn restarts_only_in_its_window(
         .node_name
         .unwrap();
     slow_rpc(lab.client.clone(), &node, Some(5)).await;
-    let busy = wait_for(
-        &format!("{name} waits on its busy RPC"),
-        Duration::from_secs(90),
-        || {
-            let api = api.clone();
-            async move {
-                let v = api.get(name).await.map_err(|e| e.to_string())?;
-                let st = v.status.clone().ok_or("no status")?;
-                match st.pending_change {
-                    Some(p) if p.waiting_for.contains("did not answer") => Ok(p.waiting_for),
-                    other => Err(format!("{:?} {other:?}", st.phase)),
-                }
-            }
-        },
-    )
-    .await;
+    let busy = pending_change(api, name, "did not answer", Duration::from_secs(90)).await;
     assert!(busy.contains("RPC did not answer"), "{busy}");
-    for _ in 0..8 {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let p = pods.get(name).await.unwrap();
-        assert_eq!(p.metadata.uid, old_uid, "restarted on a getHealth timeout");
-        assert!(
-            p.metadata.deletion_timestamp.is_none(),
-            "deleted on a getHealth timeout"
-        );
-    }
+    keeps_its_pod(api, pods, name, &old_uid, None, 8, "on a getHealth timeout").await;
     slow_rpc(lab.client.clone(), &node, None).await;
 
     // The command's default (10 minutes, 1,500 slots): the window opens between two of
@@ -1247,6 +1209,48 @@ fn poll_slots(pods: Api<Pod>, name: &'static str) -> (Slots, tokio::task::JoinHa
 
 /// Makes the validators of a lab node answer their JSON-RPC `seconds` late, or on time
 /// again (None): the lab's slow-RPC label (lab/src/topology.rs `SLOW_RPC_LABEL`).
+/// What the Validator's pending change waits for, once it says `needle`.
+async fn pending_change(
+    api: &Api<Validator>,
+    name: &str,
+    needle: &str,
+    within: Duration,
+) -> String {
+    wait_for(&format!("{name} waits: {needle}"), within, || {
+        let api = api.clone();
+        async move {
+            let v = api.get(name).await.map_err(|e| e.to_string())?;
+            let st = v.status.clone().ok_or("no status")?;
+            match st.pending_change {
+                Some(p) if p.waiting_for.contains(needle) => Ok(p.waiting_for),
+                other => Err(format!("{:?} {other:?}", st.phase)),
+            }
+        }
+    })
+    .await
+}
+
+/// For `seconds`, the pod `old_uid` runs on, not deleted (and the Validator in `phase`).
+async fn keeps_its_pod(
+    api: &Api<Validator>,
+    pods: &Api<Pod>,
+    name: &str,
+    old_uid: &Option<String>,
+    phase: Option<ValidatorPhase>,
+    seconds: u32,
+    why: &str,
+) {
+    for _ in 0..seconds {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let p = pods.get(name).await.unwrap();
+        assert_eq!(&p.metadata.uid, old_uid, "restarted {why}");
+        assert!(p.metadata.deletion_timestamp.is_none(), "deleted {why}");
+        if let Some(phase) = phase {
+            assert_eq!(api.get(name).await.unwrap().status.unwrap().phase, phase);
+        }
+    }
+}
+
 async fn slow_rpc(client: kube::Client, node: &str, seconds: Option<u32>) {
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client);
     let value = seconds.map(|s| s.to_string());
