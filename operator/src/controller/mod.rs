@@ -129,6 +129,13 @@ pub struct Context {
     /// Every trial, as the watch that wakes their experiments last saw it (the store is
     /// updated before the wake-up, so a pass sees the change that woke it).
     pub trials: Store<ValidatorTrial>,
+    /// True once `trials` holds the watch's first list. Passes wait on this, not on
+    /// `Store::wait_until_ready`: that waits on one oneshot receiver, which keeps only the
+    /// last waiter's waker (kube-runtime 5.0.0 src/utils/delayed_init.rs `Get::poll`), so
+    /// of two experiments reconciled before the first list, one pass never woke and the
+    /// experiment was never reconciled again. One task waits there; a watch channel
+    /// wakes every pass.
+    pub trials_ready: tokio::sync::watch::Receiver<bool>,
     /// Trials this process created that the watch may not have delivered yet, by
     /// experiment uid (read-your-writes for the next pass; experiment/observe.rs).
     pub created: Mutex<HashMap<String, Vec<(Instant, ValidatorTrial)>>>,
@@ -338,6 +345,13 @@ pub async fn run(
     .modify(|t| t.managed_fields_mut().clear())
     .reflect(trial_writer)
     .touched_objects();
+    let (ready_tx, trials_ready) = tokio::sync::watch::channel(false);
+    let ready = trial_store.clone();
+    let ready_task = tokio::spawn(async move {
+        if ready.wait_until_ready().await.is_ok() {
+            let _ = ready_tx.send(true);
+        }
+    });
     let ctx = Arc::new(Context {
         client: client.clone(),
         prometheus_url: opts.prometheus_url.clone(),
@@ -354,6 +368,7 @@ pub async fn run(
         status_written: Mutex::default(),
         written_from: Mutex::default(),
         trials: trial_store,
+        trials_ready,
         created: Mutex::default(),
     });
     let (tx, rx) = tokio::sync::watch::channel(false);
@@ -437,6 +452,7 @@ pub async fn run(
         }
     }
     node_task.abort();
+    ready_task.abort();
     Ok(())
 }
 

@@ -23,10 +23,11 @@ use crate::results::dataset::{HOSTNAME_LABEL, NodeSlot};
 /// not delivered yet.
 pub async fn trials(vx: &ValidatorExperiment, ctx: &Context) -> Result<Vec<ValidatorTrial>> {
     // Until the watch's first list arrives the store is empty, not "no trials".
-    ctx.trials
-        .wait_until_ready()
+    ctx.trials_ready
+        .clone()
+        .wait_for(|ready| *ready)
         .await
-        .map_err(|e| Error::Invalid(format!("the watch of trials stopped: {e}")))?;
+        .map_err(|_| Error::Invalid("the watch of trials stopped before its first list".into()))?;
     let uid = vx.metadata.uid.clone().unwrap_or_default();
     let (ns, name) = (vx.namespace(), vx.name_any());
     let mut own: Vec<ValidatorTrial> = ctx
