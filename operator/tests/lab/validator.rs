@@ -648,11 +648,7 @@ async fn an_agave_validator_is_ready_by_get_health_and_restarts_only_in_its_wind
         .args
         .clone()
         .unwrap_or_default();
-    let flag = |f: &str| {
-        args.iter()
-            .position(|a| a == f)
-            .map(|i| args[i + 1].clone())
-    };
+    let flag = |f: &str| flag_value(&args, f);
     assert_eq!(
         flag("--identity").as_deref(),
         Some("/etc/valtune/identity/keypair")
@@ -1209,6 +1205,12 @@ fn poll_slots(pods: Api<Pod>, name: &'static str) -> (Slots, tokio::task::JoinHa
 
 /// Makes the validators of a lab node answer their JSON-RPC `seconds` late, or on time
 /// again (None): the lab's slow-RPC label (lab/src/topology.rs `SLOW_RPC_LABEL`).
+/// The value following `flag` in a container's args.
+fn flag_value(args: &[String], flag: &str) -> Option<String> {
+    let i = args.iter().position(|a| a == flag)?;
+    args.get(i + 1).cloned()
+}
+
 /// What the Validator's pending change waits for, once it says `needle`.
 async fn pending_change(
     api: &Api<Validator>,
@@ -1579,11 +1581,7 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
         .args
         .clone()
         .unwrap();
-    let flag = |f: &str| {
-        args.iter()
-            .position(|a| a == f)
-            .map(|i| args[i + 1].clone())
-    };
+    let flag = |f: &str| flag_value(&args, f);
     // The guide's hot spare: the link, the vote account, the staked identity as voter.
     assert_eq!(
         flag("--identity").as_deref(),
