@@ -37,8 +37,8 @@ impl SuccessiveHalvingSpec {
     }
 }
 
-/// A bisection (a k-section with `parallelism` points per round) over the one swept
-/// parameter, assuming a point passes (keeps up) on one side of a boundary and fails on
+/// A bisection (rounds of up to `parallelism` points, placed low where failures end early,
+/// never more rounds than an even k-section) over the one swept parameter, assuming a point passes (keeps up) on one side of a boundary and fails on
 /// the other; a result that says otherwise is reported as non-monotone.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]

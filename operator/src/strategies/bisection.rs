@@ -1,6 +1,7 @@
 //! Bisection: the boundary value of one ordered parameter (the least memory that keeps
-//! up, the most memory pressure that still does), found in rounds of `parallelism`
-//! points spread evenly over what is still unknown (a k-section), so a round's trials
+//! up, the most memory pressure that still does), found in rounds of up to `parallelism`
+//! points over what is still unknown, placed where they cost least on average without
+//! ever taking more rounds than an even k-section ([`placement`]), so a round's trials
 //! run side by side and see one chain. It ends with a confirmation round: the answer and
 //! the value next to it, again, side by side. Like running-ng's `minheap`
 //! (anupli/running-ng src/running/command/minheap.py): a measured failure (FellBehind,
@@ -11,6 +12,7 @@
 //! Stateless: every decision is read from the trials, so an operator restarted mid-search
 //! resumes it exactly, and a trial deleted by hand is run again.
 
+use super::placement;
 use super::plan::PlannedTrial;
 use super::{Decision, Done, Strategy, TrialGroup, room};
 use crate::api::experiment::ValidatorExperimentSpec;
@@ -115,6 +117,25 @@ pub fn boundary(evidence: &[Evidence], retries: i32) -> Boundary {
     }
 }
 
+/// A round's picks among `open` (sorted indices, between `lo` and `hi`) for `parallelism`
+/// points: the placement of least expected cost ([`placement`]), or the k-section's even
+/// spread where that is not computed.
+pub fn picks(
+    open: &[usize],
+    lo: Option<usize>,
+    hi: usize,
+    parallelism: usize,
+    fail: f64,
+) -> Vec<usize> {
+    if parallelism == 0 {
+        return Vec::new();
+    }
+    match placement::placement(open.len(), parallelism, fail) {
+        Some(positions) => positions.into_iter().map(|i| open[i]).collect(),
+        None => spread(open, lo, hi, parallelism),
+    }
+}
+
 /// Up to `k` of `open` (sorted), spread evenly over (lo, hi): the k-section's picks.
 pub fn spread(open: &[usize], lo: Option<usize>, hi: usize, k: usize) -> Vec<usize> {
     let k = k.min(open.len());
@@ -180,6 +201,7 @@ impl Strategy for Bisection {
         let points = ordered(trials, seek);
         let evidence: Vec<Evidence> = points.iter().map(|p| Evidence::of(p)).collect();
         let b = boundary(&evidence, settings.retries);
+        let fail = placement::of_spec(spec);
         let mut names: Vec<String> = points
             .iter()
             .flat_map(|p| p.trials.iter().map(|t| t.name.clone()))
@@ -245,11 +267,12 @@ impl Strategy for Bisection {
             let all_running_in_round = planned_on_today
                 && in_round.iter().all(|i| started(i).is_some())
                 && evidence.iter().filter(|e| e.running).count() == in_round.len();
-            let picks = if in_round.is_empty() {
-                spread(&b.open, b.lo, hi, slots)
+            let parallelism = spec.parallelism.max(1) as usize;
+            let chosen = if in_round.is_empty() {
+                picks(&b.open, b.lo, hi, parallelism.min(slots), fail)
             } else {
-                let k = (spec.parallelism.max(1) as usize).min(cap + in_round.len());
-                let round = spread(&b.open, b.lo, hi, k);
+                let k = parallelism.min(cap + in_round.len());
+                let round = picks(&b.open, b.lo, hi, k, fail);
                 let missing: Vec<usize> = round
                     .iter()
                     .copied()
@@ -262,7 +285,7 @@ impl Strategy for Bisection {
                     Vec::new()
                 }
             };
-            start = picks
+            start = chosen
                 .into_iter()
                 .map(|i| TrialGroup(vec![planned(i)]))
                 .collect();
@@ -324,6 +347,7 @@ impl Strategy for Bisection {
             + remaining(
                 &b,
                 spec.parallelism.max(1) as usize,
+                fail,
                 settings.confirm,
                 &start,
             );
@@ -338,18 +362,27 @@ impl Strategy for Bisection {
 }
 
 /// An estimate of the trials still to come after those started now, while the bracket is
-/// open: the rounds a k-section needs over what is open, then the confirmation pair (once
-/// it is closed, the caller counts the confirmation trials still to come).
-fn remaining(b: &Boundary, parallelism: usize, confirm: bool, starting: &[TrialGroup]) -> usize {
+/// open: rounds as placed over what is open, each leaving the mean of its gaps, then the
+/// confirmation pair (once it is closed, the caller counts the confirmation trials still
+/// to come).
+fn remaining(
+    b: &Boundary,
+    parallelism: usize,
+    fail: f64,
+    confirm: bool,
+    starting: &[TrialGroup],
+) -> usize {
     let started: usize = starting.iter().map(|g| g.0.len()).sum();
     let mut open = b.open.len().saturating_sub(started);
-    let mut rounds = 0;
+    let mut trials = 0;
     while open > 0 {
-        rounds += 1;
-        open /= parallelism + 1;
+        let all: Vec<usize> = (0..open).collect();
+        let k = picks(&all, None, open, parallelism, fail).len();
+        trials += k;
+        open = (open - k) / (k + 1);
     }
     let confirmation = if confirm && !b.open.is_empty() { 2 } else { 0 };
-    rounds * parallelism + confirmation
+    trials + confirmation
 }
 
 fn max_trials_done(spec: &ValidatorExperimentSpec) -> Done {
@@ -670,50 +703,48 @@ mod tests {
         let decide = |trials: Vec<TrialRecord>| {
             started(&Bisection.decide(EXPERIMENT, &s, &Dataset::new(&s.sweep, trials)))
         };
-        // The first round (448Gi, 832Gi, 1216Gi) with one trial created.
+        // The first round (192Gi, 512Gi, 896Gi) with one trial created.
         assert_eq!(
-            decide(vec![running(5, at(10)), running(11, at(11))]),
-            [vec!["memory=1216Gi 1"]]
+            decide(vec![running(1, at(10)), running(6, at(11))]),
+            [vec!["memory=896Gi 1"]]
         );
-        // The second round (512Gi, 640Gi, 704Gi) after the first was measured.
-        let first = || vec![done(5, at(100)), done(11, at(101)), done(17, at(102))];
+        // The second round (256Gi, 320Gi) after the first was measured.
+        let first = || vec![done(1, at(100)), done(6, at(101)), done(12, at(102))];
         let mut cut = first();
-        cut.push(running(6, at(110)));
-        assert_eq!(
-            decide(cut),
-            [vec!["memory=640Gi 1"], vec!["memory=704Gi 1"]]
-        );
+        cut.push(running(2, at(110)));
+        assert_eq!(decide(cut), [vec!["memory=320Gi 1"]]);
         // Not yet started (no start time): wait rather than guess.
         let mut unknown = first();
         unknown.push(running(6, None));
         assert!(decide(unknown).is_empty());
         // A round partly measured: 1216Gi ended after 448Gi started; nothing new.
-        assert!(decide(vec![running(5, at(10)), done(17, at(20))]).is_empty());
+        assert!(decide(vec![running(1, at(10)), done(12, at(20))]).is_empty());
     }
 
+    /// Two rounds of the three spend a whole window on sizes that keep up (192Gi fails,
+    /// 512Gi and 896Gi keep up; then 256Gi to 448Gi fail, each ended early), then the
+    /// confirmation: 3 trials that keep up where the even k-section (448Gi, 832Gi, 1216Gi;
+    /// 512Gi, 640Gi, 704Gi) ran 6, in no more rounds at worst.
     #[test]
-    fn three_nodes_find_512gi_in_eight_trials_of_twenty_three() {
+    fn three_nodes_find_512gi_in_nine_trials_of_twenty_three() {
         let (rounds, done, count) = run(&spec("parallelism: 3"));
         assert_eq!(
             rounds,
             [
                 vec![
-                    vec!["memory=448Gi 1"],
-                    vec!["memory=832Gi 1"],
-                    vec!["memory=1216Gi 1"]
-                ],
-                vec![
+                    vec!["memory=192Gi 1"],
                     vec!["memory=512Gi 1"],
-                    vec!["memory=640Gi 1"],
-                    vec!["memory=704Gi 1"]
+                    vec!["memory=896Gi 1"]
                 ],
+                vec![vec!["memory=256Gi 1"], vec!["memory=320Gi 1"]],
+                vec![vec!["memory=384Gi 1"], vec!["memory=448Gi 1"]],
                 vec![vec!["memory=448Gi 2", "memory=512Gi 2"]],
             ]
         );
         assert_eq!(done.reason, "BoundaryFound");
-        assert!(done.message.starts_with("memory=512Gi is the boundary: it kept up and memory=448Gi did not (8 trials for 23 values)"), "{}", done.message);
-        assert_eq!(count, 8);
-        let (_, done, count) = run(&spec(""));
+        assert!(done.message.starts_with("memory=512Gi is the boundary: it kept up and memory=448Gi did not (9 trials for 23 values)"), "{}", done.message);
+        assert_eq!(count, 9);
+        let (_, done, count) = run(&spec("parallelism: 1"));
         assert_eq!(done.reason, "BoundaryFound");
         assert!(count <= 7, "plain bisection took {count} trials");
     }
@@ -722,12 +753,13 @@ mod tests {
     fn the_plan_simulates_every_place_the_boundary_can_be() {
         let runs = simulate(&spec("parallelism: 3"));
         assert_eq!(runs.len(), 24);
-        // The boundary at 512Gi: the run above, in three rounds.
-        assert_eq!(runs[6], (8, 3));
-        // At most 9 trials in 4 rounds wherever the boundary is (a grid: 23 in 8).
-        assert!(runs.iter().all(|r| r.0 <= 9 && r.1 <= 4), "{runs:?}");
+        // The boundary at 512Gi: the run above, in four rounds.
+        assert_eq!(runs[6], (9, 4));
+        // Never more than the k-section's 4 rounds wherever the boundary is (a grid: 23
+        // trials in 8); up to 11 trials, the extra ones sizes too small, ended early.
+        assert!(runs.iter().all(|r| r.0 <= 11 && r.1 <= 4), "{runs:?}");
         // Nothing keeps up: no answer to confirm.
-        assert_eq!(runs[23], (7, 3));
+        assert_eq!(runs[23], (9, 3));
     }
 
     #[test]

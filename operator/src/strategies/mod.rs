@@ -11,6 +11,7 @@
 pub mod bisection;
 pub mod grid;
 pub mod paired;
+pub mod placement;
 pub mod plan;
 pub mod successive_halving;
 
