@@ -99,6 +99,11 @@ pub struct NodeClass {
     /// The chain this machine's validators follow has a load that varies over the day
     /// (lab/src/sim/chain_load.rs). Unset: a steady chain, as the seeds' shapes assume.
     pub chain_load: Option<ChainLoad>,
+    /// How fast the machine's cores replay the chain, against the machines the seeds
+    /// measured on: 0.9 is an older generation doing 90% of their work in the same time
+    /// (a heterogeneous pool). A validator's processing capacity is its model's times
+    /// this. Unset: 1.
+    pub speed: Option<f64>,
 }
 
 /// A chain whose load (the work in each block) follows a daily curve plus noise, the
@@ -279,6 +284,8 @@ pub struct LabNode {
     pub prepared: Prepared,
     pub kubelet: KubeletConfig,
     pub chain_load: Option<ChainLoad>,
+    /// [`NodeClass::speed`], 1 when unset.
+    pub speed: f64,
     /// The node's own InternalIP (set when the lab assigns addresses).
     pub ip: Option<String>,
 }
@@ -327,8 +334,15 @@ impl Topology {
                     .unwrap_or_default(),
                 kubelet: o.kubelet.clone().or(d.kubelet.clone()).unwrap_or_default(),
                 chain_load: o.chain_load.or(d.chain_load),
+                speed: o.speed.or(d.speed).unwrap_or(1.0),
                 ip: None,
             };
+            anyhow::ensure!(
+                node.speed > 0.0 && node.speed <= 4.0,
+                "topology: node {}: speed {} must be above 0 and at most 4",
+                node.name,
+                node.speed
+            );
             anyhow::ensure!(
                 !node.name.is_empty() && node.name.len() <= 40,
                 "topology: node name {:?} must be 1 to 40 characters",
@@ -380,6 +394,7 @@ pub fn system_node() -> LabNode {
         prepared: Prepared::default(),
         kubelet: KubeletConfig::default(),
         chain_load: None,
+        speed: 1.0,
         ip: None,
     }
 }

@@ -53,6 +53,8 @@ pub struct Machine {
     pub prepared: crate::topology::Prepared,
     /// The load of the chain it follows, when it varies.
     pub chain_load: Option<crate::topology::ChainLoad>,
+    /// How fast its cores are against the seeds' machines (topology `speed`); None: 1.
+    pub speed: Option<f64>,
 }
 
 impl Machine {
@@ -62,6 +64,7 @@ impl Machine {
             memory: parse_bytes(&node.memory).unwrap_or(0),
             prepared: node.prepared.clone(),
             chain_load: node.chain_load,
+            speed: Some(node.speed),
         }
     }
 

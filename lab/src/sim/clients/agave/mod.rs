@@ -324,9 +324,13 @@ impl SimClient for AgaveSim {
             Err(e) => return exit_now(e),
         };
         let limit = PodView::memory_limit(container).unwrap_or(1 << 40);
-        let model = AgaveModel::new(seed(&pod.name), limit, clock.stretch_s()).with_chain(
-            crate::sim::chain_load::of(pod, &container.name, clock.scale),
-        );
+        let model = AgaveModel::new(seed(&pod.name), limit, clock.stretch_s())
+            .with_chain(crate::sim::chain_load::of(
+                pod,
+                &container.name,
+                clock.scale,
+            ))
+            .on_machine_of_speed(pod.machine.speed.unwrap_or(1.0));
         // MAX_LOADED_ENTRY_COUNT as the image was built: release builds have 512 from 2.1
         // and 256 before (program-runtime/src/loaded_programs.rs).
         let capacity = pod

@@ -212,6 +212,14 @@ impl AgaveModel {
         self
     }
 
+    /// On a machine `speed` times as fast as the seeds' (topology `speed`): its capacity
+    /// once caught up scales with it, so a size that keeps up on the seeds' machines falls
+    /// behind on one slower by more than its margin (none above 512 GiB: capacity 1).
+    pub fn on_machine_of_speed(mut self, speed: f64) -> Self {
+        self.a.capacity *= speed;
+        self
+    }
+
     fn origin(&self) -> f64 {
         self.chain.map_or(0.0, |(_, origin)| origin)
     }
@@ -577,6 +585,18 @@ mod tests {
                 assert!(rss > 400.0 && rss < gib as f64, "{gib} GiB rss {rss}");
             }
         }
+    }
+
+    /// A machine slower than the seeds' (topology `speed`) turns a size that keeps up
+    /// into one that falls behind: the heterogeneous pool a non-monotone search meets.
+    #[test]
+    fn on_a_slower_machine_1024_gib_falls_behind() {
+        let m = model(1024, "x").on_machine_of_speed(0.9);
+        let tc = m.catch_up_seconds();
+        assert_eq!(m.reported_slots_behind(tc + 0.9 * HOUR), 0.0);
+        assert!(m.reported_slots_behind(tc + 12.0 * HOUR) > 5_000.0);
+        let same = model(1024, "x").on_machine_of_speed(1.0);
+        assert_eq!(same.reported_slots_behind(tc + 12.0 * HOUR), 0.0);
     }
 
     /// Between the anchors: 192 GiB catches up slowly (after 2 to 3 hours) and is not

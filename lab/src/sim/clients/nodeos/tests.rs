@@ -66,6 +66,7 @@ fn machine() -> Machine {
             ..Default::default()
         },
         chain_load: None,
+        speed: None,
     }
 }
 
