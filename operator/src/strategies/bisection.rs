@@ -437,6 +437,16 @@ fn finished(points: &[&Point], b: &Boundary, stuck: &[usize], trials: usize) -> 
                 points.len()
             ),
         },
+        // Nothing kept up above the highest failure; below it something did (a slower
+        // machine, a load peak): that is no answer, and not "nothing kept up" either.
+        None if !b.non_monotone.is_empty() => Done {
+            reason: "NonMonotone",
+            message: format!(
+                "no value at or above {} kept up ({trials} trials for {} values){notes}",
+                listed(points, &b.lo.into_iter().collect::<Vec<_>>()),
+                points.len()
+            ),
+        },
         None => Done {
             reason: "NoValuePasses",
             message: format!(
@@ -943,6 +953,20 @@ mod tests {
             done.message.contains(
                 "non-monotone: memory=320Gi kept up below a value that did not (memory=448Gi)"
             ),
+            "{}",
+            done.message
+        );
+        // Nothing kept up above the failure: still flagged, never "no value kept up".
+        let trials = vec![
+            trial(&s, 3, 1, Succeeded, Some(TrialOutcome::KeptUp)),
+            measured(&s, 5, 1),
+            trial(&s, 22, 1, Succeeded, Some(TrialOutcome::FellBehind)),
+        ];
+        let d = Bisection.decide(EXPERIMENT, &s, &Dataset::new(&s.sweep, trials));
+        let done = d.done.unwrap();
+        assert_eq!(done.reason, "NonMonotone");
+        assert!(
+            done.message.starts_with("no value at or above memory=1536Gi kept up (3 trials for 23 values); non-monotone: memory=320Gi kept up below a value that did not (memory=1536Gi)"),
             "{}",
             done.message
         );

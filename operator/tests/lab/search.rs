@@ -1,12 +1,14 @@
 //! Search strategies against the lab: the bisection example finds the model's threshold
 //! in fewer trials than the grid, and confirms it side by side, through operators
 //! SIGKILLed mid-search; a trial bound to fall behind ends before its window (early
-//! abort); successive halving finds the grid's answer for fewer node-hours.
+//! abort); a slower machine's failure above a pass is flagged non-monotone; successive
+//! halving finds the grid's answer for fewer node-hours.
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use valtune::api::experiment::ExperimentPhase;
 use valtune::api::trial::{EarlyAbortRule, SnapshotSource, TrialOutcome, TrialPhase};
@@ -287,6 +289,99 @@ async fn a_bisection_where_no_value_passes_ends_the_experiment() {
         (st.trials.expected, st.trials.finished),
         (2, 2),
         "{tried:?}"
+    );
+    assert!(st.recommendation.is_none(), "{:?}", st.recommendation);
+    lab.delete_namespace(&ns).await;
+}
+
+/// A non-monotone result is flagged, never hidden: on a heterogeneous pool (lab
+/// topology `bm-mixed-new`, and `bm-mixed-old` whose cores are 0.9 as fast, the only one
+/// 1024Gi fits), 512Gi keeps up on the newer machine and 1024Gi falls behind on the older.
+/// The older machine is cordoned until 512Gi is placed, so the scheduler cannot put it
+/// there (it prefers the emptier node).
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn a_bisection_on_a_slower_machine_flags_the_result_non_monotone() {
+    let lab = lab().await;
+    let ns = lab.namespace("nonmono").await;
+    let nodes = Api::<Node>::all(lab.client.clone());
+    let cordon = |on: bool| {
+        let nodes = nodes.clone();
+        async move {
+            nodes
+                .patch(
+                    "bm-mixed-old",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"unschedulable": on}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    cordon(true).await;
+    let _operator = lab.start_operator(&ns);
+    let mut v = example("manifests/examples/agave-ram-bisection.yaml");
+    v["metadata"]["namespace"] = json!(ns);
+    v["spec"]["sweep"]["memory"] = json!(["512Gi", "1024Gi"]);
+    v["spec"]["parallelism"] = json!(2);
+    v["spec"]["template"]["placement"]["nodeSelector"]["valtune.dev/lab-pool"] = json!("mixed");
+    v["spec"]["template"]["placement"]["tolerations"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"key": "valtune.dev/lab-pool", "operator": "Exists", "effect": "NoSchedule"}));
+    create(&lab, &serde_json::from_value(v).unwrap()).await;
+    let pods = Api::<Pod>::namespaced(lab.client.clone(), &ns);
+    wait_for(
+        "512Gi placed on bm-mixed-new",
+        Duration::from_secs(300),
+        || {
+            let pods = pods.clone();
+            async move {
+                let placed = pods
+                    .list(&Default::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                placed
+                    .items
+                    .iter()
+                    .any(|p| {
+                        p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some("bm-mixed-new")
+                    })
+                    .then_some(())
+                    .ok_or_else(|| "not yet".to_string())
+            }
+        },
+    )
+    .await;
+    cordon(false).await;
+    let vx = wait_finished(&lab, &ns, "agave-ram-bisect", Duration::from_secs(600)).await;
+    let st = vx.status.clone().unwrap();
+    let all = trials(&lab, &ns).await;
+    let on = |m: &str| {
+        let t = all
+            .iter()
+            .find(|t| t.spec.point.memory.as_deref() == Some(m))
+            .unwrap();
+        let s = t.status.clone().unwrap();
+        (s.node_name.unwrap_or_default(), s.outcome)
+    };
+    assert_eq!(all.len(), 2);
+    assert_eq!(
+        on("512Gi"),
+        ("bm-mixed-new".into(), Some(TrialOutcome::KeptUp))
+    );
+    assert_eq!(
+        on("1024Gi"),
+        ("bm-mixed-old".into(), Some(TrialOutcome::FellBehind))
+    );
+    let ready = st.conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert_eq!(ready.reason, "NonMonotone", "{}", ready.message);
+    assert!(
+        ready
+            .message
+            .contains("non-monotone: memory=512Gi kept up below a value that did not (memory=1Ti)"),
+        "{}",
+        ready.message
     );
     assert!(st.recommendation.is_none(), "{:?}", st.recommendation);
     lab.delete_namespace(&ns).await;
