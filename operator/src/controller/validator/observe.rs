@@ -384,7 +384,7 @@ async fn pair_view(
     lease: &LeaseState,
     pod: Option<&Pod>,
 ) -> Result<Option<super::pair::View>> {
-    use super::pair::{Asked, Holder, View};
+    use super::pair::{Asked, Holder, Incoming, View};
     let Some(staked) = staked_of(v) else {
         return Ok(None);
     };
@@ -394,21 +394,14 @@ async fn pair_view(
     let ns = v.namespace().unwrap_or_default();
     let name = v.name_any();
     let lname = lease_name(&staked.secret_name);
-    let holder = if v.spec.role == ValidatorRole::Voting {
+    let mut holder = if v.spec.role == ValidatorRole::Voting {
         match lease {
             LeaseState::Ours { .. } => Holder::Us,
             LeaseState::HeldBy { holder, .. } => Holder::Other(Some(holder.clone())),
             _ => Holder::Other(None),
         }
     } else {
-        let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &ns);
-        let h = leases
-            .get_opt(&lname)
-            .await
-            .map_err(|e| Error::kube(format!("reading Lease {ns}/{lname}"), e))?
-            .and_then(|l| l.spec?.holder_identity)
-            .filter(|h| !h.is_empty());
-        match h {
+        match holder_of(ctx, &ns, &lname).await? {
             Some(h) if h == name => Holder::Us,
             h => Holder::Other(h),
         }
@@ -421,15 +414,23 @@ async fn pair_view(
     let mut incoming = false;
     if let Holder::Other(Some(h)) = &holder {
         let vs: Api<Validator> = Api::namespaced(ctx.client.clone(), &ns);
-        incoming = vs
+        let o = vs
             .get_opt(h)
             .await
-            .map_err(|e| Error::kube(format!("reading Validator {ns}/{h}"), e))?
-            // Done or not: the holder read here may be the one before the move (the
-            // holder writes its status after moving the Lease). A holder that still
-            // names this Validator after a move back would leave it signing: moving
-            // back is not built (`valtune failover` refuses it).
-            .is_some_and(|o| o.annotations().get(FAILOVER_TO) == Some(&name));
+            .map_err(|e| Error::kube(format!("reading Validator {ns}/{h}"), e))?;
+        match o.as_ref().map(|o| super::pair::incoming(o, &name)) {
+            Some(Incoming::Moving) => incoming = true,
+            // The holder moved the Lease here before recording the move done; the Lease
+            // read above may predate that move (read again: it decides), or the
+            // identity was moved back since (then the holder's old annotation still
+            // names this Validator, which signs no more).
+            Some(Incoming::Done) => {
+                if holder_of(ctx, &ns, &lname).await?.as_deref() == Some(name.as_str()) {
+                    holder = Holder::Us;
+                }
+            }
+            _ => {}
+        }
     }
     let mut failover = None;
     if let (Holder::Us, Some(to)) = (&holder, v.annotations().get(FAILOVER_TO)) {
@@ -476,6 +477,17 @@ async fn pair_view(
         failover,
         incoming,
     }))
+}
+
+/// The holder of Lease `lname`, if anybody holds it.
+async fn holder_of(ctx: &Context, ns: &str, lname: &str) -> Result<Option<String>> {
+    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), ns);
+    Ok(leases
+        .get_opt(lname)
+        .await
+        .map_err(|e| Error::kube(format!("reading Lease {ns}/{lname}"), e))?
+        .and_then(|l| l.spec?.holder_identity)
+        .filter(|h| !h.is_empty()))
 }
 
 fn rpc_port(v: &Validator) -> i32 {
