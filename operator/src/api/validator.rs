@@ -57,6 +57,14 @@ pub const MAX_NAME_LEN: usize = 48;
     validation = Rule::new("!has(self.standbyFor) || (self.role == 'standby' && has(self.template.agave) && has(self.voteAccount))")
         .message("standbyFor is the staked identity an Agave standby takes over at a failover (its --authorized-voter), beside the vote account: set role: standby with template.agave and voteAccount, or remove standbyFor")
         .field_path(".standbyFor"),
+    validation = Rule::new("!has(self.identityAgentPort) || has(self.spareIdentity) || has(self.standbyFor)")
+        .message("identityAgentPort is the port of a failover pair member's identity agent (spareIdentity or standbyFor): remove it")
+        .field_path(".identityAgentPort"),
+    // With host networking the agent's port is on the node beside every port Agave and
+    // its sidecars bind: valtune renders all of them from the template.
+    validation = Rule::new(format!("!has(self.template.agave) || !(has(self.spareIdentity) || has(self.standbyFor)) || (((has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) < int(self.template.agave.dynamicPortRange.split('-')[0]) || (has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) > int(self.template.agave.dynamicPortRange.split('-')[1])) && !((has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) in [self.template.agave.rpcPort, self.template.agave.rpcPort + 1, self.template.agave.exporters.rpcPort, self.template.agave.exporters.processPort, self.template.agave.exporters.datapointsPort]))"))
+        .message(format!("identityAgentPort (default {DEFAULT_IDENTITY_AGENT_PORT}) collides with a port Agave binds on the node (template.agave.dynamicPortRange, rpcPort, its websocket rpcPort + 1) or an exporter's (template.agave.exporters): set identityAgentPort to a free port outside them").as_str())
+        .field_path(".identityAgentPort"),
     validation = Rule::new("self.role != 'voting' || has(self.template.nodeos) || (has(self.identity) && has(self.voteAccount))")
         .message("a voting validator needs its identity and its vote account: set identity.secretName and voteAccount.secretName")
         .field_path(".voteAccount"),
@@ -145,6 +153,13 @@ pub struct ValidatorSpec {
     /// `identity`). Needs `voteAccount`, the staked identity's vote account.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub standby_for: Option<KeyRef>,
+    /// A failover pair member's identity agent port (with `spareIdentity` or
+    /// `standbyFor`; default [`DEFAULT_IDENTITY_AGENT_PORT`]): the agent serves the
+    /// ledger's tower files there, on the node's address, to the other member's agent.
+    /// Refused where it collides with a port the pod binds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1024, max = 65535))]
+    pub identity_agent_port: Option<i32>,
     /// A producing nodeos' producer account (`--producer-name`); its key is `identity`'s
     /// signature provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -201,6 +216,18 @@ pub struct RestartWindowSpec {
 /// `DEFAULT_MAX_DELINQUENT_STAKE` ("5" percent).
 pub const DEFAULT_MIN_IDLE_TIME_MINUTES: u32 = 10;
 pub const DEFAULT_MAX_DELINQUENT_STAKE_PERCENT: u8 = 5;
+
+/// The identity agent's port when `identityAgentPort` is unset. Outside every port the
+/// clients bind by default, so it collides with nothing a validator operator left as
+/// it is: Agave's own `--dynamic-port-range` default, 8000-10000 (agave-validator 4.0.0
+/// `src/cli.rs` L237, solana-net-utils `VALIDATOR_PORT_RANGE`), the range operators open
+/// to every validator; its RPC 8899 and websocket 8900; Frankendancer's
+/// `dynamic_port_range` 8900-9000, gossip 8001, shred 8003, QUIC 9001 and 9007,
+/// metrics 7999 and GUI 80 (`src/app/fdctl/config/default.toml` @v0.1106.40201); the
+/// exporters' 9634, 9256 and 8429. Below Linux's ephemeral range (32768-60999), so no
+/// outgoing connection holds it. A tower file is a vote record, not a key, but it is
+/// not for the world: firewall the port like the RPC.
+pub const DEFAULT_IDENTITY_AGENT_PORT: i32 = 10910;
 
 /// What the validator does with its identity.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
@@ -685,6 +712,16 @@ mod tests {
             );
             let agent = inits.iter().find(|c| c.name == "identity-agent").unwrap();
             assert_eq!(agent.restart_policy.as_deref(), Some("Always"));
+            // The agent's port: identityAgentPort, else the default.
+            let listen = agent.args.clone().unwrap();
+            assert!(
+                listen.contains(&format!("--listen=$(POD_IP):{DEFAULT_IDENTITY_AGENT_PORT}")),
+                "{listen:?}"
+            );
+            assert_eq!(
+                agent.ports.clone().unwrap()[0].container_port,
+                DEFAULT_IDENTITY_AGENT_PORT
+            );
             let mounts: Vec<&str> = agent
                 .volume_mounts
                 .iter()

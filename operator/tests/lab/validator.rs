@@ -366,6 +366,30 @@ async fn bad_validators_are_refused_naming_the_field() {
                 "which valtune renders for an Agave Validator",
             ),
             (
+                "an identity agent port on a Validator that is no pair member",
+                json!({"spec": {"identityAgentPort": 10911}}),
+                "spec.identityAgentPort",
+                "identityAgentPort is the port of a failover pair member's identity agent",
+            ),
+            (
+                "an identity agent port inside Agave's dynamicPortRange",
+                json!({"spec": {"role": "standby", "identity": {"secretName": "spare"}, "standbyFor": {"secretName": "staked", "publicKey": "Stake11111111111111111111111111111111111111"}, "voteAccount": {"secretName": "vote"}, "identityAgentPort": 8010, "template": {"besu": null, "agave": {"image": "anzaxyz/agave:v4.0.3"}, "storage": [{"role": "ledger", "size": "1Gi"}]}}}),
+                "spec.identityAgentPort",
+                "identityAgentPort (default 10910) collides with a port Agave binds",
+            ),
+            (
+                "Agave's range widened over the default identity agent port",
+                json!({"spec": {"role": "standby", "identity": {"secretName": "spare"}, "standbyFor": {"secretName": "staked", "publicKey": "Stake11111111111111111111111111111111111111"}, "voteAccount": {"secretName": "vote"}, "template": {"besu": null, "agave": {"image": "anzaxyz/agave:v4.0.3", "dynamicPortRange": "8000-12000"}, "storage": [{"role": "ledger", "size": "1Gi"}]}}}),
+                "spec.identityAgentPort",
+                "identityAgentPort (default 10910) collides with a port Agave binds",
+            ),
+            (
+                "an identity agent port on an exporter's",
+                json!({"spec": {"role": "standby", "identity": {"secretName": "spare"}, "standbyFor": {"secretName": "staked", "publicKey": "Stake11111111111111111111111111111111111111"}, "voteAccount": {"secretName": "vote"}, "identityAgentPort": 9634, "template": {"besu": null, "agave": {"image": "anzaxyz/agave:v4.0.3"}, "storage": [{"role": "ledger", "size": "1Gi"}]}}}),
+                "spec.identityAgentPort",
+                "identityAgentPort (default 10910) collides with a port Agave binds",
+            ),
+            (
                 "fromExperiment without a name",
                 json!({"spec": {"tuning": {"fromExperiment": ""}}}),
                 "spec.tuning.fromExperiment",

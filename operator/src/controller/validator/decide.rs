@@ -1221,6 +1221,7 @@ template:
                         });
                         obs.pair = Some(View {
                             name: "a".into(),
+                            agent_port: 10910,
                             staked: STAKED.into(),
                             lease: "valtune-identity-staked".into(),
                             holder: Holder::Us,

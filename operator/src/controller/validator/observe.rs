@@ -14,8 +14,8 @@ use super::tuning::{self, Tuned};
 use crate::api::labels;
 use crate::api::settings::MetricsSettings;
 use crate::api::validator::{
-    FAILOVER_REQUESTED, FAILOVER_TO, IDENTITY_LABEL, IDENTITY_REQUEST, POD_HASH, VALIDATOR_LABEL,
-    Validator, ValidatorRole, identity_label,
+    DEFAULT_IDENTITY_AGENT_PORT, FAILOVER_REQUESTED, FAILOVER_TO, IDENTITY_LABEL, IDENTITY_REQUEST,
+    POD_HASH, VALIDATOR_LABEL, Validator, ValidatorRole, identity_label,
 };
 use crate::api::{ValidatorExperiment, ValidatorTrial};
 use crate::clients::health::{Health, RestartWindow};
@@ -115,6 +115,7 @@ pub fn input(v: &Validator, prometheus_url: Option<&str>) -> RenderInput {
         secret: k.secret_name.clone(),
         key: k.key.clone(),
     };
+    let agent_port = agent_port(v);
     let pair = match (
         &v.spec.identity,
         &v.spec.spare_identity,
@@ -123,10 +124,12 @@ pub fn input(v: &Validator, prometheus_url: Option<&str>) -> RenderInput {
         (Some(staked), Some(spare), _) => Some(Pair {
             staked: key(staked),
             spare: key(spare),
+            agent_port,
         }),
         (Some(spare), None, Some(staked)) => Some(Pair {
             staked: key(staked),
             spare: key(spare),
+            agent_port,
         }),
         _ => None,
     };
@@ -162,6 +165,13 @@ pub fn input(v: &Validator, prometheus_url: Option<&str>) -> RenderInput {
             node: v.spec.node_name.clone(),
         },
     }
+}
+
+/// A failover pair member's identity agent port.
+pub fn agent_port(v: &Validator) -> i32 {
+    v.spec
+        .identity_agent_port
+        .unwrap_or(DEFAULT_IDENTITY_AGENT_PORT)
 }
 
 /// The objects rendered for `v`, the pod annotated with their hash.
@@ -469,6 +479,7 @@ async fn pair_view(
         });
     }
     Ok(Some(View {
+        agent_port: agent_port(v),
         name,
         staked: key,
         lease: lname,

@@ -18,7 +18,6 @@ use super::failover::{self, Memory, PodSide, Side, Step, Tower};
 use super::observe::{lease_name, staked_of};
 use crate::api::Validator;
 use crate::api::validator::{FAILOVER_REQUESTED, FAILOVER_TO, FailoverStatus};
-use crate::clients::agave::pair::AGENT_PORT;
 
 /// A member's pod as seen: what it says, its address, the request on it.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -51,6 +50,9 @@ pub struct Asked {
 #[derive(Debug, Clone, PartialEq)]
 pub struct View {
     pub name: String,
+    /// This member's identity agent port (`identityAgentPort`): where it serves its
+    /// tower files when it hands the identity over.
+    pub agent_port: i32,
     /// The staked identity's public key (`identity.publicKey` / `standbyFor.publicKey`).
     pub staked: String,
     pub lease: String,
@@ -275,8 +277,8 @@ pub fn decide(view: &View, previous: Option<&FailoverStatus>, nonce: i64) -> Out
             let (what, how) = match (&step, own.and_then(|m| m.ip.as_deref())) {
                 (Step::CopyTower, Some(ip)) => (
                     format!(
-                        "take require-tower tower=http://{ip}:{AGENT_PORT}/tower-1_9-{}.bin",
-                        view.staked
+                        "take require-tower tower=http://{ip}:{}/tower-1_9-{}.bin",
+                        view.agent_port, view.staked
                     ),
                     format!("with the tower file copied from {ip}"),
                 ),
@@ -439,6 +441,7 @@ mod tests {
     fn view(holder: Holder, own: Member, standby: Option<Member>) -> View {
         View {
             name: "a".into(),
+            agent_port: 8910,
             staked: STAKED.into(),
             lease: "valtune-identity-staked".into(),
             holder,
