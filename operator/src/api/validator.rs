@@ -51,10 +51,20 @@ pub const MAX_NAME_LEN: usize = 48;
     validation = Rule::new("!has(self.standbyFor) || has(self.standbyFor.publicKey)")
         .message("standbyFor needs the staked identity's public key, so the operator tells from getIdentity who signs with it: set standbyFor.publicKey (solana-keygen pubkey KEYPAIR)")
         .field_path(".standbyFor.publicKey"),
-    validation = Rule::new("!has(self.spareIdentity) || (self.role == 'voting' && has(self.template.agave))")
+    // fdctl set-identity exists at v0.1106.40201 but finds the running validator through
+    // its workspaces on the hugetlbfs mounts fdctl made in the validator container's own
+    // mount namespace (src/app/fdctl/commands/set_identityh.c `set_identity`): the
+    // identity agent, a sidecar, reaches them only privileged, sharing the pod's processes.
+    validation = Rule::new("!has(self.template.firedancer) || !has(self.spareIdentity)")
+        .message(FRANKENDANCER_FAILOVER_REFUSED.replace("FIELD", "spareIdentity").as_str())
+        .field_path(".spareIdentity"),
+    validation = Rule::new("!has(self.template.firedancer) || !has(self.standbyFor)")
+        .message(FRANKENDANCER_FAILOVER_REFUSED.replace("FIELD", "standbyFor").as_str())
+        .field_path(".standbyFor"),
+    validation = Rule::new("!has(self.spareIdentity) || has(self.template.firedancer) || (self.role == 'voting' && has(self.template.agave))")
         .message("spareIdentity is the unstaked keypair a voting Agave validator switches to when it hands its identity to a standby (failover): set role: voting with template.agave, or remove spareIdentity")
         .field_path(".spareIdentity"),
-    validation = Rule::new("!has(self.standbyFor) || (self.role == 'standby' && has(self.template.agave) && has(self.voteAccount))")
+    validation = Rule::new("!has(self.standbyFor) || has(self.template.firedancer) || (self.role == 'standby' && has(self.template.agave) && has(self.voteAccount))")
         .message("standbyFor is the staked identity an Agave standby takes over at a failover (its --authorized-voter), beside the vote account: set role: standby with template.agave and voteAccount, or remove standbyFor")
         .field_path(".standbyFor"),
     validation = Rule::new("!has(self.identityAgentPort) || has(self.spareIdentity) || has(self.standbyFor)")
@@ -216,6 +226,21 @@ pub struct RestartWindowSpec {
 /// `DEFAULT_MAX_DELINQUENT_STAKE` ("5" percent).
 pub const DEFAULT_MIN_IDLE_TIME_MINUTES: u32 = 10;
 pub const DEFAULT_MAX_DELINQUENT_STAKE_PERCENT: u8 = 5;
+
+/// Why a Frankendancer failover pair is refused (`FIELD`: the field named). `fdctl
+/// set-identity KEYPAIR [--require-tower] [--force]` exists at v0.1106.40201, but it
+/// "finds the running validator from the shared memory described by the configuration
+/// file" (firedancer-io/firedancer `src/app/fdctl/commands/set_identityh.c`, the
+/// action's detail, and `set_identity`, which joins every keyswitch workspace read-write):
+/// workspaces on the hugetlbfs mounts `fdctl configure init hugetlbfs` makes in the
+/// validator container's own mount namespace (docs/clients/firedancer.md, Hugepages; a
+/// hugetlbfs mount is an instance of its own, so another container's mount of the same
+/// pages does not hold those files). The pod's identity agent would have to enter that
+/// namespace (the pod's processes shared, CAP_SYS_ADMIN and CAP_SYS_PTRACE: a privileged
+/// container running a ConfigMap's script beside the signing key), or the operator
+/// exec into the validator (pods/exec, which its role does not grant): a privilege no
+/// field of the spec names today.
+pub const FRANKENDANCER_FAILOVER_REFUSED: &str = "FIELD (failover) is not built for Frankendancer: fdctl set-identity (firedancer-io/firedancer src/app/fdctl/commands/set_identityh.c @v0.1106.40201) finds the running validator by joining its shared-memory workspaces on the hugetlbfs mounts fdctl makes inside the validator container, so it must run in that container's mount namespace, which valtune's identity agent reaches only as a privileged sidecar sharing the pod's processes beside the signing key, a privilege no field of the spec names; remove FIELD, and move a Frankendancer identity by hand (docs/validators.md, failover)";
 
 /// The identity agent's port when `identityAgentPort` is unset. Outside every port the
 /// clients bind by default, so it collides with nothing a validator operator left as

@@ -366,6 +366,18 @@ async fn bad_validators_are_refused_naming_the_field() {
                 "which valtune renders for an Agave Validator",
             ),
             (
+                "a Frankendancer failover pair",
+                json!({"spec": {"role": "voting", "identity": {"secretName": "fd-identity", "publicKey": "Stake11111111111111111111111111111111111111"}, "spareIdentity": {"secretName": "fd-spare"}, "voteAccount": {"secretName": "fd-vote"}, "template": {"besu": null, "firedancer": {"image": "r/frankendancer:v0.1106.40201", "privileged": true}}}}),
+                "spec.spareIdentity",
+                "spareIdentity (failover) is not built for Frankendancer: fdctl set-identity",
+            ),
+            (
+                "a Frankendancer standby for a staked identity",
+                json!({"spec": {"role": "standby", "identity": {"secretName": "fd-spare"}, "standbyFor": {"secretName": "fd-identity", "publicKey": "Stake11111111111111111111111111111111111111"}, "voteAccount": {"secretName": "fd-vote"}, "template": {"besu": null, "firedancer": {"image": "r/frankendancer:v0.1106.40201", "privileged": true}}}}),
+                "spec.standbyFor",
+                "standbyFor (failover) is not built for Frankendancer",
+            ),
+            (
                 "an identity agent port on a Validator that is no pair member",
                 json!({"spec": {"identityAgentPort": 10911}}),
                 "spec.identityAgentPort",
