@@ -428,18 +428,16 @@ async fn pair_view(
             .get_opt(h)
             .await
             .map_err(|e| Error::kube(format!("reading Validator {ns}/{h}"), e))?;
-        match o.as_ref().map(|o| super::pair::incoming(o, &name)) {
-            Some(Incoming::Moving) => incoming = true,
-            // The holder moved the Lease here before recording the move done; the Lease
-            // read above may predate that move (read again: it decides), or the
-            // identity was moved back since (then the holder's old annotation still
-            // names this Validator, which signs no more).
-            Some(Incoming::Done) => {
-                if holder_of(ctx, &ns, &lname).await?.as_deref() == Some(name.as_str()) {
-                    holder = Holder::Us;
-                }
-            }
-            _ => {}
+        let said = o.as_ref().map(|o| super::pair::incoming(o, &name));
+        incoming = said == Some(Incoming::Moving);
+        // Done: the holder moved the Lease here before recording the move done; the Lease
+        // read above may predate that move (read again: it decides), or the identity was
+        // moved back since (then the holder's old annotation still names this Validator,
+        // which signs no more).
+        if said == Some(Incoming::Done)
+            && holder_of(ctx, &ns, &lname).await?.as_deref() == Some(name.as_str())
+        {
+            holder = Holder::Us;
         }
     }
     let mut failover = None;

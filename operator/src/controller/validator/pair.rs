@@ -709,7 +709,14 @@ mod tests {
         let b = validator("b", STANDBY);
         let other_key = validator("c", &STANDBY.replace("Stake111", "Other111"));
         let lone = validator("d", &STANDBY.replace("  standbyFor: {secretName: staked, publicKey: Stake11111111111111111111111111111111111111}\n", ""));
-        let rows: Vec<(&str, &Validator, &Validator, Option<&str>, Result<(), &str>)> = vec![
+        type Row<'a> = (
+            &'a str,
+            &'a Validator,
+            &'a Validator,
+            Option<&'a str>,
+            Result<(), &'a str>,
+        );
+        let rows: Vec<Row> = vec![
             ("the first failover", &a, &b, Some("a"), Ok(())),
             ("the move back", &b, &a, Some("b"), Ok(())),
             (
