@@ -51,12 +51,30 @@ pub const MAX_NAME_LEN: usize = 48;
     validation = Rule::new("!has(self.standbyFor) || has(self.standbyFor.publicKey)")
         .message("standbyFor needs the staked identity's public key, so the operator tells from getIdentity who signs with it: set standbyFor.publicKey (solana-keygen pubkey KEYPAIR)")
         .field_path(".standbyFor.publicKey"),
-    validation = Rule::new("!has(self.spareIdentity) || (self.role == 'voting' && has(self.template.agave))")
+    // fdctl set-identity exists at v0.1106.40201 but finds the running validator through
+    // its workspaces on the hugetlbfs mounts fdctl made in the validator container's own
+    // mount namespace (src/app/fdctl/commands/set_identityh.c `set_identity`): the
+    // identity agent, a sidecar, reaches them only privileged, sharing the pod's processes.
+    validation = Rule::new("!has(self.template.firedancer) || !has(self.spareIdentity)")
+        .message(FRANKENDANCER_FAILOVER_REFUSED.replace("FIELD", "spareIdentity").as_str())
+        .field_path(".spareIdentity"),
+    validation = Rule::new("!has(self.template.firedancer) || !has(self.standbyFor)")
+        .message(FRANKENDANCER_FAILOVER_REFUSED.replace("FIELD", "standbyFor").as_str())
+        .field_path(".standbyFor"),
+    validation = Rule::new("!has(self.spareIdentity) || has(self.template.firedancer) || (self.role == 'voting' && has(self.template.agave))")
         .message("spareIdentity is the unstaked keypair a voting Agave validator switches to when it hands its identity to a standby (failover): set role: voting with template.agave, or remove spareIdentity")
         .field_path(".spareIdentity"),
-    validation = Rule::new("!has(self.standbyFor) || (self.role == 'standby' && has(self.template.agave) && has(self.voteAccount))")
+    validation = Rule::new("!has(self.standbyFor) || has(self.template.firedancer) || (self.role == 'standby' && has(self.template.agave) && has(self.voteAccount))")
         .message("standbyFor is the staked identity an Agave standby takes over at a failover (its --authorized-voter), beside the vote account: set role: standby with template.agave and voteAccount, or remove standbyFor")
         .field_path(".standbyFor"),
+    validation = Rule::new("!has(self.identityAgentPort) || has(self.spareIdentity) || has(self.standbyFor)")
+        .message("identityAgentPort is the port of a failover pair member's identity agent (spareIdentity or standbyFor): remove it")
+        .field_path(".identityAgentPort"),
+    // With host networking the agent's port is on the node beside every port Agave and
+    // its sidecars bind: valtune renders all of them from the template.
+    validation = Rule::new(format!("!has(self.template.agave) || !(has(self.spareIdentity) || has(self.standbyFor)) || (((has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) < int(self.template.agave.dynamicPortRange.split('-')[0]) || (has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) > int(self.template.agave.dynamicPortRange.split('-')[1])) && !((has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) in [self.template.agave.rpcPort, self.template.agave.rpcPort + 1, self.template.agave.exporters.rpcPort, self.template.agave.exporters.processPort, self.template.agave.exporters.datapointsPort]))"))
+        .message(format!("identityAgentPort (default {DEFAULT_IDENTITY_AGENT_PORT}) collides with a port Agave binds on the node (template.agave.dynamicPortRange, rpcPort, its websocket rpcPort + 1) or an exporter's (template.agave.exporters): set identityAgentPort to a free port outside them").as_str())
+        .field_path(".identityAgentPort"),
     validation = Rule::new("self.role != 'voting' || has(self.template.nodeos) || (has(self.identity) && has(self.voteAccount))")
         .message("a voting validator needs its identity and its vote account: set identity.secretName and voteAccount.secretName")
         .field_path(".voteAccount"),
@@ -145,6 +163,13 @@ pub struct ValidatorSpec {
     /// `identity`). Needs `voteAccount`, the staked identity's vote account.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub standby_for: Option<KeyRef>,
+    /// A failover pair member's identity agent port (with `spareIdentity` or
+    /// `standbyFor`; default [`DEFAULT_IDENTITY_AGENT_PORT`]): the agent serves the
+    /// ledger's tower files there, on the node's address, to the other member's agent.
+    /// Refused where it collides with a port the pod binds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1024, max = 65535))]
+    pub identity_agent_port: Option<i32>,
     /// A producing nodeos' producer account (`--producer-name`); its key is `identity`'s
     /// signature provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -201,6 +226,33 @@ pub struct RestartWindowSpec {
 /// `DEFAULT_MAX_DELINQUENT_STAKE` ("5" percent).
 pub const DEFAULT_MIN_IDLE_TIME_MINUTES: u32 = 10;
 pub const DEFAULT_MAX_DELINQUENT_STAKE_PERCENT: u8 = 5;
+
+/// Why a Frankendancer failover pair is refused (`FIELD`: the field named). `fdctl
+/// set-identity KEYPAIR [--require-tower] [--force]` exists at v0.1106.40201, but it
+/// "finds the running validator from the shared memory described by the configuration
+/// file" (firedancer-io/firedancer `src/app/fdctl/commands/set_identityh.c`, the
+/// action's detail, and `set_identity`, which joins every keyswitch workspace read-write):
+/// workspaces on the hugetlbfs mounts `fdctl configure init hugetlbfs` makes in the
+/// validator container's own mount namespace (docs/clients/firedancer.md, Hugepages; a
+/// hugetlbfs mount is an instance of its own, so another container's mount of the same
+/// pages does not hold those files). The pod's identity agent would have to enter that
+/// namespace (the pod's processes shared, CAP_SYS_ADMIN and CAP_SYS_PTRACE: a privileged
+/// container running a ConfigMap's script beside the signing key), or the operator
+/// exec into the validator (pods/exec, which its role does not grant): a privilege no
+/// field of the spec names today.
+pub const FRANKENDANCER_FAILOVER_REFUSED: &str = "FIELD (failover) is not built for Frankendancer: fdctl set-identity (firedancer-io/firedancer src/app/fdctl/commands/set_identityh.c @v0.1106.40201) finds the running validator by joining its shared-memory workspaces on the hugetlbfs mounts fdctl makes inside the validator container, so it must run in that container's mount namespace, which valtune's identity agent reaches only as a privileged sidecar sharing the pod's processes beside the signing key, a privilege no field of the spec names; remove FIELD, and move a Frankendancer identity by hand (docs/validators.md, failover)";
+
+/// The identity agent's port when `identityAgentPort` is unset. Outside every port the
+/// clients bind by default, so it collides with nothing a validator operator left as
+/// it is: Agave's own `--dynamic-port-range` default, 8000-10000 (agave-validator 4.0.0
+/// `src/cli.rs` L237, solana-net-utils `VALIDATOR_PORT_RANGE`), the range operators open
+/// to every validator; its RPC 8899 and websocket 8900; Frankendancer's
+/// `dynamic_port_range` 8900-9000, gossip 8001, shred 8003, QUIC 9001 and 9007,
+/// metrics 7999 and GUI 80 (`src/app/fdctl/config/default.toml` @v0.1106.40201); the
+/// exporters' 9634, 9256 and 8429. Below Linux's ephemeral range (32768-60999), so no
+/// outgoing connection holds it. A tower file is a vote record, not a key, but it is
+/// not for the world: firewall the port like the RPC.
+pub const DEFAULT_IDENTITY_AGENT_PORT: i32 = 10910;
 
 /// What the validator does with its identity.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
@@ -685,6 +737,16 @@ mod tests {
             );
             let agent = inits.iter().find(|c| c.name == "identity-agent").unwrap();
             assert_eq!(agent.restart_policy.as_deref(), Some("Always"));
+            // The agent's port: identityAgentPort, else the default.
+            let listen = agent.args.clone().unwrap();
+            assert!(
+                listen.contains(&format!("--listen=$(POD_IP):{DEFAULT_IDENTITY_AGENT_PORT}")),
+                "{listen:?}"
+            );
+            assert_eq!(
+                agent.ports.clone().unwrap()[0].container_port,
+                DEFAULT_IDENTITY_AGENT_PORT
+            );
             let mounts: Vec<&str> = agent
                 .volume_mounts
                 .iter()

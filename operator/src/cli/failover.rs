@@ -1,20 +1,27 @@
-//! `valtune failover`: ask the operator to move a voting Agave identity from its
-//! Validator to a standby, by annotating the active Validator (`valtune.dev/failover-to`,
-//! metadata: `spec` stays as the user's repository has it), then follow the move in the
-//! active's status until the standby signs.
+//! `valtune failover`: ask the operator to move a voting Agave identity from the pair
+//! member that signs with it (the holder of its Lease) to the other member, by annotating
+//! the holder (`valtune.dev/failover-to`, metadata: `spec` stays as the user's repository
+//! has it), then follow the move in the holder's status until the other signs. Either
+//! direction: the first failover goes from the Validator with `spareIdentity` to the one
+//! with `standbyFor`, the move back the other way.
 
 use anyhow::Context;
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, Patch, PatchParams};
 use valtune::api::Validator;
 use valtune::api::validator::{FAILOVER_REQUESTED, FAILOVER_TO};
+use valtune::controller::validator::observe::{lease_name, staked_of};
+use valtune::controller::validator::pair::hand_over;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// The Validator that signs with the identity now (role voting, with spareIdentity).
+    /// The failover pair member that signs with the staked identity now: the holder of
+    /// its Lease (`valtune-identity-<secret>`), whichever of `spareIdentity` or
+    /// `standbyFor` its manifest uses.
     validator: String,
-    /// The standby Validator that takes it (role standby, standbyFor naming the same
-    /// identity Secret and publicKey).
-    #[arg(long, value_name = "STANDBY")]
+    /// The other member of the pair, which takes the identity (its `identity.publicKey`
+    /// or `standbyFor.publicKey` and Secret the same as this one's).
+    #[arg(long, value_name = "VALIDATOR")]
     to: String,
     #[command(flatten)]
     kube: super::KubeArgs,
@@ -32,27 +39,29 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     } = args;
     let wait = valtune::api::settings::parse_duration(&wait).context("--wait")?;
     let (client, namespace) = kube.connect().await?;
-    let api: Api<Validator> = Api::namespaced(client, &namespace);
+    let api: Api<Validator> = Api::namespaced(client.clone(), &namespace);
     let active = api
         .get_opt(&validator)
         .await?
         .with_context(|| format!("no Validator {validator} in namespace {namespace}"))?;
-    anyhow::ensure!(
-        active.spec.spare_identity.is_some(),
-        "Validator {validator} has no spec.spareIdentity: it has no identity of its own to switch to, so it cannot hand its identity over (see docs/validators.md, failover)"
-    );
     let standby = api
         .get_opt(&to)
         .await?
         .with_context(|| format!("no Validator {to} in namespace {namespace}"))?;
-    let same = match (&active.spec.identity, &standby.spec.standby_for) {
-        (Some(a), Some(b)) => a.secret_name == b.secret_name && a.public_key == b.public_key,
-        _ => false,
+    let holder = match staked_of(&active) {
+        Some(k) => {
+            let leases: Api<Lease> = Api::namespaced(client, &namespace);
+            let lease = lease_name(&k.secret_name);
+            leases
+                .get_opt(&lease)
+                .await
+                .with_context(|| format!("reading Lease {namespace}/{lease}"))?
+                .and_then(|l| l.spec?.holder_identity)
+                .filter(|h| !h.is_empty())
+        }
+        None => None,
     };
-    anyhow::ensure!(
-        same,
-        "Validator {to} does not stand by for {validator}'s identity: its spec.standbyFor must name the same Secret and publicKey as {validator}'s spec.identity"
-    );
+    hand_over(&active, &standby, holder.as_deref()).map_err(anyhow::Error::msg)?;
     let requested = jiff::Timestamp::now().to_string();
     let patch = serde_json::json!({"metadata": {"annotations": {
         FAILOVER_TO: to,

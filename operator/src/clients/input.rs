@@ -75,6 +75,8 @@ pub struct Keys {
 pub struct Pair {
     pub staked: SecretKey,
     pub spare: SecretKey,
+    /// The identity agent's port (`identityAgentPort`).
+    pub agent_port: i32,
 }
 
 /// One key of one Secret of the owner's namespace.

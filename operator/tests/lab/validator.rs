@@ -366,6 +366,42 @@ async fn bad_validators_are_refused_naming_the_field() {
                 "which valtune renders for an Agave Validator",
             ),
             (
+                "a Frankendancer failover pair",
+                json!({"spec": {"role": "voting", "identity": {"secretName": "fd-identity", "publicKey": "Stake11111111111111111111111111111111111111"}, "spareIdentity": {"secretName": "fd-spare"}, "voteAccount": {"secretName": "fd-vote"}, "template": {"besu": null, "firedancer": {"image": "r/frankendancer:v0.1106.40201", "privileged": true}}}}),
+                "spec.spareIdentity",
+                "spareIdentity (failover) is not built for Frankendancer: fdctl set-identity",
+            ),
+            (
+                "a Frankendancer standby for a staked identity",
+                json!({"spec": {"role": "standby", "identity": {"secretName": "fd-spare"}, "standbyFor": {"secretName": "fd-identity", "publicKey": "Stake11111111111111111111111111111111111111"}, "voteAccount": {"secretName": "fd-vote"}, "template": {"besu": null, "firedancer": {"image": "r/frankendancer:v0.1106.40201", "privileged": true}}}}),
+                "spec.standbyFor",
+                "standbyFor (failover) is not built for Frankendancer",
+            ),
+            (
+                "an identity agent port on a Validator that is no pair member",
+                json!({"spec": {"identityAgentPort": 10911}}),
+                "spec.identityAgentPort",
+                "identityAgentPort is the port of a failover pair member's identity agent",
+            ),
+            (
+                "an identity agent port inside Agave's dynamicPortRange",
+                json!({"spec": {"role": "standby", "identity": {"secretName": "spare"}, "standbyFor": {"secretName": "staked", "publicKey": "Stake11111111111111111111111111111111111111"}, "voteAccount": {"secretName": "vote"}, "identityAgentPort": 8010, "template": {"besu": null, "agave": {"image": "anzaxyz/agave:v4.0.3"}, "storage": [{"role": "ledger", "size": "1Gi"}]}}}),
+                "spec.identityAgentPort",
+                "identityAgentPort (default 10910) collides with a port Agave binds",
+            ),
+            (
+                "Agave's range widened over the default identity agent port",
+                json!({"spec": {"role": "standby", "identity": {"secretName": "spare"}, "standbyFor": {"secretName": "staked", "publicKey": "Stake11111111111111111111111111111111111111"}, "voteAccount": {"secretName": "vote"}, "template": {"besu": null, "agave": {"image": "anzaxyz/agave:v4.0.3", "dynamicPortRange": "8000-12000"}, "storage": [{"role": "ledger", "size": "1Gi"}]}}}),
+                "spec.identityAgentPort",
+                "identityAgentPort (default 10910) collides with a port Agave binds",
+            ),
+            (
+                "an identity agent port on an exporter's",
+                json!({"spec": {"role": "standby", "identity": {"secretName": "spare"}, "standbyFor": {"secretName": "staked", "publicKey": "Stake11111111111111111111111111111111111111"}, "voteAccount": {"secretName": "vote"}, "identityAgentPort": 9634, "template": {"besu": null, "agave": {"image": "anzaxyz/agave:v4.0.3"}, "storage": [{"role": "ledger", "size": "1Gi"}]}}}),
+                "spec.identityAgentPort",
+                "identityAgentPort (default 10910) collides with a port Agave binds",
+            ),
+            (
                 "fromExperiment without a name",
                 json!({"spec": {"tuning": {"fromExperiment": ""}}}),
                 "spec.tuning.fromExperiment",
@@ -1715,22 +1751,82 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
     assert_eq!(identity_of(&pods, "agave-a").await, Some(spare_a.clone()));
     assert_eq!(identity_of(&pods, "agave-b").await, Some(staked.clone()));
 
+    // Moving it back, manifests untouched: the Lease's holder (agave-b, the standby by
+    // its spec) hands the identity over; agave-a, which holds it no more, cannot.
+    let failover = |from: &str, to: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_valtune"))
+            .args(["failover", from, "--to", to, "-n", &ns, "--wait", "5m"])
+            .arg("--kubeconfig")
+            .arg(&lab.state.kubeconfig)
+            .output()
+            .unwrap()
+    };
+    let out = failover("agave-a", "agave-b");
+    assert!(
+        !out.status.success()
+            && String::from_utf8_lossy(&out.stderr).contains("agave-b already signs"),
+        "{out:?}"
+    );
+    let out = failover("agave-b", "agave-a");
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("agave-a signs with {staked}")),
+        "{out:?}"
+    );
+    let lease = leases.get("valtune-identity-agave-identity").await.unwrap();
+    assert_eq!(
+        lease.spec.unwrap().holder_identity.as_deref(),
+        Some("agave-a")
+    );
+    assert_eq!(identity_of(&pods, "agave-a").await, Some(staked.clone()));
+    assert_eq!(identity_of(&pods, "agave-b").await, Some(spare_b.clone()));
+    let b = api.get("agave-b").await.unwrap();
+    let back = b.status.clone().unwrap().failover.unwrap();
+    assert!(back.done && back.to == "agave-a", "{back:?}");
+    wait_for(
+        "agave-a says it signs again",
+        Duration::from_secs(60),
+        || {
+            let api = api.clone();
+            async move {
+                let a = api.get("agave-a").await.map_err(|e| e.to_string())?;
+                match condition(&a, "IdentityHeld") {
+                    Some(c) if c.0 == "True" && c.1 == "Signs" => Ok(()),
+                    other => Err(format!("{other:?}")),
+                }
+            }
+        },
+    )
+    .await;
+    // The first failover's annotation, still on agave-a, starts nothing again.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(identity_of(&pods, "agave-a").await, Some(staked.clone()));
+    assert_eq!(identity_of(&pods, "agave-b").await, Some(spare_b.clone()));
+
     poll.abort();
     {
         let ids = ids.lock().unwrap();
         assert!(ids.both.is_empty(), "two signers: {:?}", ids.both);
-        // The poll saw the move: agave-b's pod went from its spare identity to the staked one,
-        // agave-a's first pod from the staked one to its spare one.
+        // The poll saw the move: agave-a's first pod went from the staked identity to its
+        // spare one (agave-b's, below, from its spare one to the staked one and back).
         let seen: Vec<&Vec<String>> = ids.seen.values().collect();
         assert!(
             seen.iter()
-                .any(|s| s.ends_with(&[spare_b.clone(), staked.clone()])),
+                .any(|s| s.ends_with(&[staked.clone(), spare_a.clone()])),
+            "{:?}",
+            ids.seen
+        );
+        // And back: agave-a's second pod from its spare identity to the staked one,
+        // agave-b's from the staked one to its spare one.
+        assert!(
+            seen.iter()
+                .any(|s| s.ends_with(&[spare_a.clone(), staked.clone()])),
             "{:?}",
             ids.seen
         );
         assert!(
             seen.iter()
-                .any(|s| s.ends_with(&[staked.clone(), spare_a.clone()])),
+                .any(|s| s.ends_with(&[spare_b.clone(), staked.clone(), spare_b.clone()])),
             "{:?}",
             ids.seen
         );

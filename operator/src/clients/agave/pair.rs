@@ -37,9 +37,6 @@ use crate::clients::pod::{Skeleton, config_map, sidecar_resources};
 pub const AGENT_SCRIPT: &str = include_str!("identity_agent.py");
 /// The image it runs in (the official Python image; the lab runs the script with python3).
 pub const AGENT_IMAGE: &str = "python:3.13-alpine";
-/// Where the agent serves the ledger's tower files, on the pod's IP (the node's, host
-/// network): a tower file is a vote record, not a key.
-pub const AGENT_PORT: i32 = 8910;
 pub const AGENT_CONTAINER: &str = "identity-agent";
 /// The `--identity` link, on the ledger volume.
 pub fn link() -> String {
@@ -141,10 +138,11 @@ pub fn parts(input: &RenderInput, skeleton: &Skeleton, image: &str, pair: &Pair)
             format!("--link={}", link()),
             format!("--staked={staked}"),
             format!("--spare={spare}"),
-            format!("--listen=$(POD_IP):{AGENT_PORT}"),
+            // The tower files, on the pod's IP (the node's, host network): `identityAgentPort`.
+            format!("--listen=$(POD_IP):{}", pair.agent_port),
         ]),
         env: Some(vec![parts::field_env("POD_IP", "status.podIP")]),
-        ports: Some(vec![port("identity-agent", AGENT_PORT)]),
+        ports: Some(vec![port("identity-agent", pair.agent_port)]),
         resources: Some(sidecar_resources()),
         volume_mounts: Some(mounts),
         restart_policy: Some("Always".into()),

@@ -1169,4 +1169,110 @@ template:
                 .all(|c| c.type_ != "TuningApplied")
         );
     }
+
+    /// A voting pair member whose process hangs (its pod runs on a node that answers, its
+    /// RPC times out: no getIdentity, no health), asked to fail over: whatever else is
+    /// pending, the pass waits and says why. It never deletes the pod, never asks the
+    /// standby to take the identity, never moves the Lease: a hung validator may still
+    /// sign, and valtune does not stop it for you.
+    #[test]
+    fn a_silent_active_makes_a_failover_wait_never_force() {
+        use super::super::failover::PodSide;
+        use super::super::pair::{Asked, Holder, Member, View};
+        use crate::api::validator::FailoverStatus;
+        const STAKED: &str = "Stake11111111111111111111111111111111111111";
+        let standby = |request: Option<&str>| Member {
+            side: PodSide {
+                name: "b".into(),
+                terminating: false,
+                node_ready: Some(true),
+                identity: Some("JunkB".into()),
+                healthy: true,
+                slot: Some(10_000),
+            },
+            ip: Some("10.0.0.2".into()),
+            request: request.map(String::from),
+        };
+        let mut s = spec(SPEC);
+        s.role = ValidatorRole::Voting;
+        for pending in [false, true] {
+            for seen_signing in [false, true] {
+                for asked in [None, Some("1 take"), Some("2 release")] {
+                    for standby_request in [None, Some("3 take require-tower")] {
+                        let silent = Member {
+                            side: PodSide {
+                                name: "a".into(),
+                                terminating: false,
+                                node_ready: Some(true),
+                                identity: None,
+                                healthy: false,
+                                slot: None,
+                            },
+                            ip: Some("10.0.0.1".into()),
+                            request: asked.map(String::from),
+                        };
+                        let mut obs =
+                            observed(ours(), Some(pod(if pending { "h0" } else { "h1" })), None);
+                        obs.unanswered = Some("http://10.0.0.1:8899/: operation timed out".into());
+                        obs.position = None;
+                        obs.window = RestartWindow::LeaderSchedule { rpc_port: 8899 };
+                        obs.look = pending.then(|| {
+                            Err("getEpochInfo: no answer from http://10.0.0.1:8899/".into())
+                        });
+                        obs.pair = Some(View {
+                            name: "a".into(),
+                            agent_port: 10910,
+                            staked: STAKED.into(),
+                            lease: "valtune-identity-staked".into(),
+                            holder: Holder::Us,
+                            own: Some(silent),
+                            failover: Some(Asked {
+                                to: "b".into(),
+                                requested: Some("t1".into()),
+                                standby: Ok(Some(standby(standby_request))),
+                            }),
+                            incoming: false,
+                        });
+                        let previous = ValidatorStatus {
+                            failover: Some(FailoverStatus {
+                                to: "b".into(),
+                                requested: Some("t1".into()),
+                                identity: seen_signing.then(|| STAKED.into()),
+                                step: String::new(),
+                                released_at_slot: None,
+                                done: false,
+                            }),
+                            ..Default::default()
+                        };
+                        let d = decide(&s, Some(1), &previous, &obs, at());
+                        let what = format!(
+                            "pending {pending}, seen signing {seen_signing}, asked {asked:?}, standby {standby_request:?}"
+                        );
+                        assert!(!d.delete_pod, "{what}: deletes the pod");
+                        assert!(d.move_lease.is_none(), "{what}: moves the Lease");
+                        assert!(
+                            !d.annotate
+                                .iter()
+                                .any(|(p, r)| p == "b" && r.contains("take")),
+                            "{what}: {:?}",
+                            d.annotate
+                        );
+                        let f = d.status.failover.clone().unwrap();
+                        assert!(
+                            f.step.starts_with("waiting: ") && !f.done,
+                            "{what}: {}",
+                            f.step
+                        );
+                        if seen_signing {
+                            assert!(
+                                f.step.contains("does not answer getIdentity"),
+                                "{what}: {}",
+                                f.step
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

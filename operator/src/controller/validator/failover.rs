@@ -70,8 +70,10 @@ pub enum Step {
     Wait(String),
     /// Ask the active to switch to its own junk identity (`set-identity JUNK`).
     SwitchActive,
-    /// Stop the active (delete its pod with its grace period): it has no junk identity,
-    /// or does not answer the command.
+    /// The active must be stopped before the standby may take the identity: it has no
+    /// junk identity, or does not answer getIdentity (pod present, process hung). The
+    /// operator never does it (pair.rs waits, saying so): a hung validator may still
+    /// sign, and only someone who knows the machine can stop it for sure.
     StopActive,
     /// Copy the staked identity's tower file from the active's ledger to the standby's.
     CopyTower,

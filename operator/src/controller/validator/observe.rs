@@ -14,8 +14,8 @@ use super::tuning::{self, Tuned};
 use crate::api::labels;
 use crate::api::settings::MetricsSettings;
 use crate::api::validator::{
-    FAILOVER_REQUESTED, FAILOVER_TO, IDENTITY_LABEL, IDENTITY_REQUEST, POD_HASH, VALIDATOR_LABEL,
-    Validator, ValidatorRole, identity_label,
+    DEFAULT_IDENTITY_AGENT_PORT, FAILOVER_REQUESTED, FAILOVER_TO, IDENTITY_LABEL, IDENTITY_REQUEST,
+    POD_HASH, VALIDATOR_LABEL, Validator, ValidatorRole, identity_label,
 };
 use crate::api::{ValidatorExperiment, ValidatorTrial};
 use crate::clients::health::{Health, RestartWindow};
@@ -115,6 +115,7 @@ pub fn input(v: &Validator, prometheus_url: Option<&str>) -> RenderInput {
         secret: k.secret_name.clone(),
         key: k.key.clone(),
     };
+    let agent_port = agent_port(v);
     let pair = match (
         &v.spec.identity,
         &v.spec.spare_identity,
@@ -123,10 +124,12 @@ pub fn input(v: &Validator, prometheus_url: Option<&str>) -> RenderInput {
         (Some(staked), Some(spare), _) => Some(Pair {
             staked: key(staked),
             spare: key(spare),
+            agent_port,
         }),
         (Some(spare), None, Some(staked)) => Some(Pair {
             staked: key(staked),
             spare: key(spare),
+            agent_port,
         }),
         _ => None,
     };
@@ -162,6 +165,13 @@ pub fn input(v: &Validator, prometheus_url: Option<&str>) -> RenderInput {
             node: v.spec.node_name.clone(),
         },
     }
+}
+
+/// A failover pair member's identity agent port.
+pub fn agent_port(v: &Validator) -> i32 {
+    v.spec
+        .identity_agent_port
+        .unwrap_or(DEFAULT_IDENTITY_AGENT_PORT)
 }
 
 /// The objects rendered for `v`, the pod annotated with their hash.
@@ -384,7 +394,7 @@ async fn pair_view(
     lease: &LeaseState,
     pod: Option<&Pod>,
 ) -> Result<Option<super::pair::View>> {
-    use super::pair::{Asked, Holder, View};
+    use super::pair::{Asked, Holder, Incoming, View};
     let Some(staked) = staked_of(v) else {
         return Ok(None);
     };
@@ -394,21 +404,14 @@ async fn pair_view(
     let ns = v.namespace().unwrap_or_default();
     let name = v.name_any();
     let lname = lease_name(&staked.secret_name);
-    let holder = if v.spec.role == ValidatorRole::Voting {
+    let mut holder = if v.spec.role == ValidatorRole::Voting {
         match lease {
             LeaseState::Ours { .. } => Holder::Us,
             LeaseState::HeldBy { holder, .. } => Holder::Other(Some(holder.clone())),
             _ => Holder::Other(None),
         }
     } else {
-        let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), &ns);
-        let h = leases
-            .get_opt(&lname)
-            .await
-            .map_err(|e| Error::kube(format!("reading Lease {ns}/{lname}"), e))?
-            .and_then(|l| l.spec?.holder_identity)
-            .filter(|h| !h.is_empty());
-        match h {
+        match holder_of(ctx, &ns, &lname).await? {
             Some(h) if h == name => Holder::Us,
             h => Holder::Other(h),
         }
@@ -421,15 +424,21 @@ async fn pair_view(
     let mut incoming = false;
     if let Holder::Other(Some(h)) = &holder {
         let vs: Api<Validator> = Api::namespaced(ctx.client.clone(), &ns);
-        incoming = vs
+        let o = vs
             .get_opt(h)
             .await
-            .map_err(|e| Error::kube(format!("reading Validator {ns}/{h}"), e))?
-            // Done or not: the holder read here may be the one before the move (the
-            // holder writes its status after moving the Lease). A holder that still
-            // names this Validator after a move back would leave it signing: moving
-            // back is not built (`valtune failover` refuses it).
-            .is_some_and(|o| o.annotations().get(FAILOVER_TO) == Some(&name));
+            .map_err(|e| Error::kube(format!("reading Validator {ns}/{h}"), e))?;
+        let said = o.as_ref().map(|o| super::pair::incoming(o, &name));
+        incoming = said == Some(Incoming::Moving);
+        // Done: the holder moved the Lease here before recording the move done; the Lease
+        // read above may predate that move (read again: it decides), or the identity was
+        // moved back since (then the holder's old annotation still names this Validator,
+        // which signs no more).
+        if said == Some(Incoming::Done)
+            && holder_of(ctx, &ns, &lname).await?.as_deref() == Some(name.as_str())
+        {
+            holder = Holder::Us;
+        }
     }
     let mut failover = None;
     if let (Holder::Us, Some(to)) = (&holder, v.annotations().get(FAILOVER_TO)) {
@@ -468,6 +477,7 @@ async fn pair_view(
         });
     }
     Ok(Some(View {
+        agent_port: agent_port(v),
         name,
         staked: key,
         lease: lname,
@@ -476,6 +486,17 @@ async fn pair_view(
         failover,
         incoming,
     }))
+}
+
+/// The holder of Lease `lname`, if anybody holds it.
+async fn holder_of(ctx: &Context, ns: &str, lname: &str) -> Result<Option<String>> {
+    let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), ns);
+    Ok(leases
+        .get_opt(lname)
+        .await
+        .map_err(|e| Error::kube(format!("reading Lease {ns}/{lname}"), e))?
+        .and_then(|l| l.spec?.holder_identity)
+        .filter(|h| !h.is_empty()))
 }
 
 fn rpc_port(v: &Validator) -> i32 {

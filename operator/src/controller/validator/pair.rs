@@ -12,9 +12,12 @@
 //!   another identity (its own `getIdentity`) or its pod is gone; the Lease moves only
 //!   once the standby reports it and the active does not.
 
+use kube::ResourceExt;
+
 use super::failover::{self, Memory, PodSide, Side, Step, Tower};
-use crate::api::validator::FailoverStatus;
-use crate::clients::agave::pair::AGENT_PORT;
+use super::observe::{lease_name, staked_of};
+use crate::api::Validator;
+use crate::api::validator::{FAILOVER_REQUESTED, FAILOVER_TO, FailoverStatus};
 
 /// A member's pod as seen: what it says, its address, the request on it.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -47,6 +50,9 @@ pub struct Asked {
 #[derive(Debug, Clone, PartialEq)]
 pub struct View {
     pub name: String,
+    /// This member's identity agent port (`identityAgentPort`): where it serves its
+    /// tower files when it hands the identity over.
+    pub agent_port: i32,
     /// The staked identity's public key (`identity.publicKey` / `standbyFor.publicKey`).
     pub staked: String,
     pub lease: String,
@@ -271,8 +277,8 @@ pub fn decide(view: &View, previous: Option<&FailoverStatus>, nonce: i64) -> Out
             let (what, how) = match (&step, own.and_then(|m| m.ip.as_deref())) {
                 (Step::CopyTower, Some(ip)) => (
                     format!(
-                        "take require-tower tower=http://{ip}:{AGENT_PORT}/tower-1_9-{}.bin",
-                        view.staked
+                        "take require-tower tower=http://{ip}:{}/tower-1_9-{}.bin",
+                        view.agent_port, view.staked
                     ),
                     format!("with the tower file copied from {ip}"),
                 ),
@@ -336,6 +342,81 @@ pub fn decide(view: &View, previous: Option<&FailoverStatus>, nonce: i64) -> Out
     out
 }
 
+/// Whether `from` may hand the staked identity to `to`: both members of one pair (the
+/// same staked Secret and public key, whichever field names it), and `from` the holder
+/// of its Lease (`holder`: the Lease's holder, None when nobody holds it). The Lease
+/// decides, not the manifests' roles: after a failover the standby signs, and moving
+/// the identity back starts from it without editing `spec`.
+pub fn hand_over(from: &Validator, to: &Validator, holder: Option<&str>) -> Result<(), String> {
+    let (a, b) = (from.name_any(), to.name_any());
+    let Some(staked) = staked_of(from) else {
+        return Err(format!(
+            "Validator {a} is not a failover pair member: a voting Agave with spec.spareIdentity, or a standby with spec.standbyFor (see docs/validators.md, failover)"
+        ));
+    };
+    if a == b {
+        return Err(format!("--to {b} is Validator {a} itself"));
+    }
+    let same = staked_of(to)
+        .is_some_and(|k| k.secret_name == staked.secret_name && k.public_key == staked.public_key);
+    if !same {
+        return Err(format!(
+            "Validator {b} is not the other member of {a}'s pair: its staked identity (spec.identity with spec.spareIdentity, or spec.standbyFor) must name Secret {} and publicKey {}",
+            staked.secret_name,
+            staked.public_key.as_deref().unwrap_or("(none)")
+        ));
+    }
+    let lease = lease_name(&staked.secret_name);
+    match holder {
+        Some(h) if h == a => Ok(()),
+        Some(h) if h == b => Err(format!(
+            "{b} already signs with the identity (it holds Lease {lease}): nothing to move"
+        )),
+        Some(h) => Err(format!(
+            "Validator {h} holds Lease {lease}, not {a}: only the holder hands the identity over (valtune failover {h} --to ...)"
+        )),
+        None => Err(format!(
+            "nobody holds Lease {lease} yet: the operator gives it to the voting member first; wait until it signs"
+        )),
+    }
+}
+
+/// How a holder's failover annotation concerns the Validator `name`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Incoming {
+    /// It names another Validator, or none.
+    No,
+    /// It moves the identity to `name`, not recorded done: `name` may report the
+    /// identity before the Lease is its own.
+    Moving,
+    /// It moved the identity to `name` and recorded that done: the Lease is `name`'s,
+    /// unless it was read before the holder moved it, or was moved back since (the
+    /// annotation stays on the Validator that handed it over).
+    Done,
+}
+
+/// What `holder`'s `valtune.dev/failover-to` (and the status it records for it) says of
+/// `name`. A done failover is not an incoming one: after a move back the old holder's
+/// annotation still names the Validator that signs no more, which must then be asked
+/// to let go if it reports the identity.
+pub fn incoming(holder: &Validator, name: &str) -> Incoming {
+    let annotations = holder.annotations();
+    if annotations.get(FAILOVER_TO).map(String::as_str) != Some(name) {
+        return Incoming::No;
+    }
+    let requested = annotations.get(FAILOVER_REQUESTED);
+    let done = holder
+        .status
+        .as_ref()
+        .and_then(|s| s.failover.as_ref())
+        .is_some_and(|f| f.done && f.to == name && f.requested.as_ref() == requested);
+    if done {
+        Incoming::Done
+    } else {
+        Incoming::Moving
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,6 +441,7 @@ mod tests {
     fn view(holder: Holder, own: Member, standby: Option<Member>) -> View {
         View {
             name: "a".into(),
+            agent_port: 8910,
             staked: STAKED.into(),
             lease: "valtune-identity-staked".into(),
             holder,
@@ -524,5 +606,206 @@ mod tests {
                 .step
                 .contains("has not been seen signing")
         );
+    }
+
+    /// The move back: the standby that signs since a failover holds the Lease and hands
+    /// the identity to the first member in the same steps (it switches to its own spare
+    /// identity, the other copies the tower from this one's agent and takes it, the
+    /// Lease moves); afterwards the member that let go is asked to let go again if it
+    /// ever reports the identity, and the first member is asked nothing.
+    #[test]
+    fn a_move_back_walks_the_same_steps_from_the_standby() {
+        let back = |own: Member, other: Member| {
+            let mut v = view(Holder::Us, own, None);
+            v.name = "b".into();
+            v.failover = Some(Asked {
+                to: "a".into(),
+                requested: Some("t2".into()),
+                standby: Ok(Some(other)),
+            });
+            v
+        };
+        let mut b = member("b", STAKED, Some("4 take require-tower"));
+        b.ip = Some("10.0.0.2".into());
+        let out = decide(
+            &back(b.clone(), member("a", "JunkA", Some("2 release"))),
+            None,
+            7,
+        );
+        assert_eq!(out.annotate, vec![("b".into(), "7 release".into())]);
+        let f = out.failover.unwrap();
+        assert_eq!((f.to.as_str(), f.identity.as_deref()), ("a", Some(STAKED)));
+        b.side.identity = Some("JunkB".into());
+        b.request = Some("7 release".into());
+        let out = decide(
+            &back(b.clone(), member("a", "JunkA", Some("2 release"))),
+            Some(&f),
+            8,
+        );
+        assert_eq!(
+            out.annotate,
+            vec![(
+                "a".into(),
+                format!("8 take require-tower tower=http://10.0.0.2:8910/tower-1_9-{STAKED}.bin")
+            )]
+        );
+        let f = out.failover.unwrap();
+        let out = decide(
+            &back(b.clone(), member("a", STAKED, Some("8 take"))),
+            Some(&f),
+            9,
+        );
+        assert_eq!(out.move_lease_to.as_deref(), Some("a"));
+        let done = out.failover.unwrap();
+        assert!(done.done);
+
+        // a holds again; its own failover to b, recorded done, is not started again.
+        let mut a = view(
+            Holder::Us,
+            member("a", STAKED, Some("8 take")),
+            Some(member("b", "JunkB", Some("7 release"))),
+        );
+        let first = FailoverStatus {
+            to: "b".into(),
+            requested: Some("t1".into()),
+            identity: Some(STAKED.into()),
+            step: String::new(),
+            released_at_slot: Some(1_000),
+            done: true,
+        };
+        let out = decide(&a, Some(&first), 10);
+        assert!(out.annotate.is_empty() && out.held.0, "{out:?}");
+        assert_eq!(out.failover.as_ref(), Some(&first));
+        // A new request to b from a is a new failover.
+        a.failover.as_mut().unwrap().requested = Some("t3".into());
+        let out = decide(&a, Some(&first), 11);
+        assert_eq!(out.annotate, vec![("a".into(), "11 release".into())]);
+
+        // b, the holder no more, reporting the identity again is asked to let go: a's
+        // annotation still names b, but that failover is done (not incoming).
+        let mut b_after = view(Holder::Other(Some("a".into())), b.clone(), None);
+        b_after.name = "b".into();
+        let own = b_after.own.as_mut().unwrap();
+        own.side.identity = Some(STAKED.into());
+        own.request = None;
+        let out = decide(&b_after, Some(&done), 12);
+        assert_eq!(out.annotate, vec![("b".into(), "12 release".into())]);
+    }
+
+    fn validator(name: &str, yaml: &str) -> Validator {
+        let mut v: Validator = serde_saphyr::from_str(yaml).unwrap();
+        v.metadata.name = Some(name.into());
+        v
+    }
+
+    const ACTIVE: &str = "apiVersion: valtune.dev/v1alpha1\nkind: Validator\nmetadata: {name: x}\nspec:\n  nodeName: n1\n  role: voting\n  identity: {secretName: staked, publicKey: Stake11111111111111111111111111111111111111}\n  spareIdentity: {secretName: spare-a}\n  voteAccount: {secretName: vote}\n  template: {agave: {image: 'anzaxyz/agave:v4.0.3'}, resources: {memory: 1Gi}}\n";
+    const STANDBY: &str = "apiVersion: valtune.dev/v1alpha1\nkind: Validator\nmetadata: {name: x}\nspec:\n  nodeName: n2\n  role: standby\n  identity: {secretName: spare-b}\n  standbyFor: {secretName: staked, publicKey: Stake11111111111111111111111111111111111111}\n  voteAccount: {secretName: vote}\n  template: {agave: {image: 'anzaxyz/agave:v4.0.3'}, resources: {memory: 1Gi}}\n";
+
+    /// `valtune failover FROM --to TO`: the Lease's holder hands over, whichever field
+    /// its manifest uses; anything else is refused saying why.
+    #[test]
+    fn the_leases_holder_hands_over_in_either_direction() {
+        let a = validator("a", ACTIVE);
+        let b = validator("b", STANDBY);
+        let other_key = validator("c", &STANDBY.replace("Stake111", "Other111"));
+        let lone = validator("d", &STANDBY.replace("  standbyFor: {secretName: staked, publicKey: Stake11111111111111111111111111111111111111}\n", ""));
+        type Row<'a> = (
+            &'a str,
+            &'a Validator,
+            &'a Validator,
+            Option<&'a str>,
+            Result<(), &'a str>,
+        );
+        let rows: Vec<Row> = vec![
+            ("the first failover", &a, &b, Some("a"), Ok(())),
+            ("the move back", &b, &a, Some("b"), Ok(())),
+            (
+                "from the one that does not hold it",
+                &a,
+                &b,
+                Some("b"),
+                Err("b already signs"),
+            ),
+            (
+                "the standby asked while a holds",
+                &b,
+                &a,
+                Some("a"),
+                Err("a already signs"),
+            ),
+            (
+                "a third holder",
+                &a,
+                &b,
+                Some("z"),
+                Err("Validator z holds Lease valtune-identity-staked"),
+            ),
+            ("nobody holds it", &a, &b, None, Err("nobody holds Lease")),
+            (
+                "to itself",
+                &a,
+                &a,
+                Some("a"),
+                Err("--to a is Validator a itself"),
+            ),
+            (
+                "another key",
+                &a,
+                &other_key,
+                Some("a"),
+                Err("Validator c is not the other member"),
+            ),
+            (
+                "not a pair member",
+                &lone,
+                &a,
+                Some("d"),
+                Err("Validator d is not a failover pair member"),
+            ),
+        ];
+        for (what, from, to, holder, want) in rows {
+            match (hand_over(from, to, holder), want) {
+                (Ok(()), Ok(())) => {}
+                (Err(got), Err(start)) => assert!(got.starts_with(start), "{what}: {got}"),
+                (got, want) => panic!("{what}: {got:?}, expected {want:?}"),
+            }
+        }
+    }
+
+    /// A holder's annotation naming this Validator is a failover under way until the
+    /// holder records it done for the same request.
+    #[test]
+    fn a_done_failover_is_not_an_incoming_one() {
+        let mut a = validator("a", ACTIVE);
+        assert_eq!(incoming(&a, "b"), Incoming::No);
+        a.metadata.annotations = Some(
+            [
+                (FAILOVER_TO.to_string(), "b".to_string()),
+                (FAILOVER_REQUESTED.to_string(), "t1".to_string()),
+            ]
+            .into(),
+        );
+        assert_eq!(incoming(&a, "b"), Incoming::Moving);
+        assert_eq!(incoming(&a, "c"), Incoming::No);
+        let mut f = FailoverStatus {
+            to: "b".into(),
+            requested: Some("t1".into()),
+            identity: Some(STAKED.into()),
+            step: String::new(),
+            released_at_slot: None,
+            done: false,
+        };
+        a.status = Some(crate::api::validator::ValidatorStatus {
+            failover: Some(f.clone()),
+            ..Default::default()
+        });
+        assert_eq!(incoming(&a, "b"), Incoming::Moving);
+        f.done = true;
+        a.status.as_mut().unwrap().failover = Some(f.clone());
+        assert_eq!(incoming(&a, "b"), Incoming::Done);
+        // Done for an earlier request: the new one is under way.
+        f.requested = Some("t0".into());
+        a.status.as_mut().unwrap().failover = Some(f);
+        assert_eq!(incoming(&a, "b"), Incoming::Moving);
     }
 }
