@@ -259,6 +259,10 @@ async fn a_bisection_where_no_value_passes_ends_the_experiment() {
     v["metadata"]["namespace"] = json!(ns);
     v["spec"]["sweep"]["memory"] = json!(["128Gi", "160Gi"]);
     v["spec"]["parallelism"] = json!(2);
+    // The model OOM-kills 160Gi after 3.7 to 4.1 simulated hours (AgaveModel::oom_at),
+    // against the example's 4h warm-up limit (20 s here): a busy machine made it TimedOut
+    // and run again. A limit of 8 simulated hours keeps the kill 4 hours ahead of it.
+    v["spec"]["trial"]["warmup"]["timeout"] = json!("40s");
     create(&lab, &serde_json::from_value(v).unwrap()).await;
     let vx = wait_finished(&lab, &ns, "agave-ram-bisect", Duration::from_secs(300)).await;
     let st = vx.status.clone().unwrap();
