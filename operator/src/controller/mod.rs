@@ -118,6 +118,9 @@ pub struct Context {
     /// The managed pods, as the trial controller's watch of them last saw them (updated
     /// before the trial it wakes is reconciled); trial/observe.rs reads a trial's pod here.
     pub pods: Store<Pod>,
+    /// True once `pods` holds its watch's first list (trial/act.rs reads a trial's pods
+    /// there from then on; before, an empty store is not "no pods").
+    pub pods_ready: tokio::sync::watch::Receiver<bool>,
     /// The nodes, as a watch of them last saw them (their image lists dropped): whether a
     /// trial's node still exists, and what it offers.
     pub nodes: Store<Node>,
@@ -315,10 +318,12 @@ pub async fn run(
     // Controller::owns_stream, unstable-runtime-stream-control): a trial following its
     // pod reads it there, not with a GET per pass (issue 23: 85 pod GETs per trial).
     let (pods, pod_writer) = reflector::store::<Pod>();
+    let (pods_listed, pods_ready) = tokio::sync::watch::channel(false);
     let pod_events = watcher(api::<Pod>(&client, &opts.namespace), managed)
         .default_backoff()
         .modify(|p| p.managed_fields_mut().clear())
         .reflect(pod_writer)
+        .inspect(move |e| listed(e, &pods_listed))
         .touched_objects();
     let (nodes, node_writer) = reflector::store::<Node>();
     let node_watch = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
@@ -373,6 +378,7 @@ pub async fn run(
         preflight: preflight::Cache::default(),
         metrics,
         pods,
+        pods_ready,
         nodes,
         status_written: Mutex::default(),
         written_from: Mutex::default(),
