@@ -248,9 +248,12 @@ async fn snapshot_reference(trial: &ValidatorTrial, ctx: &Context) -> Result<Opt
         .map_err(|_| Error::Invalid("the watch of trials stopped before its first list".into()))?;
     let ns = trial.namespace();
     let trials = ctx.trials.state();
-    Ok(mean_download(trials.iter().map(|t| t.as_ref()).filter(|t| {
-        t.namespace() == ns && t.labels().get(crate::api::labels::EXPERIMENT) == Some(experiment)
-    })))
+    Ok(mean_download(trials.iter().map(|t| t.as_ref()).filter(
+        |t| {
+            t.namespace() == ns
+                && t.labels().get(crate::api::labels::EXPERIMENT) == Some(experiment)
+        },
+    )))
 }
 
 /// The mean download seconds of the trials that downloaded their snapshot. Pure.
