@@ -1,7 +1,8 @@
 //! `make bench`: the operator's footprint on a lab of its own. BENCH_TRIALS trials
 //! (default 100) in BENCH_EXPERIMENTS experiments (default: the fewest that run them all
 //! at once, an experiment running at most 64 at a time), BENCH_PARALLELISM of each at
-//! once (default: all of them), on as many simulated nodes as trials run at once.
+//! once (default: all of them), on as many simulated nodes as trials run at once (a lab
+//! holds 126: beyond, BENCH_PARALLELISM runs the trials in turns).
 //! Each experiment sweeps memory x cpu (x repetitions) to reach its trial count (a list
 //! holds at most 32 values, repetitions 16). Then:
 //! - the time until every trial had started (its pod running, as the operator recorded
@@ -61,6 +62,9 @@ async fn raw_write_rate(client: &kube::Client, ns: &str, r#for: Duration) -> f64
     }
     writes as f64 / start.elapsed().as_secs_f64()
 }
+
+/// The most validator nodes a lab holds.
+const LAB_NODES: usize = 126;
 
 /// One request of the operator's user in the audit log.
 struct Audited {
@@ -427,6 +431,13 @@ async fn bench() {
         )
     };
     let at_once = experiments * parallelism;
+    // A lab's nodes and pods share one /24 of 127.0.0.0/8 (lab/src/net.rs): 126 nodes
+    // beside its system node (lab/src/control_plane.rs).
+    assert!(
+        at_once <= LAB_NODES,
+        "{experiments} experiment(s) x BENCH_PARALLELISM {parallelism} = {at_once} trials at once, each on a node of its own; a lab has {LAB_NODES}: set BENCH_PARALLELISM to at most {} (the trials then run in turns)",
+        LAB_NODES / experiments
+    );
     let load_before = load_average();
     let lab = bench_lab::up("lab", &bench_lab::topology(at_once, "1512Gi")).await;
     let (state, client) = (&lab.state, lab.client.clone());

@@ -20,6 +20,7 @@ use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::Api;
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -117,6 +118,9 @@ pub struct Context {
     /// The managed pods, as the trial controller's watch of them last saw them (updated
     /// before the trial it wakes is reconciled); trial/observe.rs reads a trial's pod here.
     pub pods: Store<Pod>,
+    /// True once `pods` holds its watch's first list (trial/act.rs reads a trial's pods
+    /// there from then on; before, an empty store is not "no pods").
+    pub pods_ready: tokio::sync::watch::Receiver<bool>,
     /// The nodes, as a watch of them last saw them (their image lists dropped): whether a
     /// trial's node still exists, and what it offers.
     pub nodes: Store<Node>,
@@ -126,15 +130,16 @@ pub struct Context {
     /// The resourceVersion each trial's and experiment's last status write was decided
     /// from, by uid ([`Context::already_written`]).
     written_from: Mutex<HashMap<String, String>>,
-    /// Every trial, as the watch that wakes their experiments last saw it (the store is
-    /// updated before the wake-up, so a pass sees the change that woke it).
+    /// Every trial, as the one watch of trials last saw it: the trial controller's store,
+    /// which also wakes their experiments (the store is updated before the wake-up, so a
+    /// pass sees the change that woke it).
     pub trials: Store<ValidatorTrial>,
-    /// True once `trials` holds the watch's first list. Passes wait on this, not on
-    /// `Store::wait_until_ready`: that waits on one oneshot receiver, which keeps only the
-    /// last waiter's waker (kube-runtime 5.0.0 src/utils/delayed_init.rs `Get::poll`), so
-    /// of two experiments reconciled before the first list, one pass never woke and the
-    /// experiment was never reconciled again. One task waits there; a watch channel
-    /// wakes every pass.
+    /// True once `trials` holds the watch's first list ([`listed`]). Passes wait on this,
+    /// not on `Store::wait_until_ready`: that waits on one oneshot receiver, which keeps
+    /// only the last waiter's waker (kube-runtime 5.0.0 src/utils/delayed_init.rs
+    /// `Get::poll`), so of two experiments reconciled before the first list, one pass
+    /// never woke and the experiment was never reconciled again; a watch channel wakes
+    /// every pass.
     pub trials_ready: tokio::sync::watch::Receiver<bool>,
     /// Trials this process created that the watch may not have delivered yet, by
     /// experiment uid (read-your-writes for the next pass; experiment/observe.rs).
@@ -313,10 +318,12 @@ pub async fn run(
     // Controller::owns_stream, unstable-runtime-stream-control): a trial following its
     // pod reads it there, not with a GET per pass (issue 23: 85 pod GETs per trial).
     let (pods, pod_writer) = reflector::store::<Pod>();
+    let (pods_listed, pods_ready) = tokio::sync::watch::channel(false);
     let pod_events = watcher(api::<Pod>(&client, &opts.namespace), managed)
         .default_backoff()
         .modify(|p| p.managed_fields_mut().clear())
         .reflect(pod_writer)
+        .inspect(move |e| listed(e, &pods_listed))
         .touched_objects();
     let (nodes, node_writer) = reflector::store::<Node>();
     let node_watch = watcher(Api::<Node>::all(client.clone()), watcher::Config::default())
@@ -331,12 +338,19 @@ pub async fn run(
             }
             futures::future::ready(())
         });
-    // One watch of the trials: it fills the experiments' store and wakes the experiment
-    // that owns a trial once the store holds the change (Controller::owns_stream,
-    // kube-runtime 5.0.0 src/controller/mod.rs; unstable-runtime-stream-control). A pass
-    // reads its trials from there instead of listing them from the API server (issue 23:
-    // a list of every trial per pass, and a pass per trial change, grow as trials^2).
+    // One watch of the trials, shared by both controllers (issue 23: each had its own,
+    // the trial controller's store a second copy of every trial, managedFields and all).
+    // It fills one store, then wakes the trial that changed (the trial controller's
+    // trigger, as Controller::new's own watch did: applied objects) and the experiment
+    // that owns it (a channel of the event's metadata; touched objects, deletes
+    // included). The store is updated before either wake-up, so a pass reads the change
+    // that woke it. kube-runtime 5.0.0 src/controller/mod.rs Controller::for_stream,
+    // owns_stream (unstable-runtime-stream-control); its shared streams
+    // (reflector::store_shared) pass no deletes to a subscriber (src/reflector/store.rs
+    // `dispatch_event`), which the experiment needs.
     let (trial_store, trial_writer) = reflector::store::<ValidatorTrial>();
+    let (owner_tx, owner_rx) = futures::channel::mpsc::unbounded();
+    let (trials_listed, trials_ready) = tokio::sync::watch::channel(false);
     let trial_events = watcher(
         api::<ValidatorTrial>(&client, &opts.namespace),
         watcher::Config::default(),
@@ -344,14 +358,14 @@ pub async fn run(
     .default_backoff()
     .modify(|t| t.managed_fields_mut().clear())
     .reflect(trial_writer)
-    .touched_objects();
-    let (ready_tx, trials_ready) = tokio::sync::watch::channel(false);
-    let ready = trial_store.clone();
-    let ready_task = tokio::spawn(async move {
-        if ready.wait_until_ready().await.is_ok() {
-            let _ = ready_tx.send(true);
+    .inspect(move |e| {
+        listed(e, &trials_listed);
+        if let Ok(e) = e {
+            let _ = owner_tx.unbounded_send(Ok(metadata_of(e)));
         }
-    });
+    })
+    .applied_objects();
+    let trial_owners = owner_rx.touched_objects();
     let ctx = Arc::new(Context {
         client: client.clone(),
         prometheus_url: opts.prometheus_url.clone(),
@@ -364,6 +378,7 @@ pub async fn run(
         preflight: preflight::Cache::default(),
         metrics,
         pods,
+        pods_ready,
         nodes,
         status_written: Mutex::default(),
         written_from: Mutex::default(),
@@ -382,7 +397,7 @@ pub async fn run(
     );
     ctx.metrics.watch_experiments(experiment_controller.store());
     let experiments = experiment_controller
-        .owns_stream(trial_events)
+        .owns_stream(trial_owners)
         .graceful_shutdown_on(stop(rx.clone()))
         .run(
             experiment::reconcile,
@@ -395,10 +410,7 @@ pub async fn run(
             }
         });
 
-    let trial_controller = Controller::new(
-        api::<ValidatorTrial>(&client, &opts.namespace),
-        watcher::Config::default(),
-    );
+    let trial_controller = Controller::for_stream(trial_events, ctx.trials.clone());
     ctx.metrics.watch_trials(trial_controller.store());
     let trials = trial_controller
         .owns_stream(pod_events)
@@ -452,8 +464,39 @@ pub async fn run(
         }
     }
     node_task.abort();
-    ready_task.abort();
     Ok(())
+}
+
+/// Marks `ready` once a watch's first list is in its store: the reflector has swapped
+/// the list in when its InitDone passes (kube-runtime 5.0.0 src/reflector/store.rs
+/// `apply_watcher_event`). Not `Store::wait_until_ready`: its oneshot keeps only the last
+/// waiter's waker (src/utils/delayed_init.rs `Get::poll`), and a controller's runner
+/// already waits there on its own store (src/controller/mod.rs `applier`,
+/// `delay_tasks_until`), so a second waiter on that store leaves one of the two asleep.
+fn listed<K>(e: &watcher::Result<watcher::Event<K>>, ready: &tokio::sync::watch::Sender<bool>) {
+    if matches!(e, Ok(watcher::Event::InitDone)) {
+        let _ = ready.send(true);
+    }
+}
+
+/// A watch event of trials as the experiments' trigger reads it: who owns the trial
+/// (kube-runtime's `trigger_owners` reads the namespace and owner references), not its
+/// spec and status.
+fn metadata_of(
+    e: &watcher::Event<ValidatorTrial>,
+) -> watcher::Event<PartialObjectMeta<ValidatorTrial>> {
+    let meta = |t: &ValidatorTrial| PartialObjectMeta {
+        types: None,
+        metadata: t.metadata.clone(),
+        _phantom: Default::default(),
+    };
+    match e {
+        watcher::Event::Apply(t) => watcher::Event::Apply(meta(t)),
+        watcher::Event::Delete(t) => watcher::Event::Delete(meta(t)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(t) => watcher::Event::InitApply(meta(t)),
+        watcher::Event::InitDone => watcher::Event::InitDone,
+    }
 }
 
 /// A node as the store keeps it: what a trial reads of it (that it exists, its labels,

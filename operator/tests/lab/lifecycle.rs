@@ -550,10 +550,13 @@ async fn a_trial_follows_its_pod_and_node_from_the_watches_not_by_reading_them()
     // At most a read per attempt that the watch had not delivered yet (a new pod).
     assert!(n("pods", "get") <= 2, "{reads:?}");
     assert!(n("nodes", "get") <= 2, "{reads:?}");
-    // The experiment reads its trials from its watch. The lists left: the first list of
-    // each of the two watches of trials (the trial controller's, the experiments'), and
-    // one per trial when it collects (what downloading a snapshot cost the others).
-    assert!(n("validatortrials", "list") <= 2 + all.len(), "{reads:?}");
+    // Both controllers read the trials from one watch, a collecting trial too (what
+    // downloading a snapshot cost the others): its first list is the only one.
+    assert!(n("validatortrials", "list") <= 1, "{reads:?}");
+    // A finished trial stops and deletes its pods as the watch of pods holds them: the
+    // lists left are the first of the two watches of managed pods (the trial
+    // controller's, and the validator controller's of their metadata).
+    assert!(n("pods", "list") <= 2, "{reads:?}");
     lab.delete_namespace(&ns).await;
 }
 

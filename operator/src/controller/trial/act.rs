@@ -2,6 +2,8 @@
 //! Secrets (created once), ConfigMaps and pod (server-side apply, one field manager),
 //! deleting or stopping pods, events.
 
+use std::sync::Arc;
+
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kube::ResourceExt;
@@ -130,16 +132,43 @@ fn trial_pods(trial: &ValidatorTrial) -> ListParams {
     ListParams::default().labels(&format!("{}={}", labels::TRIAL, trial.name_any()))
 }
 
+/// The trial's pods: from the trial controller's watch of them once it has listed
+/// ([`Context::pods`]; issue 23: a finished trial listed its pods on every pass its
+/// pod's events caused), else from the API server. The watch is updated before the
+/// trial it wakes is reconciled, and every change of a pod wakes its trial again, so a
+/// pod the store has not delivered yet (applied a moment ago) is stopped or deleted on
+/// the pass its arrival causes.
+async fn pods_of(
+    trial: &ValidatorTrial,
+    ctx: &Context,
+    api: &Api<Pod>,
+) -> kube::Result<Vec<Arc<Pod>>> {
+    if *ctx.pods_ready.borrow() {
+        let (ns, name) = (trial.namespace(), trial.name_any());
+        return Ok(ctx
+            .pods
+            .state()
+            .into_iter()
+            .filter(|p| p.namespace() == ns && p.labels().get(labels::TRIAL) == Some(&name))
+            .collect());
+    }
+    Ok(api
+        .list(&trial_pods(trial))
+        .await?
+        .items
+        .into_iter()
+        .map(Arc::new)
+        .collect())
+}
+
 /// Deletes the trial's pods; their volumes (ephemeral claims) go with them.
 async fn delete_pods(trial: &ValidatorTrial, ctx: &Context) -> Result<()> {
     let ns = trial.namespace().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let step = || format!("deleting the pods of trial {}", name_of(trial));
-    for pod in api
-        .list_metadata(&trial_pods(trial))
+    for pod in pods_of(trial, ctx, &api)
         .await
         .map_err(|e| Error::kube(step(), e))?
-        .items
     {
         if pod.metadata.deletion_timestamp.is_none() {
             ignore_gone(api.delete(&pod.name_any(), &DeleteParams::default()).await)
@@ -155,11 +184,9 @@ async fn stop_pods(trial: &ValidatorTrial, ctx: &Context) -> Result<()> {
     let ns = trial.namespace().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let step = || format!("stopping the pods of trial {}", name_of(trial));
-    for pod in api
-        .list(&trial_pods(trial))
+    for pod in pods_of(trial, ctx, &api)
         .await
         .map_err(|e| Error::kube(step(), e))?
-        .items
     {
         let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
         let has_deadline = pod

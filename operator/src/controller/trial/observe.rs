@@ -233,27 +233,37 @@ async fn partner(trial: &ValidatorTrial, ctx: &Context, name: &str) -> Result<Pa
 
 /// What downloading a snapshot cost the trials of the same experiment that did: the
 /// mean of their reported download seconds, the time a trial starting from a local
-/// snapshot saved (None: none downloaded yet).
+/// snapshot saved (None: none downloaded yet). Read from the operator's watch of trials
+/// (the experiments' store, [`Context::trials`]), not listed from the API server (issue
+/// 23: a list of the experiment's trials per collected trial).
 async fn snapshot_reference(trial: &ValidatorTrial, ctx: &Context) -> Result<Option<f64>, Error> {
     let Some(experiment) = trial.labels().get(crate::api::labels::EXPERIMENT) else {
         return Ok(None);
     };
-    let ns = trial.namespace().unwrap_or_default();
-    let api: Api<ValidatorTrial> = Api::namespaced(ctx.client.clone(), &ns);
-    let lp = kube::api::ListParams::default()
-        .labels(&format!("{}={experiment}", crate::api::labels::EXPERIMENT));
-    let trials = api
-        .list(&lp)
+    // Until the watch's first list arrives the store is empty, not "no downloads".
+    ctx.trials_ready
+        .clone()
+        .wait_for(|ready| *ready)
         .await
-        .map_err(|e| Error::kube(format!("listing the trials of {ns}/{experiment}"), e))?;
+        .map_err(|_| Error::Invalid("the watch of trials stopped before its first list".into()))?;
+    let ns = trial.namespace();
+    let trials = ctx.trials.state();
+    Ok(mean_download(trials.iter().map(|t| t.as_ref()).filter(
+        |t| {
+            t.namespace() == ns
+                && t.labels().get(crate::api::labels::EXPERIMENT) == Some(experiment)
+        },
+    )))
+}
+
+/// The mean download seconds of the trials that downloaded their snapshot. Pure.
+fn mean_download<'a>(trials: impl Iterator<Item = &'a ValidatorTrial>) -> Option<f64> {
     let downloads: Vec<f64> = trials
-        .items
-        .iter()
         .filter_map(|t| t.status.as_ref()?.results.as_ref()?.snapshot.clone())
         .filter(|s| s.source == SnapshotSource::Downloaded)
         .filter_map(|s| s.download_seconds)
         .collect();
-    Ok((!downloads.is_empty()).then(|| downloads.iter().sum::<f64>() / downloads.len() as f64))
+    (!downloads.is_empty()).then(|| downloads.iter().sum::<f64>() / downloads.len() as f64)
 }
 
 pub async fn observe(
@@ -525,6 +535,38 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The reference a local start is judged against: the mean of the downloads only.
+    #[test]
+    fn the_snapshot_reference_is_the_mean_of_the_downloads() {
+        use crate::api::trial::{SnapshotStart, TrialResults};
+        let trial = |snapshot: Option<SnapshotStart>| {
+            let mut t = ValidatorTrial::new(
+                "t",
+                serde_saphyr::from_str(
+                    "experiment: x\npoint: {}\nrepetition: 1\ntemplate: {agave: {image: a}}\nsettings: {}\nmetrics: {}",
+                )
+                .unwrap(),
+            );
+            t.status = Some(ValidatorTrialStatus {
+                results: Some(TrialResults {
+                    snapshot,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+            t
+        };
+        let trials = [
+            trial(Some(SnapshotStart::of(false, 300.0, None))),
+            trial(Some(SnapshotStart::of(true, 20.0, Some(300.0)))),
+            trial(Some(SnapshotStart::of(false, 500.0, None))),
+            trial(None),
+        ];
+        assert_eq!(mean_download(trials.iter()), Some(400.0));
+        assert_eq!(mean_download(trials[1..2].iter()), None);
+        assert_eq!(mean_download(std::iter::empty()), None);
+    }
 
     fn pod(yaml: &str) -> Pod {
         serde_saphyr::from_str(yaml).unwrap()
