@@ -10,7 +10,7 @@
 //! replacement resumes from the ledger on the machine's volume; bad input is refused
 //! naming the field.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod, Secret};
@@ -1452,13 +1452,50 @@ async fn a_node_that_stops_answering_gets_no_second_pod_and_the_ledger_survives(
 const FAILOVER_EXAMPLE: &str = "manifests/validators/agave-failover.yaml";
 
 /// What each pod (by uid) said `getIdentity` was, polled every tenth of a second from
-/// both pods of a failover pair: every identity each pod reported, and the rounds in
-/// which both reported the staked one (the one thing that must never happen).
+/// both pods of a failover pair: every identity each pod reported, and every moment both
+/// surely held the staked one (the one thing that must never happen).
+///
+/// The two pods are asked one after the other, so one round's answers are not one
+/// moment: a pod that answered "staked" and handed the identity over before the other
+/// was asked would look like two signers. What proves two at once: one pod's staked
+/// answer (sent to received) within a stretch the other surely held it, from one staked
+/// answer of it to its next, with nothing else answered between.
 #[derive(Default)]
 struct Identities {
     seen: std::collections::BTreeMap<String, Vec<String>>,
-    both: Vec<String>,
+    /// Per pod ("name (uid)"): each answer as (sent, received, staked).
+    answers: std::collections::BTreeMap<String, Vec<(Instant, Instant, bool)>>,
     rounds: usize,
+}
+
+impl Identities {
+    /// Each pair of pods both surely holding the staked identity at one moment.
+    fn both(&self) -> Vec<String> {
+        let held = |a: &[(Instant, Instant, bool)]| -> Vec<(Instant, Instant)> {
+            a.windows(2)
+                .filter(|w| w[0].2 && w[1].2)
+                .map(|w| (w[0].1, w[1].0))
+                .filter(|(from, to)| from <= to)
+                .collect()
+        };
+        let mut out = Vec::new();
+        for (x, xs) in &self.answers {
+            for (y, ys) in &self.answers {
+                if x == y || x.split(' ').next() == y.split(' ').next() {
+                    continue;
+                }
+                for (from, to) in held(xs) {
+                    let within = ys.iter().any(|(sent, received, staked)| {
+                        *staked && *sent >= from && *received <= to
+                    });
+                    if within {
+                        out.push(format!("{y} answered staked while {x} held it"));
+                    }
+                }
+            }
+        }
+        out
+    }
 }
 
 fn poll_identities(
@@ -1478,7 +1515,6 @@ fn poll_identities(
             .unwrap();
         loop {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            let mut signing = Vec::new();
             let mut round = Vec::new();
             for name in names {
                 let Ok(Some(p)) = pods.get_opt(name).await else {
@@ -1490,6 +1526,7 @@ fn poll_identities(
                 ) else {
                     continue;
                 };
+                let sent = Instant::now();
                 let got = http
                     .post(format!("http://{ip}:8899/"))
                     .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "getIdentity"}))
@@ -1505,22 +1542,19 @@ fn poll_identities(
                 else {
                     continue;
                 };
-                if id == staked {
-                    signing.push(format!("{name} ({uid})"));
-                }
-                round.push((uid, id));
+                round.push((format!("{name} ({uid})"), uid, sent, Instant::now(), id));
             }
             let mut s = out.lock().unwrap();
             s.rounds += 1;
-            for (uid, id) in round {
+            for (pod, uid, sent, received, id) in round {
+                s.answers
+                    .entry(pod)
+                    .or_default()
+                    .push((sent, received, id == staked));
                 let ids = s.seen.entry(uid).or_default();
                 if ids.last() != Some(&id) {
                     ids.push(id);
                 }
-            }
-            if signing.len() > 1 {
-                let at = signing.join(" and ");
-                s.both.push(at);
             }
         }
     });
@@ -1806,7 +1840,8 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
     poll.abort();
     {
         let ids = ids.lock().unwrap();
-        assert!(ids.both.is_empty(), "two signers: {:?}", ids.both);
+        let both = ids.both();
+        assert!(both.is_empty(), "two signers: {both:?}");
         // The poll saw the move: agave-a's first pod went from the staked identity to its
         // spare one (agave-b's, below, from its spare one to the staked one and back).
         let seen: Vec<&Vec<String>> = ids.seen.values().collect();
