@@ -1498,6 +1498,38 @@ impl Identities {
     }
 }
 
+/// The overlap rule on hand-made answers (no lab): a hand-over between two sequential
+/// reads is not two signers; a staked answer inside the other's held stretch is.
+#[test]
+fn two_signers_need_an_answer_within_the_others_held_stretch() {
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let answers = |a: Vec<(u64, u64, bool)>, b: Vec<(u64, u64, bool)>| Identities {
+        answers: [("agave-a (1)", a), ("agave-b (2)", b)]
+            .into_iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string(),
+                    v.into_iter().map(|(s, r, x)| (at(s), at(r), x)).collect(),
+                )
+            })
+            .collect(),
+        ..Default::default()
+    };
+    // a answers staked, hands over, then b answers staked in the same round: no proof.
+    let handed = answers(
+        vec![(0, 10, true), (100, 110, false)],
+        vec![(20, 90, true), (120, 130, true)],
+    );
+    assert!(handed.both().is_empty(), "{:?}", handed.both());
+    // a held it from 10 to 100 (staked at both ends); b answered staked within: two.
+    let overlap = answers(vec![(0, 10, true), (100, 110, true)], vec![(20, 90, true)]);
+    assert_eq!(
+        overlap.both(),
+        ["agave-b (2) answered staked while agave-a (1) held it"]
+    );
+}
+
 fn poll_identities(
     pods: Api<Pod>,
     names: [&'static str; 2],
