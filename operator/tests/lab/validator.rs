@@ -1466,6 +1466,10 @@ struct Identities {
     /// Per pod ("name (uid)"): each answer as (sent, received, staked).
     answers: std::collections::BTreeMap<String, Vec<(Instant, Instant, bool)>>,
     rounds: usize,
+    /// Rounds where both pods answered staked, one after the other (a hand-over between
+    /// the two reads, unless [`Identities::both`] proves an overlap): printed, so a run
+    /// shows how close the poll came.
+    same_round: Vec<String>,
 }
 
 impl Identities {
@@ -1545,6 +1549,7 @@ fn poll_identities(
             .pool_max_idle_per_host(0)
             .build()
             .unwrap();
+        let start = Instant::now();
         loop {
             tokio::time::sleep(Duration::from_millis(100)).await;
             let mut round = Vec::new();
@@ -1578,6 +1583,16 @@ fn poll_identities(
             }
             let mut s = out.lock().unwrap();
             s.rounds += 1;
+            if round.len() == 2 && round.iter().all(|r| r.4 == staked) {
+                let ms = |t: Instant| t.duration_since(start).as_millis();
+                let line = round
+                    .iter()
+                    .map(|r| format!("{} staked {}..{} ms", r.0, ms(r.2), ms(r.3)))
+                    .collect::<Vec<_>>()
+                    .join(", then ");
+                let n = s.rounds;
+                s.same_round.push(format!("round {n}: {line}"));
+            }
             for (pod, uid, sent, received, id) in round {
                 s.answers
                     .entry(pod)
@@ -1872,6 +1887,12 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
     poll.abort();
     {
         let ids = ids.lock().unwrap();
+        eprintln!(
+            "getIdentity poll: {} rounds; {} with both pods answering staked one after the other (a hand-over between the reads): {:?}",
+            ids.rounds,
+            ids.same_round.len(),
+            ids.same_round
+        );
         let both = ids.both();
         assert!(both.is_empty(), "two signers: {both:?}");
         // The poll saw the move: agave-a's first pod went from the staked identity to its
