@@ -1608,6 +1608,20 @@ fn poll_identities(
     (state, task)
 }
 
+/// `valtune failover FROM --to TO`, as a user runs it. On the blocking pool, not the
+/// test's runtime thread: the getIdentity poll must go on while the identity moves (run
+/// on that thread, the poll stood still through every hand-over and could not fail).
+async fn failover(lab: &Lab, ns: &str, from: &str, to: &str) -> std::process::Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_valtune"));
+    command
+        .args(["failover", from, "--to", to, "-n", ns, "--wait", "5m"])
+        .arg("--kubeconfig")
+        .arg(&lab.state.kubeconfig);
+    tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap()
+}
+
 /// The public key (base58) of a [`keypair`] file: its last 32 bytes.
 fn pubkey(seed: u8) -> String {
     let bytes: Vec<u8> = serde_json::from_str(&keypair(seed)).unwrap();
@@ -1711,15 +1725,12 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
     assert!(flag("--vote-account").is_some() && !args.iter().any(|a| a == "--no-voting"));
 
     // The failover, asked as a user asks it.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_valtune"))
-        .args([
-            "failover", "agave-a", "--to", "agave-b", "-n", &ns, "--wait", "5m",
-        ])
-        .arg("--kubeconfig")
-        .arg(&lab.state.kubeconfig)
-        .output()
-        .unwrap();
+    let rounds = || ids.lock().unwrap().rounds;
+    let before = rounds();
+    let out = failover(&lab, &ns, "agave-a", "agave-b").await;
     assert!(out.status.success(), "{out:?}");
+    // The poll went on while the identity moved (it is the proof of no overlap).
+    assert!(rounds() >= before + 3, "{} poll rounds", rounds() - before);
     assert!(
         String::from_utf8_lossy(&out.stdout).contains(&format!("agave-b signs with {staked}")),
         "{out:?}"
@@ -1834,22 +1845,16 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
 
     // Moving it back, manifests untouched: the Lease's holder (agave-b, the standby by
     // its spec) hands the identity over; agave-a, which holds it no more, cannot.
-    let failover = |from: &str, to: &str| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_valtune"))
-            .args(["failover", from, "--to", to, "-n", &ns, "--wait", "5m"])
-            .arg("--kubeconfig")
-            .arg(&lab.state.kubeconfig)
-            .output()
-            .unwrap()
-    };
-    let out = failover("agave-a", "agave-b");
+    let out = failover(&lab, &ns, "agave-a", "agave-b").await;
     assert!(
         !out.status.success()
             && String::from_utf8_lossy(&out.stderr).contains("agave-b already signs"),
         "{out:?}"
     );
-    let out = failover("agave-b", "agave-a");
+    let before = rounds();
+    let out = failover(&lab, &ns, "agave-b", "agave-a").await;
     assert!(out.status.success(), "{out:?}");
+    assert!(rounds() >= before + 3, "{} poll rounds", rounds() - before);
     assert!(
         String::from_utf8_lossy(&out.stdout).contains(&format!("agave-a signs with {staked}")),
         "{out:?}"
