@@ -65,9 +65,10 @@ unit: ## unit tests only (no lab)
 test: tools build check-crds chart-test lint ## all tests: unit, and the lab tests against a fresh lab (the chart installed in it)
 	@$(LAB) down --dir $(TEST_LAB_DIR) >/dev/null 2>&1 || true
 	$(LAB) up --dir $(TEST_LAB_DIR) --topology lab/topology-test.yaml --time-scale $(TIME_SCALE) >/dev/null
-	@# Lab tests mostly wait on the lab, so they run six at a time.
+	@# Lab tests mostly wait on the lab (simulated time), so they run eight at a time: on 2
+	@# cores each took as long as at six (4,022 s in all both ways), the suite 580 s not 732.
 	@status=0; VALTUNE_LAB_DIR=$$(cd $(TEST_LAB_DIR) && pwd) \
-	  $(CARGO) test --workspace --no-fail-fast -- --include-ignored --test-threads=6 || status=$$?; \
+	  $(CARGO) test --workspace --no-fail-fast -- --include-ignored --test-threads=8 || status=$$?; \
 	if [ $$status -ne 0 ]; then $(LAB) down --dir $(TEST_LAB_DIR) --keep; \
 	  echo "tests failed; the lab's logs are kept in $(TEST_LAB_DIR)/logs" >&2; \
 	else $(LAB) down --dir $(TEST_LAB_DIR); fi; exit $$status

@@ -74,27 +74,43 @@ fn reachable(schemas: &Value, root: &str) -> serde_json::Map<String, Value> {
     found
 }
 
-/// The API server's answer as JSON. While another test changes a CRD the server rebuilds
-/// its OpenAPI and may answer a document with an empty body for a moment: ask again.
-async fn get_json(lab: &Lab, path: &str) -> Value {
+/// The API server's answer as JSON, or why not.
+async fn get_json(lab: &Lab, path: &str) -> Result<Value, String> {
+    let req = http::Request::get(path).body(Vec::new()).unwrap();
+    let text = lab
+        .client
+        .request_text(req)
+        .await
+        .map_err(|e| e.to_string())?;
+    serde_json::from_str(&text)
+        .map_err(|e| format!("{e}: {:?}", text.chars().take(200).collect::<String>()))
+}
+
+/// The OpenAPI v3 document of one group version (`apis/G/V` or `api/V`). While another
+/// test changes a CRD the server rebuilds its OpenAPI: the document may answer with an
+/// empty body for a moment, and the hash in its URL changes for good (the old one then
+/// answers nothing), so each try reads the index again.
+async fn openapi_doc(lab: &Lab, key: &str) -> Value {
     let mut last = String::new();
     for _ in 0..20 {
-        let req = http::Request::get(path).body(Vec::new()).unwrap();
-        match lab.client.request_text(req).await {
-            Ok(text) => match serde_json::from_str(&text) {
-                Ok(v) => return v,
-                Err(e) => last = format!("{e}: {:?}", text.chars().take(200).collect::<String>()),
+        let doc = match get_json(lab, "/openapi/v3").await {
+            Ok(index) => match index["paths"][key]["serverRelativeURL"].as_str() {
+                Some(url) => get_json(lab, url).await,
+                None => panic!("the lab serves no OpenAPI for {key}"),
             },
-            Err(e) => last = e.to_string(),
+            Err(e) => Err(e),
+        };
+        match doc {
+            Ok(v) => return v,
+            Err(e) => last = e,
         }
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
-    panic!("GET {path}: {last}")
+    panic!("GET the OpenAPI of {key}: {last}")
 }
 
 /// Writes a schema file for every (apiVersion, kind), from the lab's OpenAPI v3.
 async fn write_schemas(lab: &Lab, kinds: &BTreeSet<(String, String)>, dir: &Path) {
-    let index = get_json(lab, "/openapi/v3").await;
     let versions: BTreeSet<&String> = kinds.iter().map(|(v, _)| v).collect();
     for api_version in versions {
         let key = if api_version.contains('/') {
@@ -102,10 +118,7 @@ async fn write_schemas(lab: &Lab, kinds: &BTreeSet<(String, String)>, dir: &Path
         } else {
             format!("api/{api_version}")
         };
-        let url = index["paths"][&key]["serverRelativeURL"]
-            .as_str()
-            .unwrap_or_else(|| panic!("the lab serves no OpenAPI for {key}"));
-        let mut doc = get_json(lab, url).await;
+        let mut doc = openapi_doc(lab, &key).await;
         strict(&mut doc["components"]);
         let components = doc["components"].clone();
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
