@@ -1626,6 +1626,102 @@ async fn identity_of(pods: &Api<Pod>, name: &str) -> Option<String> {
     v["result"]["identity"].as_str().map(String::from)
 }
 
+/// Secrets of keypairs, one per (name, seed).
+async fn key_secrets(lab: &Lab, ns: &str, keys: &[(&str, u8)]) {
+    let secrets: Api<Secret> = Api::namespaced(lab.client.clone(), ns);
+    for (name, seed) in keys {
+        let s: Secret = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "stringData": {"keypair": keypair(*seed)}
+        }))
+        .unwrap();
+        secrets.create(&PostParams::default(), &s).await.unwrap();
+    }
+}
+
+/// The failover pair of the example `file` (the active first), as `members` (name,
+/// machine), with the staked identity's public key `staked`.
+async fn create_pair(api: &Api<Validator>, file: &str, members: [(&str, &str); 2], staked: &str) {
+    let ns = api.namespace().unwrap_or_default().to_string();
+    let text = std::fs::read_to_string(crate::common::repo_root().join(file)).unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    for (mut v, (name, node)) in docs.into_iter().zip(members) {
+        v["metadata"] = json!({"name": name, "namespace": ns});
+        on_node(&mut v, node);
+        for field in ["identity", "standbyFor"] {
+            if v["spec"][field]["publicKey"].is_string() {
+                v["spec"][field]["publicKey"] = json!(staked);
+            }
+        }
+        let v: Validator = serde_json::from_value(v).unwrap();
+        api.create(&PostParams::default(), &v).await.unwrap();
+    }
+}
+
+/// `valtune failover FROM --to TO`, as a user runs it.
+fn failover_cli(lab: &Lab, ns: &str, from: &str, to: &str) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_valtune"))
+        .args(["failover", from, "--to", to, "-n", ns, "--wait", "5m"])
+        .arg("--kubeconfig")
+        .arg(&lab.state.kubeconfig)
+        .output()
+        .unwrap()
+}
+
+/// Waits until `name`'s pod answers getIdentity with `id`.
+async fn wait_identity(pods: &Api<Pod>, name: &str, id: &str) {
+    wait_for(
+        &format!("{name} reports {id}"),
+        Duration::from_secs(120),
+        || async move {
+            match identity_of(pods, name).await {
+                Some(got) if got == id => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+}
+
+/// Waits until `name` says it signs (IdentityHeld True, Signs).
+async fn wait_says_it_signs(api: &Api<Validator>, name: &str) {
+    wait_for(
+        &format!("{name} says it signs"),
+        Duration::from_secs(60),
+        || async move {
+            let v = api.get(name).await.map_err(|e| e.to_string())?;
+            match condition(&v, "IdentityHeld") {
+                Some(c) if c.0 == "True" && c.1 == "Signs" => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+}
+
+/// A failover asked with the CLI went through: `to` signs with `staked` and holds the
+/// identity's Lease (`lease`), `from` reports its spare identity `spare`.
+async fn moved(
+    lab: &Lab,
+    ns: &str,
+    (from, to): (&str, &str),
+    (staked, spare): (&str, &str),
+    lease: &str,
+) {
+    let out = failover_cli(lab, ns, from, to);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("{to} signs with {staked}")),
+        "{out:?}"
+    );
+    let leases: Api<Lease> = Api::namespaced(lab.client.clone(), ns);
+    let l = leases.get(lease).await.unwrap();
+    assert_eq!(l.spec.unwrap().holder_identity.as_deref(), Some(to));
+    let pods: Api<Pod> = Api::namespaced(lab.client.clone(), ns);
+    assert_eq!(identity_of(&pods, to).await.as_deref(), Some(staked));
+    assert_eq!(identity_of(&pods, from).await.as_deref(), Some(spare));
+}
+
 /// Failover (issue 21, part 5): a voting Agave and its standby on two machines, set up
 /// as agave's failover guide sets them up (manifests/validators/agave-failover.yaml);
 /// `valtune failover` moves the staked identity: the active switches to its spare
@@ -1639,55 +1735,34 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
     let lab = lab().await;
     let ns = lab.namespace("validator-failover").await;
     let op = lab.start_operator(&ns);
-    let secrets: Api<Secret> = Api::namespaced(lab.client.clone(), &ns);
-    for (name, seed) in [
-        ("agave-identity", 1),
-        ("agave-vote", 2),
-        ("agave-spare-a", 3),
-        ("agave-spare-b", 4),
-    ] {
-        let s: Secret = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "stringData": {"keypair": keypair(seed)}
-        }))
-        .unwrap();
-        secrets.create(&PostParams::default(), &s).await.unwrap();
-    }
+    key_secrets(
+        &lab,
+        &ns,
+        &[
+            ("agave-identity", 1),
+            ("agave-vote", 2),
+            ("agave-spare-a", 3),
+            ("agave-spare-b", 4),
+        ],
+    )
+    .await;
     let (staked, spare_a, spare_b) = (pubkey(1), pubkey(3), pubkey(4));
     let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
     let (ids, poll) = poll_identities(pods.clone(), ["agave-a", "agave-b"], staked.clone());
     let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
-    let text = std::fs::read_to_string(crate::common::repo_root().join(FAILOVER_EXAMPLE)).unwrap();
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
-    for (mut v, name, node) in [
-        (docs[0].clone(), "agave-a", "vv-active"),
-        (docs[1].clone(), "agave-b", "vv-standby"),
-    ] {
-        v["metadata"] = json!({"name": name, "namespace": ns});
-        on_node(&mut v, node);
-        for field in ["identity", "standbyFor"] {
-            if v["spec"][field]["publicKey"].is_string() {
-                v["spec"][field]["publicKey"] = json!(staked);
-            }
-        }
-        let v: Validator = serde_json::from_value(v).unwrap();
-        api.create(&PostParams::default(), &v).await.unwrap();
-    }
+    create_pair(
+        &api,
+        FAILOVER_EXAMPLE,
+        [("agave-a", "vv-active"), ("agave-b", "vv-standby")],
+        &staked,
+    )
+    .await;
 
     // The holder signs with the staked identity (its pod started on its spare one and was
     // asked to take it); the standby follows on its own, signing nothing.
     wait_ready(&api, "agave-a").await;
     wait_ready(&api, "agave-b").await;
-    wait_for("agave-a signs", Duration::from_secs(120), || {
-        let (pods, staked) = (pods.clone(), staked.clone());
-        async move {
-            match identity_of(&pods, "agave-a").await {
-                Some(id) if id == staked => Ok(()),
-                other => Err(format!("{other:?}")),
-            }
-        }
-    })
-    .await;
+    wait_identity(&pods, "agave-a", &staked).await;
     assert_eq!(identity_of(&pods, "agave-b").await, Some(spare_b.clone()));
     let b = api.get("agave-b").await.unwrap();
     assert_eq!(b.status.clone().unwrap().phase, ValidatorPhase::Standby);
@@ -1708,14 +1783,7 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
     assert!(flag("--vote-account").is_some() && !args.iter().any(|a| a == "--no-voting"));
 
     // The failover, asked as a user asks it.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_valtune"))
-        .args([
-            "failover", "agave-a", "--to", "agave-b", "-n", &ns, "--wait", "5m",
-        ])
-        .arg("--kubeconfig")
-        .arg(&lab.state.kubeconfig)
-        .output()
-        .unwrap();
+    let out = failover_cli(&lab, &ns, "agave-a", "agave-b");
     assert!(out.status.success(), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stdout).contains(&format!("agave-b signs with {staked}")),
@@ -1748,17 +1816,7 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
         f.done && f.identity.as_deref() == Some(staked.as_str()),
         "{f:?}"
     );
-    wait_for("agave-b says it signs", Duration::from_secs(60), || {
-        let api = api.clone();
-        async move {
-            let b = api.get("agave-b").await.map_err(|e| e.to_string())?;
-            match condition(&b, "IdentityHeld") {
-                Some(c) if c.0 == "True" && c.1 == "Signs" => Ok(()),
-                other => Err(format!("{other:?}")),
-            }
-        }
-    })
-    .await;
+    wait_says_it_signs(&api, "agave-b").await;
     // Each step an event, in order.
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(lab.client.clone(), &ns);
     let mut steps: Vec<(String, String)> = events
@@ -1831,21 +1889,13 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
 
     // Moving it back, manifests untouched: the Lease's holder (agave-b, the standby by
     // its spec) hands the identity over; agave-a, which holds it no more, cannot.
-    let failover = |from: &str, to: &str| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_valtune"))
-            .args(["failover", from, "--to", to, "-n", &ns, "--wait", "5m"])
-            .arg("--kubeconfig")
-            .arg(&lab.state.kubeconfig)
-            .output()
-            .unwrap()
-    };
-    let out = failover("agave-a", "agave-b");
+    let out = failover_cli(&lab, &ns, "agave-a", "agave-b");
     assert!(
         !out.status.success()
             && String::from_utf8_lossy(&out.stderr).contains("agave-b already signs"),
         "{out:?}"
     );
-    let out = failover("agave-b", "agave-a");
+    let out = failover_cli(&lab, &ns, "agave-b", "agave-a");
     assert!(out.status.success(), "{out:?}");
     assert!(
         String::from_utf8_lossy(&out.stdout).contains(&format!("agave-a signs with {staked}")),
@@ -1861,21 +1911,7 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
     let b = api.get("agave-b").await.unwrap();
     let back = b.status.clone().unwrap().failover.unwrap();
     assert!(back.done && back.to == "agave-a", "{back:?}");
-    wait_for(
-        "agave-a says it signs again",
-        Duration::from_secs(60),
-        || {
-            let api = api.clone();
-            async move {
-                let a = api.get("agave-a").await.map_err(|e| e.to_string())?;
-                match condition(&a, "IdentityHeld") {
-                    Some(c) if c.0 == "True" && c.1 == "Signs" => Ok(()),
-                    other => Err(format!("{other:?}")),
-                }
-            }
-        },
-    )
-    .await;
+    wait_says_it_signs(&api, "agave-a").await;
     // The first failover's annotation, still on agave-a, starts nothing again.
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(identity_of(&pods, "agave-a").await, Some(staked.clone()));
@@ -1911,5 +1947,78 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
         );
         assert!(ids.rounds > 50, "{} rounds", ids.rounds);
     }
+    lab.delete_namespace(&ns).await;
+}
+
+const FD_FAILOVER_EXAMPLE: &str = "manifests/validators/frankendancer-failover.yaml";
+
+/// Failover of a Frankendancer pair (manifests/validators/frankendancer-failover.yaml):
+/// the same moves as the Agave pair's, each set-identity the validator image's `fdctl
+/// set-identity` run by the identity agent in the validator container's mount namespace
+/// (`nsenter`, which the lab judges from the pod spec: the processes shared, the agent's
+/// SYS_ADMIN and SYS_PTRACE). There and back, both pods' getIdentity polled throughout,
+/// never two signers.
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn a_frankendancer_identity_fails_over_with_fdctl_set_identity_and_never_signs_twice() {
+    let lab = lab().await;
+    let ns = lab.namespace("validator-fd-failover").await;
+    let _op = lab.start_operator(&ns);
+    key_secrets(
+        &lab,
+        &ns,
+        &[
+            ("fd-identity", 11),
+            ("fd-vote", 12),
+            ("fd-spare-a", 13),
+            ("fd-spare-b", 14),
+        ],
+    )
+    .await;
+    let (staked, spare_a, spare_b) = (pubkey(11), pubkey(13), pubkey(14));
+    let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
+    let (ids, poll) = poll_identities(pods.clone(), ["fd-a", "fd-b"], staked.clone());
+    let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
+    create_pair(
+        &api,
+        FD_FAILOVER_EXAMPLE,
+        [("fd-a", "vv-fd-active"), ("fd-b", "vv-fd-standby")],
+        &staked,
+    )
+    .await;
+    wait_ready(&api, "fd-a").await;
+    wait_ready(&api, "fd-b").await;
+    // The holder took the staked identity with fdctl (its pod started on its spare one).
+    wait_identity(&pods, "fd-a", &staked).await;
+    assert_eq!(identity_of(&pods, "fd-b").await, Some(spare_b.clone()));
+    let spec = pods.get("fd-b").await.unwrap().spec.unwrap();
+    assert_eq!(spec.share_process_namespace, Some(true));
+
+    let lease = "valtune-identity-fd-identity";
+    moved(&lab, &ns, ("fd-a", "fd-b"), (&staked, &spare_a), lease).await;
+    wait_says_it_signs(&api, "fd-b").await;
+    moved(&lab, &ns, ("fd-b", "fd-a"), (&staked, &spare_b), lease).await;
+    wait_says_it_signs(&api, "fd-a").await;
+
+    poll.abort();
+    let ids = ids.lock().unwrap();
+    let both = ids.both();
+    assert!(both.is_empty(), "two signers: {both:?}");
+    let seen: Vec<&Vec<String>> = ids.seen.values().collect();
+    // fd-a: spare, staked, spare, staked; fd-b: spare, staked, spare.
+    assert!(
+        seen.iter()
+            .any(|s| s.ends_with(&[staked.clone(), spare_a.clone(), staked.clone()])),
+        "{:?}",
+        ids.seen
+    );
+    assert!(
+        seen.iter()
+            .any(|s| s.ends_with(&[spare_b.clone(), staked.clone(), spare_b.clone()])),
+        "{:?}",
+        ids.seen
+    );
+    assert!(ids.rounds > 50, "{} rounds", ids.rounds);
+    drop(ids);
     lab.delete_namespace(&ns).await;
 }
