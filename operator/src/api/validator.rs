@@ -157,16 +157,17 @@ pub struct ValidatorSpec {
     /// with `standbyFor`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vote_account: Option<KeyRef>,
-    /// A voting Agave's own unstaked ("junk") keypair, for failover: with it the pod runs
-    /// as agave's failover guide sets both machines up (`--identity` a link on the ledger
-    /// volume, `--authorized-voter` the staked `identity`), starts with this identity,
+    /// A voting Agave's or Frankendancer's own unstaked ("junk") keypair, for failover:
+    /// with it the pod runs as agave's failover guide sets both machines up (its identity
+    /// a link on the ledger volume, its authorized voter the staked `identity`; for
+    /// Frankendancer with `identityAgentEntersValidatorMountNamespace`), starts with this identity,
     /// signs with `identity` once the operator sees it hold the identity's Lease, and
     /// switches back to this one when it hands the identity to a standby
     /// (`valtune failover`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spare_identity: Option<KeyRef>,
-    /// A standby Agave's: the staked identity keypair it takes over at a failover, mounted
-    /// as its `--authorized-voter` (never as its `--identity`, which is its own unstaked
+    /// A standby Agave's or Frankendancer's: the staked identity keypair it takes over at
+    /// a failover, its authorized voter (never its identity, which is its own unstaked
     /// `identity`). Needs `voteAccount`, the staked identity's vote account.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub standby_for: Option<KeyRef>,

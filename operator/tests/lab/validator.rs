@@ -2001,24 +2001,25 @@ async fn a_frankendancer_identity_fails_over_with_fdctl_set_identity_and_never_s
     wait_says_it_signs(&api, "fd-a").await;
 
     poll.abort();
-    let ids = ids.lock().unwrap();
-    let both = ids.both();
-    assert!(both.is_empty(), "two signers: {both:?}");
-    let seen: Vec<&Vec<String>> = ids.seen.values().collect();
-    // fd-a: spare, staked, spare, staked; fd-b: spare, staked, spare.
-    assert!(
-        seen.iter()
-            .any(|s| s.ends_with(&[staked.clone(), spare_a.clone(), staked.clone()])),
-        "{:?}",
-        ids.seen
-    );
-    assert!(
-        seen.iter()
-            .any(|s| s.ends_with(&[spare_b.clone(), staked.clone(), spare_b.clone()])),
-        "{:?}",
-        ids.seen
-    );
-    assert!(ids.rounds > 50, "{} rounds", ids.rounds);
-    drop(ids);
+    {
+        let ids = ids.lock().unwrap();
+        let both = ids.both();
+        assert!(both.is_empty(), "two signers: {both:?}");
+        let seen: Vec<&Vec<String>> = ids.seen.values().collect();
+        // fd-a: spare, staked, spare, staked; fd-b: spare, staked, spare.
+        assert!(
+            seen.iter()
+                .any(|s| s.ends_with(&[staked.clone(), spare_a.clone(), staked.clone()])),
+            "{:?}",
+            ids.seen
+        );
+        assert!(
+            seen.iter()
+                .any(|s| s.ends_with(&[spare_b.clone(), staked.clone(), spare_b.clone()])),
+            "{:?}",
+            ids.seen
+        );
+        assert!(ids.rounds > 50, "{} rounds", ids.rounds);
+    }
     lab.delete_namespace(&ns).await;
 }

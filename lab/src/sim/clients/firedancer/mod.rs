@@ -225,11 +225,11 @@ fn boot(view: &PodView, c: &Container, env: &Env, clock: &Clock) -> Result<Frank
             full_rpc: cfg.bool("rpc.full_api", false),
             sink: follow::sink(cfg.str("reporting.solana_metrics_config", ""))?,
             agave: format!("{}.{}.{}", v.2 / 10000, v.2 / 100 % 100, v.2 % 100),
-            cluster: follow::Cluster::of(
+            cluster: Box::new(follow::Cluster::of(
                 &cfg,
                 container_files(view, c, &ran.files, (&path, &text)),
                 node_dir_or_volume(view, c, cfg.str("ledger.path", "")),
-            )?,
+            )?),
             config_path: path.clone(),
             keyswitch: view.pod_dir.as_deref().map(crate::sim::nsenter::socket),
         }
@@ -322,7 +322,7 @@ enum Kind {
         /// The Agave version inside (the tag's patch field, src/app/fdctl/with-version.mk).
         agave: String,
         /// Its identity and whether it votes (so leads slots).
-        cluster: follow::Cluster,
+        cluster: Box<follow::Cluster>,
         /// The config it was started with, as its container names it.
         config_path: String,
         /// Where `fdctl set-identity` reaches it from inside its container's mount
