@@ -399,7 +399,14 @@ fn nsenter_shim(
     };
     let bin = work.join("bin");
     std::fs::create_dir_all(&bin)?;
+    // This program; once rebuilt while the lab runs, Linux names the running one
+    // "PATH (deleted)", and PATH holds the new build.
     let exe = std::env::current_exe()?;
+    let exe = exe
+        .to_str()
+        .and_then(|p| p.strip_suffix(" (deleted)"))
+        .map(PathBuf::from)
+        .unwrap_or(exe);
     let shim = bin.join("nsenter");
     std::fs::write(
         &shim,

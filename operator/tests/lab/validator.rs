@@ -1963,7 +1963,7 @@ const FD_FAILOVER_EXAMPLE: &str = "manifests/validators/frankendancer-failover.y
 async fn a_frankendancer_identity_fails_over_with_fdctl_set_identity_and_never_signs_twice() {
     let lab = lab().await;
     let ns = lab.namespace("validator-fd-failover").await;
-    let _op = lab.start_operator(&ns);
+    let op = lab.start_operator(&ns);
     key_secrets(
         &lab,
         &ns,
@@ -1999,6 +1999,8 @@ async fn a_frankendancer_identity_fails_over_with_fdctl_set_identity_and_never_s
     wait_says_it_signs(&api, "fd-b").await;
     moved(&lab, &ns, ("fd-b", "fd-a"), (&staked, &spare_b), lease).await;
     wait_says_it_signs(&api, "fd-a").await;
+    // A few more rounds of the poll on the final state.
+    tokio::time::sleep(Duration::from_secs(2)).await;
 
     poll.abort();
     {
@@ -2021,5 +2023,80 @@ async fn a_frankendancer_identity_fails_over_with_fdctl_set_identity_and_never_s
         );
         assert!(ids.rounds > 50, "{} rounds", ids.rounds);
     }
+
+    // The same pod without the privilege, as a node would refuse it: fd-b, which does not
+    // hold the identity, asked to take it by hand (the operator stopped), never signs.
+    drop(op);
+    let spec = pods.get("fd-b").await.unwrap().spec.unwrap();
+    let mut no_ptrace = spec.clone();
+    for c in no_ptrace.init_containers.iter_mut().flatten() {
+        if c.name == "identity-agent" {
+            c.security_context = None;
+        }
+    }
+    let mut unshared = spec;
+    unshared.share_process_namespace = None;
+    for (spec, refusal) in [
+        (no_ptrace, "nsenter: can't open '/proc/"),
+        (unshared, "no fdctl process in"),
+    ] {
+        refused_by_hand(&lab, &pods, "fd-b", spec, refusal, &spare_b).await;
+    }
     lab.delete_namespace(&ns).await;
+}
+
+/// Replaces pod `name` by one of `spec`, asked to take the staked identity (the request
+/// annotation its agent follows), and checks its agent says `refusal` while the validator
+/// keeps reporting `spare`.
+async fn refused_by_hand(
+    lab: &Lab,
+    pods: &Api<Pod>,
+    name: &str,
+    spec: k8s_openapi::api::core::v1::PodSpec,
+    refusal: &str,
+    spare: &str,
+) {
+    let old = pods.get(name).await.unwrap().metadata.uid;
+    pods.delete(name, &Default::default()).await.unwrap();
+    wait_for(
+        &format!("{name} gone"),
+        Duration::from_secs(120),
+        || async {
+            match pods.get_opt(name).await {
+                Ok(Some(p)) if p.metadata.uid == old => Err("still there".to_string()),
+                Ok(_) => Ok(()),
+                Err(e) => Err(e.to_string()),
+            }
+        },
+    )
+    .await;
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "annotations": {"valtune.dev/identity-request": "1 take"}},
+        "spec": spec,
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let ns = pods.namespace().unwrap_or_default().to_string();
+    // Up, on its spare identity; then asked, refused, and still on it.
+    wait_identity(pods, name, spare).await;
+    let log = lab
+        .state
+        .dir
+        .join("logs/pods")
+        .join(format!("{ns}_{name}_identity-agent.log"));
+    wait_for(
+        &format!("{name}'s agent refused: {refusal}"),
+        Duration::from_secs(120),
+        || async {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let last = text.lines().last().unwrap_or_default().to_string();
+            if last.contains("request '1 take'") && last.contains(refusal) {
+                Ok(())
+            } else {
+                Err(last)
+            }
+        },
+    )
+    .await;
+    assert_eq!(identity_of(pods, name).await.as_deref(), Some(spare));
 }
