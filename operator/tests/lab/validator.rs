@@ -1478,6 +1478,8 @@ struct Identities {
     /// Per pod ("name (uid)"): each answer as (sent, received, staked).
     answers: std::collections::BTreeMap<String, Vec<(Instant, Instant, bool)>>,
     rounds: usize,
+    /// Per pod name: the identity it answered last.
+    last: std::collections::BTreeMap<String, String>,
 }
 
 impl Identities {
@@ -1586,13 +1588,14 @@ fn poll_identities(
                 else {
                     continue;
                 };
-                round.push((format!("{name} ({uid})"), uid, sent, Instant::now(), id));
+                round.push((name, uid, sent, Instant::now(), id));
             }
             let mut s = out.lock().unwrap();
             s.rounds += 1;
-            for (pod, uid, sent, received, id) in round {
+            for (name, uid, sent, received, id) in round {
+                s.last.insert(name.to_string(), id.clone());
                 s.answers
-                    .entry(pod)
+                    .entry(format!("{name} ({uid})"))
                     .or_default()
                     .push((sent, received, id == staked));
                 let ids = s.seen.entry(uid).or_default();
@@ -1693,6 +1696,28 @@ async fn wait_says_it_signs(api: &Api<Validator>, name: &str) {
             match condition(&v, "IdentityHeld") {
                 Some(c) if c.0 == "True" && c.1 == "Signs" => Ok(()),
                 other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+}
+
+/// Waits until the poll has seen each (pod, identity) as that pod's last answer: a move
+/// in the lab takes seconds, so the test does not go on before the poll saw it.
+async fn polled(ids: &std::sync::Mutex<Identities>, want: &[(&str, &str)]) {
+    wait_for(
+        "the poll to see the move",
+        Duration::from_secs(30),
+        || async {
+            let ids = ids.lock().unwrap();
+            let missing: Vec<_> = want
+                .iter()
+                .filter(|(pod, id)| ids.last.get(*pod).map(String::as_str) != Some(*id))
+                .collect();
+            if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{missing:?} last {:?}", ids.last))
             }
         },
     )
@@ -1994,13 +2019,14 @@ async fn a_frankendancer_identity_fails_over_with_fdctl_set_identity_and_never_s
     let spec = pods.get("fd-b").await.unwrap().spec.unwrap();
     assert_eq!(spec.share_process_namespace, Some(true));
 
+    polled(&ids, &[("fd-a", &staked), ("fd-b", &spare_b)]).await;
     let lease = "valtune-identity-fd-identity";
     moved(&lab, &ns, ("fd-a", "fd-b"), (&staked, &spare_a), lease).await;
+    polled(&ids, &[("fd-a", &spare_a), ("fd-b", &staked)]).await;
     wait_says_it_signs(&api, "fd-b").await;
     moved(&lab, &ns, ("fd-b", "fd-a"), (&staked, &spare_b), lease).await;
+    polled(&ids, &[("fd-a", &staked), ("fd-b", &spare_b)]).await;
     wait_says_it_signs(&api, "fd-a").await;
-    // A few more rounds of the poll on the final state.
-    tokio::time::sleep(Duration::from_secs(2)).await;
 
     poll.abort();
     {

@@ -5,7 +5,9 @@ the same annotation, link and tower files) with each set-identity done as Franke
 takes it, by the validator image's own fdctl in the validator container's mount
 namespace:
 
-    nsenter --target PID --mount -- fdctl set-identity --config CONFIG [--require-tower] KEYPAIR
+    nsenter --target PID --mount -- FDCTL set-identity --config CONFIG [--require-tower] KEYPAIR
+
+FDCTL is the running validator's own binary (the path /proc/PID/exe names).
 
 fdctl set-identity "finds the running validator from the shared memory described by the
 configuration file, so you must point --config at the SAME config file the validator was
@@ -53,14 +55,25 @@ def validator_pid(procfs):
     return min(pids)
 
 
+def fdctl_of(procfs, pid):
+    """The running validator's own binary, as its container names it (/proc/PID/exe, read
+    with CAP_SYS_PTRACE): set-identity must come from the SAME build. fdctl on PATH where
+    /proc does not say."""
+    try:
+        return os.readlink(os.path.join(procfs, str(pid), "exe"))
+    except OSError:
+        return "fdctl"
+
+
 def fdctl_set_identity(config):
     """identity_agent.py's set-identity call (ledger, "setIdentity", [keypair, require_tower]),
     made with fdctl in the validator container."""
 
     def call(_ledger, _method, params):
         keypair, require_tower = params
-        cmd = ["nsenter", "--target", str(validator_pid(PROCFS)), "--mount", "--"]
-        cmd += ["fdctl", "set-identity", "--config", config]
+        pid = validator_pid(PROCFS)
+        cmd = ["nsenter", "--target", str(pid), "--mount", "--"]
+        cmd += [fdctl_of(PROCFS, pid), "set-identity", "--config", config]
         if require_tower:
             cmd.append("--require-tower")
         cmd.append(keypair)
