@@ -1478,6 +1478,10 @@ struct Identities {
     /// Per pod ("name (uid)"): each answer as (sent, received, staked).
     answers: std::collections::BTreeMap<String, Vec<(Instant, Instant, bool)>>,
     rounds: usize,
+    /// Rounds where both pods answered staked, one after the other (a hand-over between
+    /// the two reads, unless [`Identities::both`] proves an overlap): printed, so a run
+    /// shows how close the poll came.
+    same_round: Vec<String>,
     /// Per pod name: the identity it answered last.
     last: std::collections::BTreeMap<String, String>,
 }
@@ -1559,6 +1563,7 @@ fn poll_identities(
             .pool_max_idle_per_host(0)
             .build()
             .unwrap();
+        let start = Instant::now();
         loop {
             tokio::time::sleep(Duration::from_millis(100)).await;
             let mut round = Vec::new();
@@ -1592,6 +1597,16 @@ fn poll_identities(
             }
             let mut s = out.lock().unwrap();
             s.rounds += 1;
+            if round.len() == 2 && round.iter().all(|r| r.4 == staked) {
+                let ms = |t: Instant| t.duration_since(start).as_millis();
+                let line = round
+                    .iter()
+                    .map(|r| format!("{} staked {}..{} ms", r.0, ms(r.2), ms(r.3)))
+                    .collect::<Vec<_>>()
+                    .join(", then ");
+                let n = s.rounds;
+                s.same_round.push(format!("round {n}: {line}"));
+            }
             for (name, uid, sent, received, id) in round {
                 s.last.insert(name.to_string(), id.clone());
                 s.answers
@@ -1661,13 +1676,17 @@ async fn create_pair(api: &Api<Validator>, file: &str, members: [(&str, &str); 2
     }
 }
 
-/// `valtune failover FROM --to TO`, as a user runs it.
-fn failover_cli(lab: &Lab, ns: &str, from: &str, to: &str) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_valtune"))
+/// `valtune failover FROM --to TO`, as a user runs it. On the blocking pool, not the
+/// test's runtime thread: the getIdentity poll must go on while the identity moves (run
+/// on that thread, the poll stood still through every hand-over and could not fail).
+async fn failover(lab: &Lab, ns: &str, from: &str, to: &str) -> std::process::Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_valtune"));
+    command
         .args(["failover", from, "--to", to, "-n", ns, "--wait", "5m"])
         .arg("--kubeconfig")
-        .arg(&lab.state.kubeconfig)
-        .output()
+        .arg(&lab.state.kubeconfig);
+    tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
         .unwrap()
 }
 
@@ -1724,17 +1743,23 @@ async fn polled(ids: &std::sync::Mutex<Identities>, want: &[(&str, &str)]) {
     .await;
 }
 
-/// A failover asked with the CLI went through: `to` signs with `staked` and holds the
-/// identity's Lease (`lease`), `from` reports its spare identity `spare`.
+/// A failover asked with the CLI went through, the getIdentity poll `ids` going on
+/// meanwhile: `to` signs with `staked` and holds the identity's Lease (`lease`), `from`
+/// reports its spare identity `spare`.
 async fn moved(
     lab: &Lab,
     ns: &str,
+    ids: &std::sync::Mutex<Identities>,
     (from, to): (&str, &str),
     (staked, spare): (&str, &str),
     lease: &str,
 ) {
-    let out = failover_cli(lab, ns, from, to);
+    let rounds = || ids.lock().unwrap().rounds;
+    let before = rounds();
+    let out = failover(lab, ns, from, to).await;
     assert!(out.status.success(), "{out:?}");
+    // The poll went on while the identity moved (it is the proof of no overlap).
+    assert!(rounds() >= before + 3, "{} poll rounds", rounds() - before);
     assert!(
         String::from_utf8_lossy(&out.stdout).contains(&format!("{to} signs with {staked}")),
         "{out:?}"
@@ -1808,8 +1833,12 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
     assert!(flag("--vote-account").is_some() && !args.iter().any(|a| a == "--no-voting"));
 
     // The failover, asked as a user asks it.
-    let out = failover_cli(&lab, &ns, "agave-a", "agave-b");
+    let rounds = || ids.lock().unwrap().rounds;
+    let before = rounds();
+    let out = failover(&lab, &ns, "agave-a", "agave-b").await;
     assert!(out.status.success(), "{out:?}");
+    // The poll went on while the identity moved (it is the proof of no overlap).
+    assert!(rounds() >= before + 3, "{} poll rounds", rounds() - before);
     assert!(
         String::from_utf8_lossy(&out.stdout).contains(&format!("agave-b signs with {staked}")),
         "{out:?}"
@@ -1914,14 +1943,16 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
 
     // Moving it back, manifests untouched: the Lease's holder (agave-b, the standby by
     // its spec) hands the identity over; agave-a, which holds it no more, cannot.
-    let out = failover_cli(&lab, &ns, "agave-a", "agave-b");
+    let out = failover(&lab, &ns, "agave-a", "agave-b").await;
     assert!(
         !out.status.success()
             && String::from_utf8_lossy(&out.stderr).contains("agave-b already signs"),
         "{out:?}"
     );
-    let out = failover_cli(&lab, &ns, "agave-b", "agave-a");
+    let before = rounds();
+    let out = failover(&lab, &ns, "agave-b", "agave-a").await;
     assert!(out.status.success(), "{out:?}");
+    assert!(rounds() >= before + 3, "{} poll rounds", rounds() - before);
     assert!(
         String::from_utf8_lossy(&out.stdout).contains(&format!("agave-a signs with {staked}")),
         "{out:?}"
@@ -1945,6 +1976,12 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
     poll.abort();
     {
         let ids = ids.lock().unwrap();
+        eprintln!(
+            "getIdentity poll: {} rounds; {} with both pods answering staked one after the other (a hand-over between the reads): {:?}",
+            ids.rounds,
+            ids.same_round.len(),
+            ids.same_round
+        );
         let both = ids.both();
         assert!(both.is_empty(), "two signers: {both:?}");
         // The poll saw the move: agave-a's first pod went from the staked identity to its
@@ -2021,10 +2058,26 @@ async fn a_frankendancer_identity_fails_over_with_fdctl_set_identity_and_never_s
 
     polled(&ids, &[("fd-a", &staked), ("fd-b", &spare_b)]).await;
     let lease = "valtune-identity-fd-identity";
-    moved(&lab, &ns, ("fd-a", "fd-b"), (&staked, &spare_a), lease).await;
+    moved(
+        &lab,
+        &ns,
+        &ids,
+        ("fd-a", "fd-b"),
+        (&staked, &spare_a),
+        lease,
+    )
+    .await;
     polled(&ids, &[("fd-a", &spare_a), ("fd-b", &staked)]).await;
     wait_says_it_signs(&api, "fd-b").await;
-    moved(&lab, &ns, ("fd-b", "fd-a"), (&staked, &spare_b), lease).await;
+    moved(
+        &lab,
+        &ns,
+        &ids,
+        ("fd-b", "fd-a"),
+        (&staked, &spare_b),
+        lease,
+    )
+    .await;
     polled(&ids, &[("fd-a", &staked), ("fd-b", &spare_b)]).await;
     wait_says_it_signs(&api, "fd-a").await;
 
@@ -2050,10 +2103,13 @@ async fn a_frankendancer_identity_fails_over_with_fdctl_set_identity_and_never_s
         assert!(ids.rounds > 50, "{} rounds", ids.rounds);
     }
 
-    // The same pod without the privilege, as a node would refuse it: fd-b, which does not
-    // hold the identity, asked to take it by hand (the operator stopped), never signs.
+    // The same pod without the privilege, as a node would refuse it: fd-b's pod spec,
+    // asked by hand (the operator stopped) to take the identity fd-a holds, never signs.
+    // Each under a name of its own: a pod created under a name just freed may meet the
+    // old pod's deletion.
     drop(op);
     let spec = pods.get("fd-b").await.unwrap().spec.unwrap();
+    gone(&pods, "fd-b").await;
     let mut no_ptrace = spec.clone();
     for c in no_ptrace.init_containers.iter_mut().flatten() {
         if c.name == "identity-agent" {
@@ -2062,16 +2118,34 @@ async fn a_frankendancer_identity_fails_over_with_fdctl_set_identity_and_never_s
     }
     let mut unshared = spec;
     unshared.share_process_namespace = None;
-    for (spec, refusal) in [
-        (no_ptrace, "nsenter: can't open '/proc/"),
-        (unshared, "no fdctl process in"),
+    for (name, spec, refusal) in [
+        ("fd-b-no-ptrace", no_ptrace, "nsenter: can't open '/proc/"),
+        ("fd-b-unshared", unshared, "no fdctl process in"),
     ] {
-        refused_by_hand(&lab, &pods, "fd-b", spec, refusal, &spare_b).await;
+        refused_by_hand(&lab, &pods, name, spec, refusal, &spare_b).await;
+        gone(&pods, name).await;
     }
     lab.delete_namespace(&ns).await;
 }
 
-/// Replaces pod `name` by one of `spec`, asked to take the staked identity (the request
+/// Deletes pod `name` and waits until it is gone.
+async fn gone(pods: &Api<Pod>, name: &str) {
+    pods.delete(name, &Default::default()).await.unwrap();
+    wait_for(
+        &format!("{name} gone"),
+        Duration::from_secs(120),
+        || async {
+            match pods.get_opt(name).await {
+                Ok(Some(_)) => Err("still there".to_string()),
+                Ok(None) => Ok(()),
+                Err(e) => Err(e.to_string()),
+            }
+        },
+    )
+    .await;
+}
+
+/// Runs a pod `name` of `spec`, asked to take the staked identity (the request
 /// annotation its agent follows), and checks its agent says `refusal` while the validator
 /// keeps reporting `spare`.
 async fn refused_by_hand(
@@ -2082,20 +2156,6 @@ async fn refused_by_hand(
     refusal: &str,
     spare: &str,
 ) {
-    let old = pods.get(name).await.unwrap().metadata.uid;
-    pods.delete(name, &Default::default()).await.unwrap();
-    wait_for(
-        &format!("{name} gone"),
-        Duration::from_secs(120),
-        || async {
-            match pods.get_opt(name).await {
-                Ok(Some(p)) if p.metadata.uid == old => Err("still there".to_string()),
-                Ok(_) => Ok(()),
-                Err(e) => Err(e.to_string()),
-            }
-        },
-    )
-    .await;
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": name, "annotations": {"valtune.dev/identity-request": "1 take"}},
         "spec": spec,
