@@ -99,6 +99,11 @@ enum Command {
 // two workers would make it (a real validator's RPC does not wait on another's replay).
 #[tokio::main(worker_threads = 8)]
 async fn main() -> anyhow::Result<()> {
+    // A sidecar's `nsenter` (sim/nsenter.rs): busybox's arguments, not this CLI's.
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(valtune_lab::sim::nsenter::SUBCOMMAND) {
+        std::process::exit(valtune_lab::sim::nsenter::main(&args[2..]));
+    }
     let cli = Cli::parse();
     valtune_lab::init_crypto();
     match cli.command {

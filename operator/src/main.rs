@@ -60,8 +60,8 @@ enum Command {
     /// Print the recommended point as a merge patch of the experiment's spec.template,
     /// with the evidence; exits non-zero when there is none (yet).
     Recommend(cli::recommend::Args),
-    /// Move a voting Agave identity from the pair member that signs with it (the holder
-    /// of its Lease) to the other member, either way (annotates the holder with
+    /// Move a voting Agave or Frankendancer identity from the pair member that signs with
+    /// it (the holder of its Lease) to the other member, either way (annotates the holder with
     /// valtune.dev/failover-to; the operator does the rest, step by step).
     Failover(cli::failover::Args),
     /// Read a finished trial's window from Prometheus again (after an outage, say), without

@@ -15,6 +15,7 @@ pub mod clock;
 pub mod init_steps;
 pub mod kubelet;
 pub mod local_pods;
+pub mod nsenter;
 pub mod pod_view;
 pub mod procfs;
 pub mod reloader;

@@ -61,7 +61,9 @@ pub fn write(
         w = p.write_bytes
     );
     let argv: String = cmdline.iter().map(|a| format!("{a}\0")).collect();
+    let comm_file = format!("{comm}\n");
     for (name, content) in [
+        ("comm", comm_file.as_str()),
         ("stat", stat.as_str()),
         ("status", status.as_str()),
         ("limits", limits),

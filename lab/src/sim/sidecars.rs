@@ -178,6 +178,29 @@ pub fn python_script(view: &PodView, c: &Container) -> Option<(String, String)> 
     Some((path, text))
 }
 
+/// The other files of the volume mounted where `path` is (file name, content).
+fn siblings(view: &PodView, c: &Container, path: &str) -> Vec<(String, String)> {
+    let Some((dir, own)) = path.rsplit_once('/') else {
+        return Vec::new();
+    };
+    let volumes = view
+        .pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.clone())
+        .unwrap_or_default();
+    c.volume_mounts
+        .iter()
+        .flatten()
+        .filter(|m| m.mount_path.trim_end_matches('/') == dir && m.sub_path.is_none())
+        .filter_map(|m| volumes.iter().find(|v| v.name == m.name))
+        .filter_map(|v| view.volume_files(v))
+        .flat_map(|files| files.iter())
+        .filter(|(name, _)| name.as_str() != own && !name.contains('/'))
+        .map(|(n, b)| (n.clone(), b.clone()))
+        .collect()
+}
+
 /// Where a pod's programs keep their files.
 #[derive(Debug, Clone)]
 pub struct PodDirs {
@@ -282,6 +305,13 @@ async fn run_python(view: &PodView, c: &Container, dirs: &PodDirs) -> Option<i32
         warn!(error = %e, "writing a sidecar's script");
         return None;
     }
+    // The other files of its ConfigMap beside it, as the container sees them (a module
+    // the script imports).
+    for (name, body) in siblings(view, c, &path) {
+        if let Err(e) = std::fs::write(work.join(name), body) {
+            warn!(error = %e, "writing a file beside a sidecar's script");
+        }
+    }
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -307,7 +337,30 @@ async fn run_python(view: &PodView, c: &Container, dirs: &PodDirs) -> Option<i32
     for (k, v) in view.env(c) {
         cmd.env(k, v);
     }
-    cmd.env("PROCFS", &dirs.proc);
+    // Its /proc: the pod's processes only when the pod shares them
+    // (`shareProcessNamespace`), else its own, where no other container's process is.
+    let shared = view
+        .pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.share_process_namespace)
+        .unwrap_or(false);
+    let procfs = if shared {
+        dirs.proc.clone()
+    } else {
+        work.join("proc")
+    };
+    let _ = std::fs::create_dir_all(&procfs);
+    cmd.env("PROCFS", &procfs);
+    // busybox's nsenter, as the python:alpine image has it, played (sim/nsenter.rs).
+    match nsenter_shim(view, c, &work, procfs) {
+        Ok((bin, facts)) => {
+            let path = std::env::var("PATH").unwrap_or_default();
+            cmd.env("PATH", format!("{}:{path}", bin.display()))
+                .env(super::nsenter::FACTS_ENV, facts);
+        }
+        Err(e) => warn!(error = %e, "writing the sidecar's nsenter"),
+    }
     match cmd.spawn() {
         Ok(mut child) => child.wait().await.ok().and_then(|s| s.code()),
         Err(e) => {
@@ -316,6 +369,61 @@ async fn run_python(view: &PodView, c: &Container, dirs: &PodDirs) -> Option<i32
             None
         }
     }
+}
+
+/// A `nsenter` for the container (bin/nsenter, which runs this program's
+/// [`super::nsenter::SUBCOMMAND`]) and its facts from the pod spec: (bin dir, facts file).
+fn nsenter_shim(
+    view: &PodView,
+    c: &Container,
+    work: &Path,
+    procfs: PathBuf,
+) -> std::io::Result<(PathBuf, PathBuf)> {
+    use super::clients::firedancer::perms::Privileges;
+    let caps = |c: &Container| {
+        let p = Privileges::of(&view.pod, c);
+        let mut caps = p.caps;
+        if p.privileged {
+            caps.insert("ALL".into());
+        }
+        caps
+    };
+    let target_caps = super::clients::recognise(&view.pod)
+        .map(|(_, v)| caps(v))
+        .unwrap_or_default();
+    let facts = super::nsenter::Facts {
+        procfs,
+        caps: caps(c),
+        target_caps,
+        socket: super::nsenter::socket(view.pod_dir.as_deref().unwrap_or(work)),
+    };
+    let bin = work.join("bin");
+    std::fs::create_dir_all(&bin)?;
+    // This program; once rebuilt while the lab runs, Linux names the running one
+    // "PATH (deleted)", and PATH holds the new build.
+    let exe = std::env::current_exe()?;
+    let exe = exe
+        .to_str()
+        .and_then(|p| p.strip_suffix(" (deleted)"))
+        .map(PathBuf::from)
+        .unwrap_or(exe);
+    let shim = bin.join("nsenter");
+    std::fs::write(
+        &shim,
+        format!(
+            "#!/bin/sh\nexec '{}' {} \"$@\"\n",
+            exe.display(),
+            super::nsenter::SUBCOMMAND
+        ),
+    )?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755))?;
+    let file = work.join("nsenter.json");
+    std::fs::write(
+        &file,
+        serde_json::to_string(&facts).map_err(std::io::Error::other)?,
+    )?;
+    Ok((bin, file))
 }
 
 /// Runs a local build of the program; its exit code.

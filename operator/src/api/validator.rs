@@ -51,21 +51,22 @@ pub const MAX_NAME_LEN: usize = 48;
     validation = Rule::new("!has(self.standbyFor) || has(self.standbyFor.publicKey)")
         .message("standbyFor needs the staked identity's public key, so the operator tells from getIdentity who signs with it: set standbyFor.publicKey (solana-keygen pubkey KEYPAIR)")
         .field_path(".standbyFor.publicKey"),
-    // fdctl set-identity exists at v0.1106.40201 but finds the running validator through
-    // its workspaces on the hugetlbfs mounts fdctl made in the validator container's own
-    // mount namespace (src/app/fdctl/commands/set_identityh.c `set_identity`): the
-    // identity agent, a sidecar, reaches them only privileged, sharing the pod's processes.
-    validation = Rule::new("!has(self.template.firedancer) || !has(self.spareIdentity)")
-        .message(FRANKENDANCER_FAILOVER_REFUSED.replace("FIELD", "spareIdentity").as_str())
+    // fdctl set-identity finds the running validator through its workspaces on the
+    // hugetlbfs mounts fdctl made in the validator container's own mount namespace
+    // (firedancer-io/firedancer src/app/fdctl/commands/set_identityh.c `set_identity`
+    // @v0.1106.40201): the identity agent reaches them only by entering that namespace,
+    // a privilege the Validator names.
+    validation = Rule::new(format!("!has(self.template.firedancer) || !(has(self.spareIdentity) || has(self.standbyFor)) || (has(self.{ENTER}) && self.{ENTER})"))
+        .message(FRANKENDANCER_PAIR_NEEDS_PRIVILEGE)
+        .field_path(format!(".{ENTER}").as_str()),
+    validation = Rule::new(format!("!has(self.{ENTER}) || !self.{ENTER} || (has(self.template.firedancer) && (has(self.spareIdentity) || has(self.standbyFor)))"))
+        .message(format!("{ENTER} lets a Frankendancer failover pair member's identity agent run fdctl set-identity in the validator container's mount namespace; this Validator is not one (template.firedancer with spareIdentity or standbyFor): remove it").as_str())
+        .field_path(format!(".{ENTER}").as_str()),
+    validation = Rule::new("!has(self.spareIdentity) || (self.role == 'voting' && (has(self.template.agave) || has(self.template.firedancer)))")
+        .message("spareIdentity is the unstaked keypair a voting Agave or Frankendancer validator switches to when it hands its identity to a standby (failover): set role: voting with template.agave or template.firedancer, or remove spareIdentity")
         .field_path(".spareIdentity"),
-    validation = Rule::new("!has(self.template.firedancer) || !has(self.standbyFor)")
-        .message(FRANKENDANCER_FAILOVER_REFUSED.replace("FIELD", "standbyFor").as_str())
-        .field_path(".standbyFor"),
-    validation = Rule::new("!has(self.spareIdentity) || has(self.template.firedancer) || (self.role == 'voting' && has(self.template.agave))")
-        .message("spareIdentity is the unstaked keypair a voting Agave validator switches to when it hands its identity to a standby (failover): set role: voting with template.agave, or remove spareIdentity")
-        .field_path(".spareIdentity"),
-    validation = Rule::new("!has(self.standbyFor) || has(self.template.firedancer) || (self.role == 'standby' && has(self.template.agave) && has(self.voteAccount))")
-        .message("standbyFor is the staked identity an Agave standby takes over at a failover (its --authorized-voter), beside the vote account: set role: standby with template.agave and voteAccount, or remove standbyFor")
+    validation = Rule::new("!has(self.standbyFor) || (self.role == 'standby' && (has(self.template.agave) || has(self.template.firedancer)) && has(self.voteAccount))")
+        .message("standbyFor is the staked identity an Agave or Frankendancer standby takes over at a failover (its authorized voter), beside the vote account: set role: standby with template.agave or template.firedancer and voteAccount, or remove standbyFor")
         .field_path(".standbyFor"),
     validation = Rule::new("!has(self.identityAgentPort) || has(self.spareIdentity) || has(self.standbyFor)")
         .message("identityAgentPort is the port of a failover pair member's identity agent (spareIdentity or standbyFor): remove it")
@@ -75,11 +76,17 @@ pub const MAX_NAME_LEN: usize = 48;
     validation = Rule::new(format!("!has(self.template.agave) || !(has(self.spareIdentity) || has(self.standbyFor)) || (((has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) < int(self.template.agave.dynamicPortRange.split('-')[0]) || (has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) > int(self.template.agave.dynamicPortRange.split('-')[1])) && !((has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) in [self.template.agave.rpcPort, self.template.agave.rpcPort + 1, self.template.agave.exporters.rpcPort, self.template.agave.exporters.processPort, self.template.agave.exporters.datapointsPort]))"))
         .message(format!("identityAgentPort (default {DEFAULT_IDENTITY_AGENT_PORT}) collides with a port Agave binds on the node (template.agave.dynamicPortRange, rpcPort, its websocket rpcPort + 1) or an exporter's (template.agave.exporters): set identityAgentPort to a free port outside them").as_str())
         .field_path(".identityAgentPort"),
+    // Frankendancer's: its Agave child's RPC and websocket, the metric tile and the
+    // exporters, as valtune renders them (its other ports are the config's; the default
+    // is outside fdctl's defaults, default.toml @v0.1106.40201).
+    validation = Rule::new(format!("!has(self.template.firedancer) || !(has(self.spareIdentity) || has(self.standbyFor)) || !((has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) in [self.template.firedancer.rpcPort, self.template.firedancer.rpcPort + 1, self.template.firedancer.metricsPort, self.template.firedancer.exporters.rpcPort, self.template.firedancer.exporters.datapointsPort])"))
+        .message(format!("identityAgentPort (default {DEFAULT_IDENTITY_AGENT_PORT}) collides with a port Frankendancer binds on the node (template.firedancer.rpcPort, its websocket rpcPort + 1, metricsPort) or an exporter's (template.firedancer.exporters): set identityAgentPort to a free port outside them and outside the config's dynamic_port_range").as_str())
+        .field_path(".identityAgentPort"),
     validation = Rule::new("self.role != 'voting' || has(self.template.nodeos) || (has(self.identity) && has(self.voteAccount))")
         .message("a voting validator needs its identity and its vote account: set identity.secretName and voteAccount.secretName")
         .field_path(".voteAccount"),
     validation = Rule::new("(self.role == 'voting' && !has(self.template.nodeos)) || has(self.standbyFor) || !has(self.voteAccount)")
-        .message("only a voting Agave or Frankendancer validator, or an Agave standby with standbyFor, uses a vote account (a nodeos producer signs with its identity's signature provider): remove voteAccount, or set role: voting")
+        .message("only a voting Agave or Frankendancer validator, or a standby with standbyFor, uses a vote account (a nodeos producer signs with its identity's signature provider): remove voteAccount, or set role: voting")
         .field_path(".voteAccount"),
     validation = Rule::new("!has(self.producerName) || (has(self.template.nodeos) && self.role == 'voting')")
         .message("producerName is a nodeos producer's account (nodeos --producer-name): set role: voting with template.nodeos, or remove producerName")
@@ -150,16 +157,17 @@ pub struct ValidatorSpec {
     /// with `standbyFor`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vote_account: Option<KeyRef>,
-    /// A voting Agave's own unstaked ("junk") keypair, for failover: with it the pod runs
-    /// as agave's failover guide sets both machines up (`--identity` a link on the ledger
-    /// volume, `--authorized-voter` the staked `identity`), starts with this identity,
+    /// A voting Agave's or Frankendancer's own unstaked ("junk") keypair, for failover:
+    /// with it the pod runs as agave's failover guide sets both machines up (its identity
+    /// a link on the ledger volume, its authorized voter the staked `identity`; for
+    /// Frankendancer with `identityAgentEntersValidatorMountNamespace`), starts with this identity,
     /// signs with `identity` once the operator sees it hold the identity's Lease, and
     /// switches back to this one when it hands the identity to a standby
     /// (`valtune failover`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spare_identity: Option<KeyRef>,
-    /// A standby Agave's: the staked identity keypair it takes over at a failover, mounted
-    /// as its `--authorized-voter` (never as its `--identity`, which is its own unstaked
+    /// A standby Agave's or Frankendancer's: the staked identity keypair it takes over at
+    /// a failover, its authorized voter (never its identity, which is its own unstaked
     /// `identity`). Needs `voteAccount`, the staked identity's vote account.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub standby_for: Option<KeyRef>,
@@ -170,6 +178,15 @@ pub struct ValidatorSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1024, max = 65535))]
     pub identity_agent_port: Option<i32>,
+    /// A Frankendancer failover pair member's: lets its identity agent enter the
+    /// validator container's mount namespace to run the image's own `fdctl set-identity`
+    /// there (the pod's processes shared; the agent with CAP_SYS_ADMIN and
+    /// CAP_SYS_PTRACE). fdctl finds the running validator through its shared-memory
+    /// workspaces, files on the hugetlbfs mounts fdctl makes inside the validator
+    /// container, which no other container sees (docs/validators.md, failover). Required
+    /// for a Frankendancer pair; refused elsewhere.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub identity_agent_enters_validator_mount_namespace: bool,
     /// A producing nodeos' producer account (`--producer-name`); its key is `identity`'s
     /// signature provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -227,20 +244,18 @@ pub struct RestartWindowSpec {
 pub const DEFAULT_MIN_IDLE_TIME_MINUTES: u32 = 10;
 pub const DEFAULT_MAX_DELINQUENT_STAKE_PERCENT: u8 = 5;
 
-/// Why a Frankendancer failover pair is refused (`FIELD`: the field named). `fdctl
-/// set-identity KEYPAIR [--require-tower] [--force]` exists at v0.1106.40201, but it
+/// The field that names the privilege a Frankendancer pair's identity agent needs.
+pub const ENTER: &str = "identityAgentEntersValidatorMountNamespace";
+
+/// Why a Frankendancer failover pair without [`ENTER`] is refused. `fdctl set-identity`
 /// "finds the running validator from the shared memory described by the configuration
-/// file" (firedancer-io/firedancer `src/app/fdctl/commands/set_identityh.c`, the
-/// action's detail, and `set_identity`, which joins every keyswitch workspace read-write):
-/// workspaces on the hugetlbfs mounts `fdctl configure init hugetlbfs` makes in the
-/// validator container's own mount namespace (docs/clients/firedancer.md, Hugepages; a
-/// hugetlbfs mount is an instance of its own, so another container's mount of the same
-/// pages does not hold those files). The pod's identity agent would have to enter that
-/// namespace (the pod's processes shared, CAP_SYS_ADMIN and CAP_SYS_PTRACE: a privileged
-/// container running a ConfigMap's script beside the signing key), or the operator
-/// exec into the validator (pods/exec, which its role does not grant): a privilege no
-/// field of the spec names today.
-pub const FRANKENDANCER_FAILOVER_REFUSED: &str = "FIELD (failover) is not built for Frankendancer: fdctl set-identity (firedancer-io/firedancer src/app/fdctl/commands/set_identityh.c @v0.1106.40201) finds the running validator by joining its shared-memory workspaces on the hugetlbfs mounts fdctl makes inside the validator container, so it must run in that container's mount namespace, which valtune's identity agent reaches only as a privileged sidecar sharing the pod's processes beside the signing key, a privilege no field of the spec names; remove FIELD, and move a Frankendancer identity by hand (docs/validators.md, failover)";
+/// file" (firedancer-io/firedancer `src/app/fdctl/commands/set_identityh.c`, the action's
+/// detail, and `set_identity`, which joins every keyswitch workspace read-write, at
+/// v0.1106.40201): workspaces on the hugetlbfs mounts `fdctl configure init hugetlbfs`
+/// makes in the validator container's own mount namespace (a hugetlbfs mount is an
+/// instance of its own, so another container's mount of the same pages does not hold
+/// those files). The pod's identity agent runs it there only by entering that namespace.
+pub const FRANKENDANCER_PAIR_NEEDS_PRIVILEGE: &str = "a Frankendancer failover pair member (spareIdentity or standbyFor) needs identityAgentEntersValidatorMountNamespace: true: fdctl set-identity (firedancer-io/firedancer src/app/fdctl/commands/set_identityh.c @v0.1106.40201) finds the running validator by joining its shared-memory workspaces on the hugetlbfs mounts fdctl makes inside the validator container, so the identity agent must run it in that container's mount namespace (nsenter), which takes the pod's processes shared and the agent container's CAP_SYS_ADMIN and CAP_SYS_PTRACE; set identityAgentEntersValidatorMountNamespace: true to grant them (docs/validators.md, failover), or remove spareIdentity and standbyFor";
 
 /// The identity agent's port when `identityAgentPort` is unset. Outside every port the
 /// clients bind by default, so it collides with nothing a validator operator left as
@@ -780,6 +795,134 @@ mod tests {
                     .contains_key("identity_agent.py"))
             );
         }
+    }
+
+    /// A Frankendancer pair (manifests/validators/frankendancer-failover.yaml): both
+    /// members run as the guide's hot-swap machines in fdctl's terms: `identity_path` the
+    /// link on the ledger, the staked copy the authorized voter, the vote account; the
+    /// link made at the first start pointing at the member's own spare copy; the agent
+    /// entering the validator's mount namespace with exactly SYS_ADMIN and SYS_PTRACE,
+    /// the pod's processes shared, no key mounted.
+    #[test]
+    fn a_frankendancer_pair_runs_set_identity_in_the_validators_mount_namespace() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../manifests/validators/frankendancer-failover.yaml"
+        ))
+        .unwrap();
+        let docs: Vec<Validator> = serde_saphyr::from_multiple(&text).unwrap();
+        for (mut v, spare) in docs.into_iter().zip(["fd-spare-a", "fd-spare-b"]) {
+            v.metadata.namespace = Some("validators".into());
+            let r = observe::render(&v, Some("http://prometheus:9090"))
+                .0
+                .unwrap();
+            let config = r.config_maps[0].data.clone().unwrap()["config.toml"].clone();
+            for part in [
+                "identity_path = \"/mnt/ledger/valtune-identity.json\"",
+                "authorized_voter_paths = [\"/run/valtune/keys/staked.json\"]",
+                "vote_account_path = \"/run/valtune/keys/vote-account.json\"",
+            ] {
+                assert!(config.contains(part), "{part}: {config}");
+            }
+            let spec = r.pod.spec.unwrap();
+            assert_eq!(spec.share_process_namespace, Some(true));
+            let script = spec.containers[0].args.clone().unwrap()[0].clone();
+            for copy in [
+                "cat \"$root/etc/valtune/staked/keypair\" > \"$root/run/valtune/keys/staked.json\"",
+                "cat \"$root/etc/valtune/spare/keypair\" > \"$root/run/valtune/keys/spare.json\"",
+                "cat \"$root/etc/valtune/vote/keypair\" > \"$root/run/valtune/keys/vote-account.json\"",
+            ] {
+                assert!(script.contains(copy), "{copy}: {script}");
+            }
+            assert!(!script.contains("keys new"), "{script}");
+            let secret = |vol: &str| {
+                spec.volumes
+                    .iter()
+                    .flatten()
+                    .find(|v| v.name == vol)
+                    .and_then(|v| v.secret.clone()?.secret_name)
+            };
+            assert_eq!(secret("staked-identity").as_deref(), Some("fd-identity"));
+            assert_eq!(secret("spare-identity").as_deref(), Some(spare));
+            assert_eq!(secret("vote-account").as_deref(), Some("fd-vote"));
+            assert_eq!(secret("identity"), None);
+            let inits = spec.init_containers.clone().unwrap();
+            let link = inits.iter().find(|c| c.name == "identity-link").unwrap();
+            assert_eq!(
+                link.args.clone().unwrap()[0],
+                "test -L /mnt/ledger/valtune-identity.json || ln -s /run/valtune/keys/spare.json /mnt/ledger/valtune-identity.json"
+            );
+            assert_eq!(link.image, spec.containers[0].image);
+            let agent = inits.iter().find(|c| c.name == "identity-agent").unwrap();
+            assert_eq!(agent.restart_policy.as_deref(), Some("Always"));
+            assert_eq!(
+                agent.command.clone().unwrap(),
+                [
+                    "python3",
+                    "/etc/valtune/agent/frankendancer_identity_agent.py"
+                ]
+            );
+            let args = agent.args.clone().unwrap();
+            for a in [
+                "--ledger=/mnt/ledger",
+                "--link=/mnt/ledger/valtune-identity.json",
+                "--staked=/run/valtune/keys/staked.json",
+                "--spare=/run/valtune/keys/spare.json",
+                "--config=/var/run/firedancer/config.toml",
+            ] {
+                assert!(args.contains(&a.to_string()), "{a}: {args:?}");
+            }
+            let sc = agent.security_context.clone().unwrap();
+            assert_eq!(
+                sc.capabilities.unwrap().add.unwrap(),
+                ["SYS_ADMIN", "SYS_PTRACE"]
+            );
+            assert_eq!(sc.privileged, None);
+            assert_eq!(sc.app_armor_profile.unwrap().type_, "Unconfined");
+            let mounts: Vec<&str> = agent
+                .volume_mounts
+                .iter()
+                .flatten()
+                .map(|m| m.mount_path.as_str())
+                .collect();
+            assert_eq!(
+                mounts,
+                ["/mnt/ledger", "/etc/valtune/agent", "/etc/valtune/podinfo"]
+            );
+            let agent_cm = r
+                .config_maps
+                .iter()
+                .find(|c| c.data.as_ref().unwrap().contains_key("identity_agent.py"))
+                .unwrap()
+                .data
+                .clone()
+                .unwrap();
+            // The Agave agent's loop, unchanged, beside the wrapper that imports it.
+            assert_eq!(
+                agent_cm["identity_agent.py"],
+                crate::clients::agave::pair::AGENT_SCRIPT
+            );
+            assert!(agent_cm["frankendancer_identity_agent.py"].contains("nsenter"));
+        }
+    }
+
+    /// Without the field the pod is not rendered (admission refuses it first, naming it).
+    #[test]
+    fn a_frankendancer_pair_without_the_agents_privilege_is_not_rendered() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../manifests/validators/frankendancer-failover.yaml"
+        ))
+        .unwrap();
+        let mut v: Validator = serde_saphyr::from_multiple::<Validator>(&text)
+            .unwrap()
+            .remove(1);
+        v.metadata.namespace = Some("validators".into());
+        v.spec.identity_agent_enters_validator_mount_namespace = false;
+        let err = observe::render(&v, Some("http://prometheus:9090"))
+            .0
+            .unwrap_err();
+        assert!(err.contains(ENTER), "{err}");
     }
 
     /// A producing nodeos: its producer name, and its signature provider from the

@@ -1,9 +1,9 @@
-//! `valtune failover`: ask the operator to move a voting Agave identity from the pair
-//! member that signs with it (the holder of its Lease) to the other member, by annotating
-//! the holder (`valtune.dev/failover-to`, metadata: `spec` stays as the user's repository
-//! has it), then follow the move in the holder's status until the other signs. Either
-//! direction: the first failover goes from the Validator with `spareIdentity` to the one
-//! with `standbyFor`, the move back the other way.
+//! `valtune failover`: ask the operator to move a voting Agave or Frankendancer identity
+//! from the pair member that signs with it (the holder of its Lease) to the other member,
+//! by annotating the holder (`valtune.dev/failover-to`, metadata: `spec` stays as the
+//! user's repository has it), then follow the move in the holder's status until the
+//! other signs. Either direction: the first failover goes from the Validator with
+//! `spareIdentity` to the one with `standbyFor`, the move back the other way.
 
 use anyhow::Context;
 use k8s_openapi::api::coordination::v1::Lease;

@@ -64,9 +64,10 @@ pub struct Keys {
     /// A nodeos producer's account (`--producer-name`); `identity` holds its signature
     /// provider.
     pub producer: Option<String>,
-    /// An Agave failover pair member's: the staked identity (`--authorized-voter`) and
-    /// its own unstaked one, with the vote account in `vote`. Both set: the pod runs as
-    /// agave's failover guide sets a machine up (`--identity` a link on the ledger).
+    /// A failover pair member's (Agave, Frankendancer): the staked identity (its
+    /// authorized voter) and its own unstaked one, with the vote account in `vote`. Both
+    /// set: the pod runs as agave's failover guide sets a machine up (its identity a link
+    /// on the ledger).
     pub pair: Option<Pair>,
 }
 
@@ -77,6 +78,10 @@ pub struct Pair {
     pub spare: SecretKey,
     /// The identity agent's port (`identityAgentPort`).
     pub agent_port: i32,
+    /// The identity agent may enter the validator container's mount namespace
+    /// (`identityAgentEntersValidatorMountNamespace`): Frankendancer's set-identity runs
+    /// there.
+    pub agent_enters_validator: bool,
 }
 
 /// One key of one Secret of the owner's namespace.

@@ -366,16 +366,28 @@ async fn bad_validators_are_refused_naming_the_field() {
                 "which valtune renders for an Agave Validator",
             ),
             (
-                "a Frankendancer failover pair",
+                "a Frankendancer failover pair without the agent's privilege",
                 json!({"spec": {"role": "voting", "identity": {"secretName": "fd-identity", "publicKey": "Stake11111111111111111111111111111111111111"}, "spareIdentity": {"secretName": "fd-spare"}, "voteAccount": {"secretName": "fd-vote"}, "template": {"besu": null, "firedancer": {"image": "r/frankendancer:v0.1106.40201", "privileged": true}}}}),
-                "spec.spareIdentity",
-                "spareIdentity (failover) is not built for Frankendancer: fdctl set-identity",
+                "spec.identityAgentEntersValidatorMountNamespace",
+                "needs identityAgentEntersValidatorMountNamespace: true: fdctl set-identity",
             ),
             (
-                "a Frankendancer standby for a staked identity",
-                json!({"spec": {"role": "standby", "identity": {"secretName": "fd-spare"}, "standbyFor": {"secretName": "fd-identity", "publicKey": "Stake11111111111111111111111111111111111111"}, "voteAccount": {"secretName": "fd-vote"}, "template": {"besu": null, "firedancer": {"image": "r/frankendancer:v0.1106.40201", "privileged": true}}}}),
-                "spec.standbyFor",
-                "standbyFor (failover) is not built for Frankendancer",
+                "a Frankendancer standby without the agent's privilege",
+                json!({"spec": {"role": "standby", "identity": {"secretName": "fd-spare"}, "standbyFor": {"secretName": "fd-identity", "publicKey": "Stake11111111111111111111111111111111111111"}, "voteAccount": {"secretName": "fd-vote"}, "identityAgentEntersValidatorMountNamespace": false, "template": {"besu": null, "firedancer": {"image": "r/frankendancer:v0.1106.40201", "privileged": true}}}}),
+                "spec.identityAgentEntersValidatorMountNamespace",
+                "the identity agent must run it in that container's mount namespace",
+            ),
+            (
+                "the agent's privilege on a Validator that is no Frankendancer pair member",
+                json!({"spec": {"identityAgentEntersValidatorMountNamespace": true}}),
+                "spec.identityAgentEntersValidatorMountNamespace",
+                "this Validator is not one",
+            ),
+            (
+                "a Frankendancer identity agent port on its RPC",
+                json!({"spec": {"role": "standby", "identity": {"secretName": "fd-spare"}, "standbyFor": {"secretName": "fd-identity", "publicKey": "Stake11111111111111111111111111111111111111"}, "voteAccount": {"secretName": "fd-vote"}, "identityAgentEntersValidatorMountNamespace": true, "identityAgentPort": 8899, "template": {"besu": null, "firedancer": {"image": "r/frankendancer:v0.1106.40201", "privileged": true}}}}),
+                "spec.identityAgentPort",
+                "collides with a port Frankendancer binds",
             ),
             (
                 "an identity agent port on a Validator that is no pair member",
@@ -1470,6 +1482,8 @@ struct Identities {
     /// the two reads, unless [`Identities::both`] proves an overlap): printed, so a run
     /// shows how close the poll came.
     same_round: Vec<String>,
+    /// Per pod name: the identity it answered last.
+    last: std::collections::BTreeMap<String, String>,
 }
 
 impl Identities {
@@ -1579,7 +1593,7 @@ fn poll_identities(
                 else {
                     continue;
                 };
-                round.push((format!("{name} ({uid})"), uid, sent, Instant::now(), id));
+                round.push((name, uid, sent, Instant::now(), id));
             }
             let mut s = out.lock().unwrap();
             s.rounds += 1;
@@ -1593,9 +1607,10 @@ fn poll_identities(
                 let n = s.rounds;
                 s.same_round.push(format!("round {n}: {line}"));
             }
-            for (pod, uid, sent, received, id) in round {
+            for (name, uid, sent, received, id) in round {
+                s.last.insert(name.to_string(), id.clone());
                 s.answers
-                    .entry(pod)
+                    .entry(format!("{name} ({uid})"))
                     .or_default()
                     .push((sent, received, id == staked));
                 let ids = s.seen.entry(uid).or_default();
@@ -1606,20 +1621,6 @@ fn poll_identities(
         }
     });
     (state, task)
-}
-
-/// `valtune failover FROM --to TO`, as a user runs it. On the blocking pool, not the
-/// test's runtime thread: the getIdentity poll must go on while the identity moves (run
-/// on that thread, the poll stood still through every hand-over and could not fail).
-async fn failover(lab: &Lab, ns: &str, from: &str, to: &str) -> std::process::Output {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_valtune"));
-    command
-        .args(["failover", from, "--to", to, "-n", ns, "--wait", "5m"])
-        .arg("--kubeconfig")
-        .arg(&lab.state.kubeconfig);
-    tokio::task::spawn_blocking(move || command.output().unwrap())
-        .await
-        .unwrap()
 }
 
 /// The public key (base58) of a [`keypair`] file: its last 32 bytes.
@@ -1643,6 +1644,134 @@ async fn identity_of(pods: &Api<Pod>, name: &str) -> Option<String> {
     v["result"]["identity"].as_str().map(String::from)
 }
 
+/// Secrets of keypairs, one per (name, seed).
+async fn key_secrets(lab: &Lab, ns: &str, keys: &[(&str, u8)]) {
+    let secrets: Api<Secret> = Api::namespaced(lab.client.clone(), ns);
+    for (name, seed) in keys {
+        let s: Secret = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "stringData": {"keypair": keypair(*seed)}
+        }))
+        .unwrap();
+        secrets.create(&PostParams::default(), &s).await.unwrap();
+    }
+}
+
+/// The failover pair of the example `file` (the active first), as `members` (name,
+/// machine), with the staked identity's public key `staked`.
+async fn create_pair(api: &Api<Validator>, file: &str, members: [(&str, &str); 2], staked: &str) {
+    let ns = api.namespace().unwrap_or_default().to_string();
+    let text = std::fs::read_to_string(crate::common::repo_root().join(file)).unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    for (mut v, (name, node)) in docs.into_iter().zip(members) {
+        v["metadata"] = json!({"name": name, "namespace": ns});
+        on_node(&mut v, node);
+        for field in ["identity", "standbyFor"] {
+            if v["spec"][field]["publicKey"].is_string() {
+                v["spec"][field]["publicKey"] = json!(staked);
+            }
+        }
+        let v: Validator = serde_json::from_value(v).unwrap();
+        api.create(&PostParams::default(), &v).await.unwrap();
+    }
+}
+
+/// `valtune failover FROM --to TO`, as a user runs it. On the blocking pool, not the
+/// test's runtime thread: the getIdentity poll must go on while the identity moves (run
+/// on that thread, the poll stood still through every hand-over and could not fail).
+async fn failover(lab: &Lab, ns: &str, from: &str, to: &str) -> std::process::Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_valtune"));
+    command
+        .args(["failover", from, "--to", to, "-n", ns, "--wait", "5m"])
+        .arg("--kubeconfig")
+        .arg(&lab.state.kubeconfig);
+    tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap()
+}
+
+/// Waits until `name`'s pod answers getIdentity with `id`.
+async fn wait_identity(pods: &Api<Pod>, name: &str, id: &str) {
+    wait_for(
+        &format!("{name} reports {id}"),
+        Duration::from_secs(120),
+        || async move {
+            match identity_of(pods, name).await {
+                Some(got) if got == id => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+}
+
+/// Waits until `name` says it signs (IdentityHeld True, Signs).
+async fn wait_says_it_signs(api: &Api<Validator>, name: &str) {
+    wait_for(
+        &format!("{name} says it signs"),
+        Duration::from_secs(60),
+        || async move {
+            let v = api.get(name).await.map_err(|e| e.to_string())?;
+            match condition(&v, "IdentityHeld") {
+                Some(c) if c.0 == "True" && c.1 == "Signs" => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+}
+
+/// Waits until the poll has seen each (pod, identity) as that pod's last answer: a move
+/// in the lab takes seconds, so the test does not go on before the poll saw it.
+async fn polled(ids: &std::sync::Mutex<Identities>, want: &[(&str, &str)]) {
+    wait_for(
+        "the poll to see the move",
+        Duration::from_secs(30),
+        || async {
+            let ids = ids.lock().unwrap();
+            let missing: Vec<_> = want
+                .iter()
+                .filter(|(pod, id)| ids.last.get(*pod).map(String::as_str) != Some(*id))
+                .collect();
+            if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{missing:?} last {:?}", ids.last))
+            }
+        },
+    )
+    .await;
+}
+
+/// A failover asked with the CLI went through, the getIdentity poll `ids` going on
+/// meanwhile: `to` signs with `staked` and holds the identity's Lease (`lease`), `from`
+/// reports its spare identity `spare`.
+async fn moved(
+    lab: &Lab,
+    ns: &str,
+    ids: &std::sync::Mutex<Identities>,
+    (from, to): (&str, &str),
+    (staked, spare): (&str, &str),
+    lease: &str,
+) {
+    let rounds = || ids.lock().unwrap().rounds;
+    let before = rounds();
+    let out = failover(lab, ns, from, to).await;
+    assert!(out.status.success(), "{out:?}");
+    // The poll went on while the identity moved (it is the proof of no overlap).
+    assert!(rounds() >= before + 3, "{} poll rounds", rounds() - before);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("{to} signs with {staked}")),
+        "{out:?}"
+    );
+    let leases: Api<Lease> = Api::namespaced(lab.client.clone(), ns);
+    let l = leases.get(lease).await.unwrap();
+    assert_eq!(l.spec.unwrap().holder_identity.as_deref(), Some(to));
+    let pods: Api<Pod> = Api::namespaced(lab.client.clone(), ns);
+    assert_eq!(identity_of(&pods, to).await.as_deref(), Some(staked));
+    assert_eq!(identity_of(&pods, from).await.as_deref(), Some(spare));
+}
+
 /// Failover (issue 21, part 5): a voting Agave and its standby on two machines, set up
 /// as agave's failover guide sets them up (manifests/validators/agave-failover.yaml);
 /// `valtune failover` moves the staked identity: the active switches to its spare
@@ -1656,55 +1785,34 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
     let lab = lab().await;
     let ns = lab.namespace("validator-failover").await;
     let op = lab.start_operator(&ns);
-    let secrets: Api<Secret> = Api::namespaced(lab.client.clone(), &ns);
-    for (name, seed) in [
-        ("agave-identity", 1),
-        ("agave-vote", 2),
-        ("agave-spare-a", 3),
-        ("agave-spare-b", 4),
-    ] {
-        let s: Secret = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "stringData": {"keypair": keypair(seed)}
-        }))
-        .unwrap();
-        secrets.create(&PostParams::default(), &s).await.unwrap();
-    }
+    key_secrets(
+        &lab,
+        &ns,
+        &[
+            ("agave-identity", 1),
+            ("agave-vote", 2),
+            ("agave-spare-a", 3),
+            ("agave-spare-b", 4),
+        ],
+    )
+    .await;
     let (staked, spare_a, spare_b) = (pubkey(1), pubkey(3), pubkey(4));
     let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
     let (ids, poll) = poll_identities(pods.clone(), ["agave-a", "agave-b"], staked.clone());
     let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
-    let text = std::fs::read_to_string(crate::common::repo_root().join(FAILOVER_EXAMPLE)).unwrap();
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
-    for (mut v, name, node) in [
-        (docs[0].clone(), "agave-a", "vv-active"),
-        (docs[1].clone(), "agave-b", "vv-standby"),
-    ] {
-        v["metadata"] = json!({"name": name, "namespace": ns});
-        on_node(&mut v, node);
-        for field in ["identity", "standbyFor"] {
-            if v["spec"][field]["publicKey"].is_string() {
-                v["spec"][field]["publicKey"] = json!(staked);
-            }
-        }
-        let v: Validator = serde_json::from_value(v).unwrap();
-        api.create(&PostParams::default(), &v).await.unwrap();
-    }
+    create_pair(
+        &api,
+        FAILOVER_EXAMPLE,
+        [("agave-a", "vv-active"), ("agave-b", "vv-standby")],
+        &staked,
+    )
+    .await;
 
     // The holder signs with the staked identity (its pod started on its spare one and was
     // asked to take it); the standby follows on its own, signing nothing.
     wait_ready(&api, "agave-a").await;
     wait_ready(&api, "agave-b").await;
-    wait_for("agave-a signs", Duration::from_secs(120), || {
-        let (pods, staked) = (pods.clone(), staked.clone());
-        async move {
-            match identity_of(&pods, "agave-a").await {
-                Some(id) if id == staked => Ok(()),
-                other => Err(format!("{other:?}")),
-            }
-        }
-    })
-    .await;
+    wait_identity(&pods, "agave-a", &staked).await;
     assert_eq!(identity_of(&pods, "agave-b").await, Some(spare_b.clone()));
     let b = api.get("agave-b").await.unwrap();
     assert_eq!(b.status.clone().unwrap().phase, ValidatorPhase::Standby);
@@ -1762,17 +1870,7 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
         f.done && f.identity.as_deref() == Some(staked.as_str()),
         "{f:?}"
     );
-    wait_for("agave-b says it signs", Duration::from_secs(60), || {
-        let api = api.clone();
-        async move {
-            let b = api.get("agave-b").await.map_err(|e| e.to_string())?;
-            match condition(&b, "IdentityHeld") {
-                Some(c) if c.0 == "True" && c.1 == "Signs" => Ok(()),
-                other => Err(format!("{other:?}")),
-            }
-        }
-    })
-    .await;
+    wait_says_it_signs(&api, "agave-b").await;
     // Each step an event, in order.
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(lab.client.clone(), &ns);
     let mut steps: Vec<(String, String)> = events
@@ -1869,21 +1967,7 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
     let b = api.get("agave-b").await.unwrap();
     let back = b.status.clone().unwrap().failover.unwrap();
     assert!(back.done && back.to == "agave-a", "{back:?}");
-    wait_for(
-        "agave-a says it signs again",
-        Duration::from_secs(60),
-        || {
-            let api = api.clone();
-            async move {
-                let a = api.get("agave-a").await.map_err(|e| e.to_string())?;
-                match condition(&a, "IdentityHeld") {
-                    Some(c) if c.0 == "True" && c.1 == "Signs" => Ok(()),
-                    other => Err(format!("{other:?}")),
-                }
-            }
-        },
-    )
-    .await;
+    wait_says_it_signs(&api, "agave-a").await;
     // The first failover's annotation, still on agave-a, starts nothing again.
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(identity_of(&pods, "agave-a").await, Some(staked.clone()));
@@ -1926,4 +2010,179 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
         assert!(ids.rounds > 50, "{} rounds", ids.rounds);
     }
     lab.delete_namespace(&ns).await;
+}
+
+const FD_FAILOVER_EXAMPLE: &str = "manifests/validators/frankendancer-failover.yaml";
+
+/// Failover of a Frankendancer pair (manifests/validators/frankendancer-failover.yaml):
+/// the same moves as the Agave pair's, each set-identity the validator image's `fdctl
+/// set-identity` run by the identity agent in the validator container's mount namespace
+/// (`nsenter`, which the lab judges from the pod spec: the processes shared, the agent's
+/// SYS_ADMIN and SYS_PTRACE). There and back, both pods' getIdentity polled throughout,
+/// never two signers.
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn a_frankendancer_identity_fails_over_with_fdctl_set_identity_and_never_signs_twice() {
+    let lab = lab().await;
+    let ns = lab.namespace("validator-fd-failover").await;
+    let op = lab.start_operator(&ns);
+    key_secrets(
+        &lab,
+        &ns,
+        &[
+            ("fd-identity", 11),
+            ("fd-vote", 12),
+            ("fd-spare-a", 13),
+            ("fd-spare-b", 14),
+        ],
+    )
+    .await;
+    let (staked, spare_a, spare_b) = (pubkey(11), pubkey(13), pubkey(14));
+    let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
+    let (ids, poll) = poll_identities(pods.clone(), ["fd-a", "fd-b"], staked.clone());
+    let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
+    create_pair(
+        &api,
+        FD_FAILOVER_EXAMPLE,
+        [("fd-a", "vv-fd-active"), ("fd-b", "vv-fd-standby")],
+        &staked,
+    )
+    .await;
+    wait_ready(&api, "fd-a").await;
+    wait_ready(&api, "fd-b").await;
+    // The holder took the staked identity with fdctl (its pod started on its spare one).
+    wait_identity(&pods, "fd-a", &staked).await;
+    assert_eq!(identity_of(&pods, "fd-b").await, Some(spare_b.clone()));
+    let spec = pods.get("fd-b").await.unwrap().spec.unwrap();
+    assert_eq!(spec.share_process_namespace, Some(true));
+
+    polled(&ids, &[("fd-a", &staked), ("fd-b", &spare_b)]).await;
+    let lease = "valtune-identity-fd-identity";
+    moved(
+        &lab,
+        &ns,
+        &ids,
+        ("fd-a", "fd-b"),
+        (&staked, &spare_a),
+        lease,
+    )
+    .await;
+    polled(&ids, &[("fd-a", &spare_a), ("fd-b", &staked)]).await;
+    wait_says_it_signs(&api, "fd-b").await;
+    moved(
+        &lab,
+        &ns,
+        &ids,
+        ("fd-b", "fd-a"),
+        (&staked, &spare_b),
+        lease,
+    )
+    .await;
+    polled(&ids, &[("fd-a", &staked), ("fd-b", &spare_b)]).await;
+    wait_says_it_signs(&api, "fd-a").await;
+
+    poll.abort();
+    {
+        let ids = ids.lock().unwrap();
+        let both = ids.both();
+        assert!(both.is_empty(), "two signers: {both:?}");
+        let seen: Vec<&Vec<String>> = ids.seen.values().collect();
+        // fd-a: spare, staked, spare, staked; fd-b: spare, staked, spare.
+        assert!(
+            seen.iter()
+                .any(|s| s.ends_with(&[staked.clone(), spare_a.clone(), staked.clone()])),
+            "{:?}",
+            ids.seen
+        );
+        assert!(
+            seen.iter()
+                .any(|s| s.ends_with(&[spare_b.clone(), staked.clone(), spare_b.clone()])),
+            "{:?}",
+            ids.seen
+        );
+        assert!(ids.rounds > 50, "{} rounds", ids.rounds);
+    }
+
+    // The same pod without the privilege, as a node would refuse it: fd-b's pod spec,
+    // asked by hand (the operator stopped) to take the identity fd-a holds, never signs.
+    // Each under a name of its own: a pod created under a name just freed may meet the
+    // old pod's deletion.
+    drop(op);
+    let spec = pods.get("fd-b").await.unwrap().spec.unwrap();
+    gone(&pods, "fd-b").await;
+    let mut no_ptrace = spec.clone();
+    for c in no_ptrace.init_containers.iter_mut().flatten() {
+        if c.name == "identity-agent" {
+            c.security_context = None;
+        }
+    }
+    let mut unshared = spec;
+    unshared.share_process_namespace = None;
+    for (name, spec, refusal) in [
+        ("fd-b-no-ptrace", no_ptrace, "nsenter: can't open '/proc/"),
+        ("fd-b-unshared", unshared, "no fdctl process in"),
+    ] {
+        refused_by_hand(&lab, &pods, name, spec, refusal, &spare_b).await;
+        gone(&pods, name).await;
+    }
+    lab.delete_namespace(&ns).await;
+}
+
+/// Deletes pod `name` and waits until it is gone.
+async fn gone(pods: &Api<Pod>, name: &str) {
+    pods.delete(name, &Default::default()).await.unwrap();
+    wait_for(
+        &format!("{name} gone"),
+        Duration::from_secs(120),
+        || async {
+            match pods.get_opt(name).await {
+                Ok(Some(_)) => Err("still there".to_string()),
+                Ok(None) => Ok(()),
+                Err(e) => Err(e.to_string()),
+            }
+        },
+    )
+    .await;
+}
+
+/// Runs a pod `name` of `spec`, asked to take the staked identity (the request
+/// annotation its agent follows), and checks its agent says `refusal` while the validator
+/// keeps reporting `spare`.
+async fn refused_by_hand(
+    lab: &Lab,
+    pods: &Api<Pod>,
+    name: &str,
+    spec: k8s_openapi::api::core::v1::PodSpec,
+    refusal: &str,
+    spare: &str,
+) {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "annotations": {"valtune.dev/identity-request": "1 take"}},
+        "spec": spec,
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let ns = pods.namespace().unwrap_or_default().to_string();
+    // Up, on its spare identity; then asked, refused, and still on it.
+    wait_identity(pods, name, spare).await;
+    let log = lab
+        .state
+        .dir
+        .join("logs/pods")
+        .join(format!("{ns}_{name}_identity-agent.log"));
+    wait_for(
+        &format!("{name}'s agent refused: {refusal}"),
+        Duration::from_secs(120),
+        || async {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let last = text.lines().last().unwrap_or_default().to_string();
+            if last.contains("request '1 take'") && last.contains(refusal) {
+                Ok(())
+            } else {
+                Err(last)
+            }
+        },
+    )
+    .await;
+    assert_eq!(identity_of(pods, name).await.as_deref(), Some(spare));
 }

@@ -45,8 +45,9 @@ pub fn link() -> String {
 const STAKED_DIR: &str = "/etc/valtune/staked";
 const SPARE_DIR: &str = "/etc/valtune/spare";
 const VOTE_DIR: &str = "/etc/valtune/vote";
-const AGENT_DIR: &str = "/etc/valtune/agent";
-const PODINFO_DIR: &str = "/etc/valtune/podinfo";
+/// Where the agent's ConfigMap and the pod's annotations (downward API) are mounted.
+pub const AGENT_DIR: &str = "/etc/valtune/agent";
+pub const PODINFO_DIR: &str = "/etc/valtune/podinfo";
 
 /// The pod's own pieces beyond the keys.
 pub struct Parts {
@@ -154,7 +155,17 @@ pub fn parts(input: &RenderInput, skeleton: &Skeleton, image: &str, pair: &Pair)
         "identity-agent",
         BTreeMap::from([("identity_agent.py".to_string(), AGENT_SCRIPT.to_string())]),
     );
-    let volumes = vec![
+    let volumes = agent_volumes(&cm);
+    Parts {
+        init: vec![link_step, agent],
+        volumes,
+        config_map: cm,
+    }
+}
+
+/// The agent's volumes: its ConfigMap `cm` and the pod's annotations.
+pub fn agent_volumes(cm: &ConfigMap) -> Vec<Volume> {
+    vec![
         Volume {
             name: "identity-agent".into(),
             config_map: Some(ConfigMapVolumeSource {
@@ -180,10 +191,5 @@ pub fn parts(input: &RenderInput, skeleton: &Skeleton, image: &str, pair: &Pair)
             }),
             ..Default::default()
         },
-    ];
-    Parts {
-        init: vec![link_step, agent],
-        volumes,
-        config_map: cm,
-    }
+    ]
 }

@@ -194,11 +194,13 @@ pub struct Inputs<'a> {
 
 /// A Frankendancer Validator's key files, where the start script copies them from its
 /// Secrets ([`super::start`]): `[consensus] identity_path` and, voting,
-/// `vote_account_path` (the identity is the authorized voter: no `authorized_voter_paths`).
+/// `vote_account_path` (the identity is the authorized voter: no `authorized_voter_paths`,
+/// except for a failover pair member, whose authorized voter is the staked identity).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct KeyFiles {
     pub identity: Option<String>,
     pub vote_account: Option<String>,
+    pub authorized_voter: Option<String>,
 }
 
 /// Every configured tile count, the spec's and the tuned ones, under its version's key
@@ -308,6 +310,10 @@ fn follower(c: &mut Config, i: &Inputs) {
     );
     if let Some(vote) = keys.vote_account {
         c.set("consensus.vote_account_path", Value::Str(vote));
+    }
+    // Passed to the Agave child as `--authorized-voter` (run_agave.c @v0.1106.40201).
+    if let Some(voter) = keys.authorized_voter {
+        c.set("consensus.authorized_voter_paths", Value::Strs(vec![voter]));
     }
     let genesis = s.expected_genesis_hash.clone().unwrap_or(genesis.into());
     if !genesis.is_empty() {

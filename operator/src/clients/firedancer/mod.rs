@@ -12,6 +12,7 @@ mod config_full;
 pub mod keys;
 mod knobs;
 mod layout;
+pub mod pair;
 mod profile;
 mod render;
 mod rules;

@@ -20,6 +20,7 @@ use super::{VALIDATOR_CONTAINER, start};
 use crate::api::firedancer::{
     Capability, FiredancerNetProvider, FiredancerSpec, FiredancerWorkload,
 };
+use crate::api::template::VolumeRole;
 use crate::api::version::Version;
 use crate::clients::input::{Lifecycle, Role, SecretKey};
 use crate::clients::parts::{self, empty_dir, env, mount, port, sidecar};
@@ -40,10 +41,16 @@ struct ValidatorKeys {
 /// None for a trial (an observer with a throwaway identity). A voting Validator adds its
 /// vote account (`[consensus] vote_account_path`: "If no voting account is provided,
 /// voting will be disabled", default.toml @v0.1106.40201); nonVoting and standby run
-/// their identity without one.
-fn validator_keys(input: &RenderInput) -> Option<ValidatorKeys> {
+/// their identity without one. A failover pair member ([`super::pair`]) runs the link on
+/// its ledger (`ledger`, the ledger volume's mount) as its identity, with copies of both
+/// identities, the staked one its authorized voter, and the vote account whatever its
+/// role.
+fn validator_keys(
+    input: &RenderInput,
+    ledger: Option<&str>,
+) -> Result<Option<ValidatorKeys>, RenderError> {
     if !matches!(input.lifecycle, Lifecycle::LongRunning { .. }) {
-        return None;
+        return Ok(None);
     }
     let mut k = ValidatorKeys {
         files: KeyFiles::default(),
@@ -69,7 +76,28 @@ fn validator_keys(input: &RenderInput) -> Option<ValidatorKeys> {
         to
     };
     let keys = input.role.keys();
-    if let Some(id) = keys.and_then(|k| k.identity.as_ref()) {
+    let pair = keys.and_then(|k| k.pair.as_ref().zip(k.vote.as_ref()));
+    if let Some((pair, _)) = pair {
+        let ledger = ledger.ok_or_else(|| {
+            RenderError::Invalid(
+                "a Frankendancer failover pair member keeps its identity link and tower files on its ledger volume: add template.storage with role: ledger".into(),
+            )
+        })?;
+        k.files.authorized_voter = Some(add(
+            "staked-identity",
+            "/etc/valtune/staked",
+            &pair.staked,
+            super::pair::STAKED_COPY,
+        ));
+        add(
+            "spare-identity",
+            "/etc/valtune/spare",
+            &pair.spare,
+            super::pair::SPARE_COPY,
+        );
+        k.files.identity = Some(super::pair::link(ledger));
+        k.copies.identity = true;
+    } else if let Some(id) = keys.and_then(|k| k.identity.as_ref()) {
         k.files.identity = Some(add(
             "identity",
             "/etc/valtune/identity",
@@ -78,7 +106,8 @@ fn validator_keys(input: &RenderInput) -> Option<ValidatorKeys> {
         ));
         k.copies.identity = true;
     }
-    if let (Role::Voting(_), Some(vote)) = (&input.role, keys.and_then(|k| k.vote.as_ref())) {
+    let votes = matches!(input.role, Role::Voting(_)) || pair.is_some();
+    if let (true, Some(vote)) = (votes, keys.and_then(|k| k.vote.as_ref())) {
         k.files.vote_account = Some(add(
             "vote-account",
             "/etc/valtune/vote",
@@ -97,7 +126,12 @@ fn validator_keys(input: &RenderInput) -> Option<ValidatorKeys> {
             ..Default::default()
         });
     }
-    Some(k)
+    Ok(Some(k))
+}
+
+/// A Validator's pod (not a trial's).
+fn validator_role_of(input: &RenderInput) -> bool {
+    matches!(input.lifecycle, Lifecycle::LongRunning { .. })
 }
 
 /// What fdctl run checks of the node (shared/commands/configure/sysctl.c @v0.1106.40201:
@@ -176,7 +210,11 @@ pub fn pod(
         .iter()
         .map(|v| (v.role, client.mount_path(v.role)))
         .collect();
-    let keys = validator_keys(input);
+    let ledger = volumes
+        .iter()
+        .find(|(r, _)| *r == VolumeRole::Ledger)
+        .map(|(_, p)| p.clone());
+    let keys = validator_keys(input, ledger.as_deref())?;
     let cfg = config::config(&Inputs {
         spec,
         tuning: &t.tuning,
@@ -275,6 +313,30 @@ pub fn pod(
         pod_volumes.push(empty_dir(parts::VMAGENT_VOLUME));
     }
 
+    // A failover pair member's identity link step and agent, which enters the validator
+    // container's mount namespace: the pod's processes shared (pair.rs).
+    let mut config_maps = vec![cm];
+    let pair = input
+        .role
+        .keys()
+        .and_then(|k| k.pair.as_ref().filter(|_| k.vote.is_some()))
+        .filter(|_| validator_role_of(input));
+    if let Some(p) = pair {
+        let ledger = skeleton
+            .mounts
+            .iter()
+            .find(|m| Some(&m.mount_path) == ledger.as_ref())
+            .ok_or_else(|| {
+                RenderError::Invalid(
+                    "a Frankendancer failover pair member needs a ledger volume (template.storage role: ledger)".into(),
+                )
+            })?;
+        let parts = super::pair::parts(input, skeleton, &spec.image, p, ledger)?;
+        init.extend(parts.init);
+        pod_volumes.extend(parts.volumes);
+        config_maps.push(parts.config_map);
+    }
+
     let mut mounts = skeleton.mounts.clone();
     mounts.extend([
         mount("fd-config", TEMPLATE_DIR, false),
@@ -316,9 +378,10 @@ pub fn pod(
         init_containers: init,
         containers: vec![validator],
         volumes: pod_volumes,
-        config_maps: vec![cm],
+        config_maps,
         tweaks: Tweaks {
             host_network,
+            share_process_namespace: pair.is_some(),
             ..Default::default()
         },
     })

@@ -116,6 +116,7 @@ pub fn input(v: &Validator, prometheus_url: Option<&str>) -> RenderInput {
         key: k.key.clone(),
     };
     let agent_port = agent_port(v);
+    let agent_enters_validator = v.spec.identity_agent_enters_validator_mount_namespace;
     let pair = match (
         &v.spec.identity,
         &v.spec.spare_identity,
@@ -125,11 +126,13 @@ pub fn input(v: &Validator, prometheus_url: Option<&str>) -> RenderInput {
             staked: key(staked),
             spare: key(spare),
             agent_port,
+            agent_enters_validator,
         }),
         (Some(spare), None, Some(staked)) => Some(Pair {
             staked: key(staked),
             spare: key(spare),
             agent_port,
+            agent_enters_validator,
         }),
         _ => None,
     };
@@ -499,13 +502,14 @@ async fn holder_of(ctx: &Context, ns: &str, lname: &str) -> Result<Option<String
         .filter(|h| !h.is_empty()))
 }
 
+/// Where a pair member answers getIdentity: Agave's RPC, or Frankendancer's Agave
+/// child's (`[rpc] port`).
 fn rpc_port(v: &Validator) -> i32 {
-    v.spec
-        .template
-        .client
-        .agave
+    let c = &v.spec.template.client;
+    c.agave
         .as_ref()
         .map(|a| a.rpc_port)
+        .or(c.firedancer.as_ref().map(|f| f.rpc_port))
         .unwrap_or(8899)
 }
 

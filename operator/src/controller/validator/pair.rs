@@ -1,4 +1,4 @@
-//! A failover pair member's pass (an Agave Validator with `spareIdentity`, or a standby
+//! A failover pair member's pass (an Agave or Frankendancer Validator with `spareIdentity`, or a standby
 //! with `standbyFor`): who signs with the staked identity, and the failover's next step.
 //! Pure: what it asks is done by [`super::act`] (the pod's identity-request annotation,
 //! which the pod's identity agent follows; the Lease moved to the standby).
@@ -351,7 +351,7 @@ pub fn hand_over(from: &Validator, to: &Validator, holder: Option<&str>) -> Resu
     let (a, b) = (from.name_any(), to.name_any());
     let Some(staked) = staked_of(from) else {
         return Err(format!(
-            "Validator {a} is not a failover pair member: a voting Agave with spec.spareIdentity, or a standby with spec.standbyFor (see docs/validators.md, failover)"
+            "Validator {a} is not a failover pair member: a voting Agave or Frankendancer with spec.spareIdentity, or a standby with spec.standbyFor (see docs/validators.md, failover)"
         ));
     };
     if a == b {

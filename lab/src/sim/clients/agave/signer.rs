@@ -65,6 +65,11 @@ impl Signer {
         self.vote_node.as_deref() == Some(self.identity().as_str())
     }
 
+    /// Reads a file as the validator's container sees it.
+    pub fn read(&self, path: &str) -> Option<String> {
+        (self.files)(path)
+    }
+
     /// Where its admin RPC listens, if its ledger is on a volume the lab keeps.
     pub fn admin_socket(&self) -> Option<PathBuf> {
         self.ledger_dir.as_ref().map(|d| d.join("admin.rpc"))

@@ -4,12 +4,13 @@
 //! JSON-RPC (`[rpc] port`, the full API with `[rpc] full_api`) and the datapoints it pushes
 //! to `[reporting] solana_metrics_config` (passed to Agave as SOLANA_METRICS_CONFIG).
 
-use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
 use super::super::agave::identity;
 use super::super::agave::model::{AgaveModel, HEALTH_SLOT_DISTANCE};
+use super::super::agave::signer::{Files, Signer};
 use super::super::{Datapoint, MetricsSink, Rpc};
 use super::topology::Cfg;
 
@@ -17,29 +18,53 @@ use super::topology::Cfg;
 /// `fdctl keys new` in the container).
 const LAB_IDENTITY: &str = "Va1tune1ab1dentity11111111111111111111111111";
 
-/// A follower's place in its cluster: its identity, from the keypair file `[consensus]
-/// identity_path` names (as the start script left it), and whether it votes
+/// A follower's place in its cluster: who its Agave child signs as ([`Signer`]: the
+/// keypair file `[consensus] identity_path` names, as the start script left it, through
+/// a link on a volume as a failover pair member has it), and whether it votes
 /// (`vote_account_path` set: "If no voting account is provided, voting will be
-/// disabled"), which the lab takes as staked, so it leads slots (as for Agave).
-#[derive(Debug, Clone, PartialEq)]
+/// disabled"), which the lab takes as staked, so it leads slots (as for Agave), while its
+/// identity is the vote account's node identity: the first of `authorized_voter_paths`
+/// (passed as `--authorized-voter`, src/app/fdctl/commands/run_agave.c @v0.1106.40201)
+/// when given, else its own identity. `files` reads a path as the validator container
+/// sees it; the Agave child keeps its tower in `ledger` (fdctl passes `--ledger` and no
+/// `--tower`, run_agave.c).
 pub struct Cluster {
-    pub identity: String,
-    pub staked: bool,
+    pub signer: Signer,
 }
 
 impl Cluster {
-    pub fn of(cfg: &Cfg, written: &BTreeMap<String, String>) -> Result<Cluster, String> {
+    pub fn of(cfg: &Cfg, files: Files, ledger: Option<PathBuf>) -> Result<Cluster, String> {
         let path = cfg.str("consensus.identity_path", "");
-        let identity = match written.get(path) {
-            Some(text) => identity::pubkey_of_keypair(text).ok_or_else(|| {
-                format!("ERR     failed to read identity keypair `{path}`: not a keypair file")
-            })?,
-            None => LAB_IDENTITY.to_string(),
+        let key = |path: &str| {
+            files(path)
+                .map(|text| {
+                    identity::pubkey_of_keypair(&text).ok_or_else(|| {
+                        format!(
+                            "ERR     failed to read identity keypair `{path}`: not a keypair file"
+                        )
+                    })
+                })
+                .transpose()
         };
+        let identity = key(path)?.unwrap_or_else(|| LAB_IDENTITY.to_string());
+        let votes = !cfg.str("consensus.vote_account_path", "").is_empty();
+        let voter = match cfg.strs("consensus.authorized_voter_paths").first() {
+            Some(p) => key(p)?,
+            None => None,
+        };
+        let vote_node = votes.then(|| voter.unwrap_or_else(|| identity.clone()));
         Ok(Cluster {
-            identity,
-            staked: !cfg.str("consensus.vote_account_path", "").is_empty(),
+            signer: Signer::new(identity, vote_node, ledger, files),
         })
+    }
+
+    pub fn identity(&self) -> String {
+        self.signer.identity()
+    }
+
+    /// It votes and leads its slots as the vote account's node identity.
+    pub fn staked(&self) -> bool {
+        self.signer.votes()
     }
 }
 
@@ -138,14 +163,15 @@ pub fn rpc(
             }))
         }
         "getVersion" => Rpc::Result(json!({"solana-core": agave, "feature-set": 3_294_202_862u64})),
-        "getIdentity" => Rpc::Result(json!({"identity": cluster.identity})),
+        "getIdentity" => Rpc::Result(json!({"identity": cluster.identity()})),
         "getGenesisHash" => Rpc::Result(json!("5eykt4UsFv8P8NJdTREpY1vzqKqZKvdpKuc147dw2N9d")),
-        "getVoteAccounts" => {
-            Rpc::Result(identity::vote_accounts(&cluster.identity, cluster.staked))
-        }
+        "getVoteAccounts" => Rpc::Result(identity::vote_accounts(
+            &cluster.identity(),
+            cluster.staked(),
+        )),
         "getLeaderSchedule" => Rpc::Result(identity::leader_schedule_answer(
-            &cluster.identity,
-            cluster.staked,
+            &cluster.identity(),
+            cluster.staked(),
             slot,
             params,
         )),
@@ -188,6 +214,11 @@ pub fn datapoints(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
+
+    fn files(written: BTreeMap<String, String>) -> Files {
+        Box::new(move |p| written.get(p).cloned())
+    }
 
     /// The identity is the keypair the start script copied to `identity_path`; a vote
     /// account makes it staked, so it leads slots; a trial's unreadable identity is the
@@ -202,22 +233,43 @@ mod tests {
             "[consensus]\nidentity_path = \"/run/valtune/keys/identity.json\"\nvote_account_path = \"/run/valtune/keys/vote-account.json\"\n",
         )
         .unwrap();
-        let c = Cluster::of(&Cfg(&config), &written).unwrap();
-        assert_eq!(c.identity, identity::pubkey_of_keypair(&text).unwrap());
-        assert!(c.staked);
-        let schedule = identity::leader_schedule_answer(&c.identity, c.staked, 1_000, &Value::Null);
-        assert!(!schedule[&c.identity].as_array().unwrap().is_empty());
+        let c = Cluster::of(&Cfg(&config), files(written.clone()), None).unwrap();
+        assert_eq!(c.identity(), identity::pubkey_of_keypair(&text).unwrap());
+        assert!(c.staked());
+        let schedule =
+            identity::leader_schedule_answer(&c.identity(), c.staked(), 1_000, &Value::Null);
+        assert!(!schedule[&c.identity()].as_array().unwrap().is_empty());
         let trial = super::super::toml::parse(
             "[consensus]\nidentity_path = \"/var/lib/firedancer/identity.json\"\n",
         )
         .unwrap();
-        let c = Cluster::of(&Cfg(&trial), &written).unwrap();
-        assert_eq!((c.identity.as_str(), c.staked), (LAB_IDENTITY, false));
+        let c = Cluster::of(&Cfg(&trial), files(written), None).unwrap();
+        assert_eq!((c.identity().as_str(), c.staked()), (LAB_IDENTITY, false));
         let bad = BTreeMap::from([(
             "/run/valtune/keys/identity.json".to_string(),
             "x".to_string(),
         )]);
-        assert!(Cluster::of(&Cfg(&config), &bad).is_err());
+        assert!(Cluster::of(&Cfg(&config), files(bad), None).is_err());
+    }
+
+    /// A pair member running its spare identity beside the staked authorized voter is a
+    /// hot spare: unstaked until it takes the staked identity.
+    #[test]
+    fn a_spare_identity_beside_the_staked_voter_is_a_hot_spare() {
+        let key = |seed: u8| {
+            serde_json::to_string(&(0..64u8).map(|i| i ^ seed).collect::<Vec<u8>>()).unwrap()
+        };
+        let written = BTreeMap::from([
+            ("/mnt/ledger/valtune-identity.json".to_string(), key(2)),
+            ("/run/valtune/keys/staked.json".to_string(), key(1)),
+        ]);
+        let config = super::super::toml::parse(
+            "[consensus]\nidentity_path = \"/mnt/ledger/valtune-identity.json\"\nvote_account_path = \"/run/valtune/keys/vote-account.json\"\nauthorized_voter_paths = [\"/run/valtune/keys/staked.json\"]\n",
+        )
+        .unwrap();
+        let c = Cluster::of(&Cfg(&config), files(written), None).unwrap();
+        assert_eq!(c.identity(), identity::pubkey_of_keypair(&key(2)).unwrap());
+        assert!(!c.staked());
     }
 
     #[test]

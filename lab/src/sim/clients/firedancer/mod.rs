@@ -18,6 +18,7 @@ pub mod full_snapshots;
 /// judges a trial's keys by it, and fdctl here refuses by it).
 #[path = "../../../../../operator/src/clients/firedancer/keys.rs"]
 pub mod keys;
+pub mod keyswitch;
 pub mod metrics;
 pub mod perms;
 pub mod toml;
@@ -224,7 +225,13 @@ fn boot(view: &PodView, c: &Container, env: &Env, clock: &Clock) -> Result<Frank
             full_rpc: cfg.bool("rpc.full_api", false),
             sink: follow::sink(cfg.str("reporting.solana_metrics_config", ""))?,
             agave: format!("{}.{}.{}", v.2 / 10000, v.2 / 100 % 100, v.2 % 100),
-            cluster: follow::Cluster::of(&cfg, &ran.files)?,
+            cluster: Box::new(follow::Cluster::of(
+                &cfg,
+                container_files(view, c, &ran.files, (&path, &text)),
+                node_dir_or_volume(view, c, cfg.str("ledger.path", "")),
+            )?),
+            config_path: path.clone(),
+            keyswitch: view.pod_dir.as_deref().map(crate::sim::nsenter::socket),
         }
     };
     Ok(Frankendancer {
@@ -239,6 +246,42 @@ fn boot(view: &PodView, c: &Container, env: &Env, clock: &Clock) -> Result<Frank
             .get("VALTUNE_LAB_CRASH_AFTER")
             .and_then(|v| crate::state::parse_seconds(v)),
     })
+}
+
+/// A file as the validator container sees it: what its start script wrote into its
+/// emptyDirs (the key copies), its config, a link on a volume to either (a failover pair
+/// member's `identity_path`), or a mounted Secret's or ConfigMap's file.
+fn container_files(
+    view: &PodView,
+    c: &Container,
+    written: &std::collections::BTreeMap<String, String>,
+    (config, text): (&str, &str),
+) -> super::agave::signer::Files {
+    let mut written = written.clone();
+    written.insert(config.to_string(), text.to_string());
+    let (view, c) = (view.clone(), c.clone());
+    Box::new(move |path| {
+        if let Some(t) = written.get(path) {
+            return Some(t.clone());
+        }
+        let link = view
+            .volume_dir(&c, path)
+            .and_then(|local| std::fs::read_link(local).ok());
+        match link.as_ref().and_then(|t| t.to_str()) {
+            Some(target) => written
+                .get(target)
+                .cloned()
+                .or_else(|| view.file(&c, target)),
+            None => view.file(&c, path),
+        }
+    })
+}
+
+/// A directory of the container on the node: a claim's volume or a hostPath.
+fn node_dir_or_volume(view: &PodView, c: &Container, path: &str) -> Option<std::path::PathBuf> {
+    (!path.is_empty())
+        .then(|| view.volume_dir(c, path).or_else(|| view.host_dir(c, path)))
+        .flatten()
 }
 
 /// Where the Agave child's RPC listens: fdctl passes `[rpc] bind_address` as
@@ -279,7 +322,12 @@ enum Kind {
         /// The Agave version inside (the tag's patch field, src/app/fdctl/with-version.mk).
         agave: String,
         /// Its identity and whether it votes (so leads slots).
-        cluster: follow::Cluster,
+        cluster: Box<follow::Cluster>,
+        /// The config it was started with, as its container names it.
+        config_path: String,
+        /// Where `fdctl set-identity` reaches it from inside its container's mount
+        /// namespace ([`keyswitch`], sim/nsenter.rs).
+        keyswitch: Option<std::path::PathBuf>,
     },
 }
 
@@ -689,6 +737,56 @@ impl Process for Frankendancer {
 
     fn metrics_ports(&self) -> Vec<u16> {
         self.metrics_port.into_iter().collect()
+    }
+
+    /// Not an admin RPC of its own (fdctl has none): the stand-in for its container's
+    /// mount namespace, where `fdctl set-identity` joins its workspaces (keyswitch.rs).
+    fn admin_socket(&self) -> Option<std::path::PathBuf> {
+        match &self.kind {
+            Kind::Follow { keyswitch, .. } => keyswitch.clone(),
+            _ => None,
+        }
+    }
+
+    fn admin_rpc(&self, t: f64, method: &str, params: &Value) -> Option<Rpc> {
+        let Kind::Follow {
+            model,
+            snapshot,
+            cluster,
+            config_path,
+            ..
+        } = &self.kind
+        else {
+            return None;
+        };
+        if method != "fdctl" {
+            return None;
+        }
+        let argv: Vec<String> = serde_json::from_value(params.clone()).unwrap_or_default();
+        let ready = t >= model.rpc_start_seconds() - snapshot.saved_s;
+        let read = |p: &str| cluster.signer.read(p);
+        Some(keyswitch::fdctl(
+            &argv,
+            config_path,
+            ready,
+            &cluster.signer,
+            &read,
+        ))
+    }
+
+    /// Its Agave child's tower in the ledger, while it votes.
+    fn persist(&self, t: f64) -> std::io::Result<()> {
+        match &self.kind {
+            Kind::Follow {
+                model,
+                snapshot,
+                cluster,
+                ..
+            } if t >= model.rpc_start_seconds() - snapshot.saved_s => {
+                cluster.signer.persist(model.slot_height(t) as u64)
+            }
+            _ => Ok(()),
+        }
     }
 }
 

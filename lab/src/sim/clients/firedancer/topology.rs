@@ -22,6 +22,13 @@ impl Cfg<'_> {
     pub fn bool(&self, key: &str, default: bool) -> bool {
         self.0.get(key).and_then(Toml::as_bool).unwrap_or(default)
     }
+    /// An array of strings (empty when unset).
+    pub fn strs(&self, key: &str) -> Vec<&str> {
+        match self.0.get(key) {
+            Some(Toml::Arr(items)) => items.iter().filter_map(Toml::as_str).collect(),
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// The names and renames of v0.901 (23baa3ef35 and siblings).

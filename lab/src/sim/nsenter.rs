@@ -1,0 +1,244 @@
+//! `nsenter --target PID --mount -- PROGRAM ARGS...` for the sidecars the lab runs as
+//! local processes (a Python script of the pod's ConfigMaps): busybox's nsenter, as the
+//! python:alpine image has it (alpinelinux/aports main/busybox/busyboxconfig
+//! `CONFIG_NSENTER=y`), judged from what the kubelet knows, the pod spec:
+//!
+//! - PID must be in the container's /proc: the pod's processes are shared
+//!   (`shareProcessNamespace`), else the container sees only its own;
+//! - opening /proc/PID/ns/mnt is a ptrace read (Linux `proc_ns_get_link` ->
+//!   `ptrace_may_access`): allowed between processes of one user when the target's
+//!   capabilities are a subset of the caller's, else only with CAP_SYS_PTRACE
+//!   (security/commoncap.c `cap_ptrace_access_check`);
+//! - setns(2) into a mount namespace needs CAP_SYS_ADMIN (fs/namespace.c `mntns_install`);
+//! - then PROGRAM runs in that namespace: the validator container's `fdctl` is the only
+//!   program the lab has there, and it runs against the simulated validator
+//!   (clients/firedancer/keyswitch.rs) over a socket that stands for that container's mount
+//!   namespace. Its messages are busybox's (util-linux/nsenter.c, `xopen` and
+//!   "setns(): can't reassociate to namespace").
+//!
+//! The kubelet writes the facts ([`Facts`]) beside the container and puts a `nsenter` on
+//! its PATH that runs `valtune-lab lab-nsenter`.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// The subcommand of valtune-lab the shim runs.
+pub const SUBCOMMAND: &str = "lab-nsenter";
+/// The environment variable naming the facts file.
+pub const FACTS_ENV: &str = "VALTUNE_LAB_NSENTER";
+
+/// Where a pod's validator serves calls made from inside its container's mount
+/// namespace (the lab's stand-in for that namespace; short: a Unix socket path is at
+/// most 107 bytes).
+pub fn socket(pod_dir: &Path) -> PathBuf {
+    pod_dir.join("mntns.sock")
+}
+
+/// What the kubelet knows of the calling container and the validator's.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Facts {
+    /// The container's /proc (the pod's when its processes are shared).
+    pub procfs: PathBuf,
+    /// The caller's capabilities ("ALL" when privileged) and the validator's.
+    pub caps: BTreeSet<String>,
+    pub target_caps: BTreeSet<String>,
+    /// The validator container's mount namespace, as [`socket`].
+    pub socket: PathBuf,
+}
+
+fn has(caps: &BTreeSet<String>, cap: &str) -> bool {
+    caps.contains("ALL") || caps.contains(cap)
+}
+
+/// What nsenter does with `args`, given the facts and the target's comm (None: no such
+/// process in the container's /proc): the program's argv to run in the validator's
+/// namespace, or (exit code, message).
+pub fn decide(
+    args: &[String],
+    facts: &Facts,
+    comm: Option<&str>,
+) -> Result<Vec<String>, (i32, String)> {
+    let mut target = None;
+    let mut mount = false;
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        match a {
+            "--" => {
+                i += 1;
+                break;
+            }
+            "-t" | "--target" => {
+                target = args.get(i + 1).cloned();
+                i += 1;
+            }
+            "-m" | "--mount" => mount = true,
+            _ if a.starts_with("--target=") => target = Some(a["--target=".len()..].into()),
+            _ if a.starts_with('-') => {
+                return Err((
+                    1,
+                    format!("nsenter: the lab plays --target and --mount only, not {a}"),
+                ));
+            }
+            _ => break,
+        }
+        i += 1;
+    }
+    let program: Vec<String> = args[i..].to_vec();
+    let Some(pid) = target.filter(|p| p.parse::<u32>().is_ok()) else {
+        return Err((1, "nsenter: no --target PID".into()));
+    };
+    if !mount {
+        return Err((1, "nsenter: the lab plays --mount only".into()));
+    }
+    let ns = format!("/proc/{pid}/ns/mnt");
+    if comm.is_none() {
+        return Err((
+            1,
+            format!("nsenter: can't open '{ns}': No such file or directory"),
+        ));
+    }
+    let subset = facts.target_caps.is_subset(&facts.caps) && !has(&facts.target_caps, "ALL")
+        || has(&facts.caps, "ALL");
+    if !(subset || has(&facts.caps, "SYS_PTRACE")) {
+        return Err((1, format!("nsenter: can't open '{ns}': Permission denied")));
+    }
+    if !has(&facts.caps, "SYS_ADMIN") {
+        return Err((
+            1,
+            "nsenter: setns(): can't reassociate to namespace 'mnt': Operation not permitted"
+                .into(),
+        ));
+    }
+    let name = program.first().map(|p| p.rsplit('/').next().unwrap_or(p));
+    // Only the validator's container has fdctl (its process's comm is fdctl).
+    if comm != Some("fdctl") || name != Some("fdctl") {
+        let p = program.first().cloned().unwrap_or_default();
+        return Err((
+            127,
+            format!("nsenter: can't execute '{p}': No such file or directory"),
+        ));
+    }
+    Ok(program)
+}
+
+/// The shim: nsenter's exit code, its output printed.
+pub fn main(args: &[String]) -> i32 {
+    let facts: Facts = match std::env::var(FACTS_ENV)
+        .ok()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|t| serde_json::from_str(&t).ok())
+    {
+        Some(f) => f,
+        None => {
+            eprintln!("nsenter: the lab's facts ({FACTS_ENV}) are missing");
+            return 1;
+        }
+    };
+    let target = args
+        .iter()
+        .position(|a| a == "-t" || a == "--target")
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+        .or_else(|| {
+            args.iter()
+                .find_map(|a| a.strip_prefix("--target=").map(String::from))
+        })
+        .unwrap_or_default();
+    let comm = std::fs::read_to_string(facts.procfs.join(&target).join("comm"))
+        .ok()
+        .map(|c| c.trim().to_string());
+    let program = match decide(args, &facts, comm.as_deref()) {
+        Ok(p) => p,
+        Err((code, message)) => {
+            eprintln!("{message}");
+            return code;
+        }
+    };
+    match call(&facts.socket, &program[1..]) {
+        Ok(Ok(out)) => {
+            println!("{out}");
+            0
+        }
+        Ok(Err(message)) => {
+            eprintln!("{message}");
+            1
+        }
+        // The validator is gone: its namespace with it.
+        Err(e) => {
+            eprintln!("nsenter: can't open '/proc/{target}/ns/mnt': {e}");
+            1
+        }
+    }
+}
+
+/// One `fdctl` call on the validator's socket: its output or its error.
+fn call(socket: &Path, argv: &[String]) -> std::io::Result<Result<String, String>> {
+    let mut s = std::os::unix::net::UnixStream::connect(socket)?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
+    let req = json!({"jsonrpc": "2.0", "id": 1, "method": "fdctl", "params": argv});
+    s.write_all(req.to_string().as_bytes())?;
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line)?;
+    let answer: Value = serde_json::from_str(&line).map_err(std::io::Error::other)?;
+    Ok(match answer.get("error") {
+        Some(e) => Err(e["message"].as_str().unwrap_or("").to_string()),
+        None => Ok(answer["result"].as_str().unwrap_or("").to_string()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(caps: &[&str], target: &[&str]) -> Facts {
+        Facts {
+            procfs: "/p".into(),
+            caps: caps.iter().map(|c| c.to_string()).collect(),
+            target_caps: target.iter().map(|c| c.to_string()).collect(),
+            socket: "/s".into(),
+        }
+    }
+
+    fn args(s: &str) -> Vec<String> {
+        s.split(' ').map(String::from).collect()
+    }
+
+    /// The agent's call passes with SYS_ADMIN and SYS_PTRACE into a privileged validator,
+    /// and each missing piece stops it as busybox's nsenter would.
+    #[test]
+    fn entering_the_validators_mount_namespace_takes_the_pods_processes_and_two_capabilities() {
+        let a = args("--target 1234 --mount -- fdctl set-identity --config /c /k");
+        let ok = facts(&["CHOWN", "SYS_ADMIN", "SYS_PTRACE"], &["ALL"]);
+        assert_eq!(
+            decide(&a, &ok, Some("fdctl")).unwrap(),
+            args("fdctl set-identity --config /c /k")
+        );
+        // Not shared: the validator's pid is not in the agent's /proc.
+        assert!(
+            decide(&a, &ok, None)
+                .unwrap_err()
+                .1
+                .contains("No such file")
+        );
+        let no_ptrace = facts(&["CHOWN", "SYS_ADMIN"], &["ALL"]);
+        assert_eq!(
+            decide(&a, &no_ptrace, Some("fdctl")).unwrap_err().1,
+            "nsenter: can't open '/proc/1234/ns/mnt': Permission denied"
+        );
+        let no_admin = facts(&["CHOWN", "SYS_PTRACE"], &["ALL"]);
+        assert!(
+            decide(&a, &no_admin, Some("fdctl"))
+                .unwrap_err()
+                .1
+                .contains("can't reassociate to namespace 'mnt'")
+        );
+        // Another process's namespace has no fdctl.
+        assert_eq!(decide(&a, &ok, Some("vmagent")).unwrap_err().0, 127);
+        assert!(decide(&args("-t 1234 -m fdctl x"), &ok, Some("fdctl")).is_ok());
+    }
+}
