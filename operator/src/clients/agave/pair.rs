@@ -49,6 +49,20 @@ const VOTE_DIR: &str = "/etc/valtune/vote";
 pub const AGENT_DIR: &str = "/etc/valtune/agent";
 pub const PODINFO_DIR: &str = "/etc/valtune/podinfo";
 
+/// The init step that makes the identity link, pointing at the member's spare key, where
+/// no link is yet: a restart keeps the identity it last held.
+pub fn link_step(image: &str, link: &str, spare: &str, mounts: Vec<VolumeMount>) -> Container {
+    Container {
+        name: "identity-link".into(),
+        image: Some(image.into()),
+        command: Some(vec!["sh".into(), "-c".into()]),
+        args: Some(vec![format!("test -L {link} || ln -s {spare} {link}")]),
+        resources: Some(sidecar_resources()),
+        volume_mounts: Some(mounts),
+        ..Default::default()
+    }
+}
+
 /// The pod's own pieces beyond the keys.
 pub struct Parts {
     pub init: Vec<Container>,
@@ -110,19 +124,7 @@ pub fn parts(input: &RenderInput, skeleton: &Skeleton, image: &str, pair: &Pair)
         .collect();
     let spare = format!("{SPARE_DIR}/{}", pair.spare.key);
     let staked = format!("{STAKED_DIR}/{}", pair.staked.key);
-    let link_step = Container {
-        name: "identity-link".into(),
-        image: Some(image.into()),
-        command: Some(vec!["sh".into(), "-c".into()]),
-        // Only where no link is yet: a restart keeps the identity it last held.
-        args: Some(vec![format!(
-            "test -L {link} || ln -s {spare} {link}",
-            link = link()
-        )]),
-        resources: Some(sidecar_resources()),
-        volume_mounts: Some(ledger.clone()),
-        ..Default::default()
-    };
+    let link_step = link_step(image, &link(), &spare, ledger.clone());
     let mut mounts = ledger;
     mounts.push(parts::mount("identity-agent", AGENT_DIR, true));
     mounts.push(parts::mount("podinfo", PODINFO_DIR, true));

@@ -29,8 +29,8 @@ use k8s_openapi::api::core::v1::{
 use super::config::config_path;
 use super::start::KEYS_DIR;
 use crate::clients::agave::pair::{
-    AGENT_CONTAINER, AGENT_DIR, AGENT_IMAGE, AGENT_SCRIPT as AGAVE_AGENT, PODINFO_DIR,
-    agent_volumes,
+    self as agave_pair, AGENT_CONTAINER, AGENT_DIR, AGENT_IMAGE, AGENT_SCRIPT as AGAVE_AGENT,
+    PODINFO_DIR, agent_volumes,
 };
 use crate::clients::input::Pair;
 use crate::clients::parts::{self, port};
@@ -104,19 +104,7 @@ pub fn parts(
     }
     let dir = &ledger.mount_path;
     let link = link(dir);
-    let link_step = Container {
-        name: "identity-link".into(),
-        image: Some(image.into()),
-        command: Some(vec!["sh".into(), "-c".into()]),
-        // Only where no link is yet: a restart keeps the identity it last held.
-        args: Some(vec![format!(
-            "test -L {link} || ln -s {spare} {link}",
-            spare = spare_copy()
-        )]),
-        resources: Some(sidecar_resources()),
-        volume_mounts: Some(vec![ledger.clone()]),
-        ..Default::default()
-    };
+    let link_step = agave_pair::link_step(image, &link, &spare_copy(), vec![ledger.clone()]);
     let agent = Container {
         name: AGENT_CONTAINER.into(),
         image: Some(AGENT_IMAGE.into()),
