@@ -1336,6 +1336,37 @@ async fn node_answers(lab: &Lab, node: &str, answers: bool) {
         .unwrap();
 }
 
+/// The node's machine drops off the network ([`node_answers`] false), until the node
+/// controller says so (Ready not True). kwok v0.7.0 can miss it, most likely a heartbeat job in flight
+/// when the node leaves its watch plays and schedules the next one after the Deleted event
+/// cancelled the queued one (pkg/kwok/controllers/node_controller.go `watchResources`), so
+/// it heartbeats on, every 22 s, and the node stays Ready (seen once in six suites: its
+/// Lease stopped, its status patches did not). The lab's stand-in for a machine going away,
+/// not the operator, is what is tried again: answering, then stopped again.
+async fn node_stops(lab: &Lab, node: &str) {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(lab.client.clone());
+    for _ in 0..3 {
+        node_answers(lab, node, false).await;
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while Instant::now() < deadline {
+            let ready = nodes.get(node).await.ok().and_then(|n| {
+                n.status?
+                    .conditions?
+                    .into_iter()
+                    .find(|c| c.type_ == "Ready")
+                    .map(|c| c.status)
+            });
+            if ready.as_deref() != Some("True") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+        node_answers(lab, node, true).await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    panic!("node {node} stayed Ready after its kubelet stopped answering, three times");
+}
+
 /// A node that stops answering does not get a second pod: its pod may still run. Once an
 /// operator confirms it gone (a forced deletion), the replacement is created, and once the
 /// machine is back it resumes from the ledger on the machine's volume, catching up the
@@ -1355,7 +1386,7 @@ async fn a_node_that_stops_answering_gets_no_second_pod_and_the_ledger_survives(
     wait_ready(&api, "agave-lost").await;
     let old = pods.get("agave-lost").await.unwrap().metadata.uid.unwrap();
 
-    node_answers(&lab, "vv-lost", false).await;
+    node_stops(&lab, "vv-lost").await;
     let why = wait_for("NodeNotAnswering", Duration::from_secs(120), || {
         let api = api.clone();
         async move {
