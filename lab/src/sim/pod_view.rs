@@ -316,6 +316,15 @@ impl PodView {
         }
     }
 
+    /// The pod's volumes as its spec lists them.
+    pub fn volumes(&self) -> Vec<k8s_openapi::api::core::v1::Volume> {
+        self.pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.volumes.clone())
+            .unwrap_or_default()
+    }
+
     /// Whether the pod uses the node's network namespace (`hostNetwork`).
     pub fn host_network(&self) -> bool {
         self.pod

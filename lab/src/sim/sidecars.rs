@@ -183,12 +183,7 @@ fn siblings(view: &PodView, c: &Container, path: &str) -> Vec<(String, String)> 
     let Some((dir, own)) = path.rsplit_once('/') else {
         return Vec::new();
     };
-    let volumes = view
-        .pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.volumes.clone())
-        .unwrap_or_default();
+    let volumes = view.volumes();
     c.volume_mounts
         .iter()
         .flatten()

@@ -166,12 +166,7 @@ fn in_dir(
     // The container's file system where the script names it under `FD_ROOT`: its
     // Secrets' and ConfigMaps' files as mounted, its emptyDirs empty.
     let root = dir.join("root");
-    let volumes = view
-        .pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.volumes.clone())
-        .unwrap_or_default();
+    let volumes = view.volumes();
     let mut scratch = Vec::new();
     for m in c.volume_mounts.iter().flatten() {
         let at = root.join(m.mount_path.trim_start_matches('/'));
