@@ -10,11 +10,14 @@
 //!   capabilities are a subset of the caller's, else only with CAP_SYS_PTRACE
 //!   (security/commoncap.c `cap_ptrace_access_check`);
 //! - setns(2) into a mount namespace needs CAP_SYS_ADMIN (fs/namespace.c `mntns_install`);
-//! - then PROGRAM runs in that namespace: the validator container's `fdctl` is the only
-//!   program the lab has there, and it runs against the simulated validator
-//!   (clients/firedancer/keyswitch.rs) over a socket that stands for that container's mount
-//!   namespace. Its messages are busybox's (util-linux/nsenter.c, `xopen` and
-//!   "setns(): can't reassociate to namespace").
+//! - then PROGRAM runs in the target's mount namespace, the one its `/proc/PID/ns/mnt`
+//!   names (the lab's procfs.rs writes it). Only the validator container's namespace has
+//!   the lab's `fdctl`, which runs against the simulated validator
+//!   (clients/firedancer/keyswitch.rs) over a socket that stands for that namespace; a
+//!   process that sandboxed itself into an empty root of its own (fdctl run's main
+//!   process and its tiles) has no program at all, nor has another container's. Its
+//!   messages are busybox's (util-linux/nsenter.c, `xopen`, "setns(): can't reassociate
+//!   to namespace", and BB_EXECVP_or_die's "can't execute").
 //!
 //! The kubelet writes the facts ([`Facts`]) beside the container and puts a `nsenter` on
 //! its PATH that runs `valtune-lab lab-nsenter`.
@@ -48,19 +51,21 @@ pub struct Facts {
     pub target_caps: BTreeSet<String>,
     /// The validator container's mount namespace, as [`socket`].
     pub socket: PathBuf,
+    /// That namespace as `/proc/PID/ns/mnt` names it (procfs::container_mnt).
+    pub validator_mnt: String,
 }
 
 fn has(caps: &BTreeSet<String>, cap: &str) -> bool {
     caps.contains("ALL") || caps.contains(cap)
 }
 
-/// What nsenter does with `args`, given the facts and the target's comm (None: no such
-/// process in the container's /proc): the program's argv to run in the validator's
-/// namespace, or (exit code, message).
+/// What nsenter does with `args`, given the facts and the target's mount namespace (its
+/// `/proc/PID/ns/mnt`; None: no such process in the container's /proc): the program's
+/// argv to run in the validator's namespace, or (exit code, message).
 pub fn decide(
     args: &[String],
     facts: &Facts,
-    comm: Option<&str>,
+    mnt: Option<&str>,
 ) -> Result<Vec<String>, (i32, String)> {
     let mut target = None;
     let mut mount = false;
@@ -96,7 +101,7 @@ pub fn decide(
         return Err((1, "nsenter: the lab plays --mount only".into()));
     }
     let ns = format!("/proc/{pid}/ns/mnt");
-    if comm.is_none() {
+    if mnt.is_none() {
         return Err((
             1,
             format!("nsenter: can't open '{ns}': No such file or directory"),
@@ -115,8 +120,8 @@ pub fn decide(
         ));
     }
     let name = program.first().map(|p| p.rsplit('/').next().unwrap_or(p));
-    // Only the validator's container has fdctl (its process's comm is fdctl).
-    if comm != Some("fdctl") || name != Some("fdctl") {
+    // Only the validator container's namespace has fdctl; a sandbox's has nothing.
+    if mnt != Some(facts.validator_mnt.as_str()) || name != Some("fdctl") {
         let p = program.first().cloned().unwrap_or_default();
         return Err((
             127,
@@ -149,10 +154,10 @@ pub fn main(args: &[String]) -> i32 {
                 .find_map(|a| a.strip_prefix("--target=").map(String::from))
         })
         .unwrap_or_default();
-    let comm = std::fs::read_to_string(facts.procfs.join(&target).join("comm"))
+    let mnt = std::fs::read_link(facts.procfs.join(&target).join("ns/mnt"))
         .ok()
-        .map(|c| c.trim().to_string());
-    let program = match decide(args, &facts, comm.as_deref()) {
+        .map(|l| l.to_string_lossy().into_owned());
+    let program = match decide(args, &facts, mnt.as_deref()) {
         Ok(p) => p,
         Err((code, message)) => {
             eprintln!("{message}");
@@ -201,8 +206,11 @@ mod tests {
             caps: caps.iter().map(|c| c.to_string()).collect(),
             target_caps: target.iter().map(|c| c.to_string()).collect(),
             socket: "/s".into(),
+            validator_mnt: CONTAINER.into(),
         }
     }
+
+    const CONTAINER: &str = "mnt:[4026533234]";
 
     fn args(s: &str) -> Vec<String> {
         s.split(' ').map(String::from).collect()
@@ -215,7 +223,7 @@ mod tests {
         let a = args("--target 1234 --mount -- fdctl set-identity --config /c /k");
         let ok = facts(&["CHOWN", "SYS_ADMIN", "SYS_PTRACE"], &["ALL"]);
         assert_eq!(
-            decide(&a, &ok, Some("fdctl")).unwrap(),
+            decide(&a, &ok, Some(CONTAINER)).unwrap(),
             args("fdctl set-identity --config /c /k")
         );
         // Not shared: the validator's pid is not in the agent's /proc.
@@ -227,18 +235,24 @@ mod tests {
         );
         let no_ptrace = facts(&["CHOWN", "SYS_ADMIN"], &["ALL"]);
         assert_eq!(
-            decide(&a, &no_ptrace, Some("fdctl")).unwrap_err().1,
+            decide(&a, &no_ptrace, Some(CONTAINER)).unwrap_err().1,
             "nsenter: can't open '/proc/1234/ns/mnt': Permission denied"
         );
         let no_admin = facts(&["CHOWN", "SYS_PTRACE"], &["ALL"]);
         assert!(
-            decide(&a, &no_admin, Some("fdctl"))
+            decide(&a, &no_admin, Some(CONTAINER))
                 .unwrap_err()
                 .1
                 .contains("can't reassociate to namespace 'mnt'")
         );
-        // Another process's namespace has no fdctl.
-        assert_eq!(decide(&a, &ok, Some("vmagent")).unwrap_err().0, 127);
-        assert!(decide(&args("-t 1234 -m fdctl x"), &ok, Some("fdctl")).is_ok());
+        // A sandbox's empty root, or another container's namespace, has no fdctl.
+        assert_eq!(
+            decide(&a, &ok, Some("mnt:[4026633235]")).unwrap_err(),
+            (
+                127,
+                "nsenter: can't execute 'fdctl': No such file or directory".into()
+            )
+        );
+        assert!(decide(&args("-t 1234 -m fdctl x"), &ok, Some(CONTAINER)).is_ok());
     }
 }

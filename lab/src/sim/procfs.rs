@@ -78,6 +78,29 @@ pub fn write(
     namespace(root, boot)
 }
 
+/// The text of `/proc/<pid>/ns/mnt` (what readlink(2) gives) for a process in the mount
+/// namespace of the container whose first process is `first`.
+pub fn container_mnt(first: u32) -> String {
+    format!("mnt:[{}]", 4_026_532_000u64 + u64::from(first))
+}
+
+/// The same for a process that made a mount namespace of its own (a sandbox).
+pub fn own_mnt(pid: u32) -> String {
+    format!("mnt:[{}]", 4_026_632_000u64 + u64::from(pid))
+}
+
+/// `/proc/<pid>/ns/mnt`, a link naming the process's mount namespace (`link`).
+pub fn write_mnt(root: &Path, pid: u32, link: &str) -> std::io::Result<()> {
+    let ns = root.join(pid.to_string()).join("ns");
+    let path = ns.join("mnt");
+    if std::fs::read_link(&path).is_ok_and(|l| l.as_os_str() == link) {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&ns)?;
+    let _ = std::fs::remove_file(&path);
+    std::os::unix::fs::symlink(link, path)
+}
+
 /// More files of a process (e.g. `smaps_rollup`), as its model writes them.
 pub fn write_files(root: &Path, pid: u32, files: &[(String, String)]) -> std::io::Result<()> {
     let dir = root.join(pid.to_string());

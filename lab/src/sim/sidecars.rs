@@ -391,6 +391,9 @@ fn nsenter_shim(
         caps: caps(c),
         target_caps,
         socket: super::nsenter::socket(view.pod_dir.as_deref().unwrap_or(work)),
+        validator_mnt: super::procfs::container_mnt(super::workloads::validator_pid(
+            view.pod.metadata.uid.as_deref().unwrap_or(""),
+        )),
     };
     let bin = work.join("bin");
     std::fs::create_dir_all(&bin)?;

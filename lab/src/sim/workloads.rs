@@ -322,7 +322,7 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>,
     }
     let env = view.env(&validator);
     let already_dead = terminated(&pod, &validator.name);
-    let pid = 1000 + (clients::seed(&uid) % 60_000) as u32;
+    let pid = validator_pid(&uid);
     let live = match sim.start(&view, &validator, &env, &clock) {
         Started::Running(process) => Some(Arc::new(Live {
             process,
@@ -579,7 +579,14 @@ async fn exited(api: &Api<Pod>, pod: &str, container: &str, exit: &Exit) {
     }
 }
 
-/// Keeps the process's /proc entries current; removes them when it exits.
+/// The validator's pid in its pod's process namespace (the pod's `uid`): the same for
+/// every start of the pod, as the lab numbers them.
+pub fn validator_pid(uid: &str) -> u32 {
+    1000 + (clients::seed(uid) % 60_000) as u32
+}
+
+/// Keeps the process's /proc entries current; removes them when it exits. `cmdline` is
+/// its container's command line, the argv it starts with.
 async fn keep_proc(live: Arc<Live>, root: PathBuf, pid: u32, cmdline: Vec<String>) {
     let started = live.start.as_second().max(0) as u64;
     let boot = started - 3600;
@@ -598,11 +605,19 @@ async fn keep_proc(live: Arc<Live>, root: PathBuf, pid: u32, cmdline: Vec<String
         let now = live.now();
         let figures = live.process.proc(now);
         let children = live.process.children(now);
-        let written = procfs::write(&root, pid, 1, boot, started, &cmdline, &figures)
+        let argv = live.process.argv().unwrap_or_else(|| cmdline.clone());
+        let mnt = |own: bool, p: u32| match own {
+            true => procfs::own_mnt(p),
+            false => procfs::container_mnt(pid),
+        };
+        let written = procfs::write(&root, pid, 1, boot, started, &argv, &figures)
+            .and_then(|()| procfs::write_mnt(&root, pid, &mnt(live.process.private_mounts(), pid)))
             .and_then(|()| procfs::write_files(&root, pid, &live.process.proc_files(now)))
             .and_then(|()| {
                 children.iter().zip(pid + 1..).try_for_each(|(c, child)| {
-                    procfs::write(&root, child, pid, boot, started, &cmdline, c)
+                    let argv = c.argv.as_ref().unwrap_or(&argv);
+                    procfs::write(&root, child, pid, boot, started, argv, &c.figures)?;
+                    procfs::write_mnt(&root, child, &mnt(c.private_mounts, child))
                 })
             });
         if let Err(e) = written {

@@ -2151,7 +2151,7 @@ async fn a_frankendancer_identity_fails_over_with_fdctl_set_identity_and_never_s
     unshared.share_process_namespace = None;
     for (name, spec, refusal) in [
         ("fd-b-no-ptrace", no_ptrace, "nsenter: can't open '/proc/"),
-        ("fd-b-unshared", unshared, "no fdctl process in"),
+        ("fd-b-unshared", unshared, "no `fdctl run-agave` process in"),
     ] {
         refused_by_hand(&lab, &pods, name, spec, refusal, &spare_b).await;
         gone(&pods, name).await;

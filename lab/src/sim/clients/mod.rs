@@ -96,6 +96,28 @@ pub struct ProcFigures {
     pub threads: u32,
 }
 
+/// A process the validator forked, as `/proc/<pid>/` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Forked {
+    pub figures: ProcFigures,
+    /// Its argv when it exec'd (None: forked only, its parent's argv).
+    pub argv: Option<Vec<String>>,
+    /// It moved into a mount namespace of its own (a sandbox's empty root): entering
+    /// its namespace finds none of its container's files.
+    pub private_mounts: bool,
+}
+
+impl Forked {
+    /// A child forked without exec, in its parent's mount namespace.
+    pub fn without_exec(figures: ProcFigures) -> Self {
+        Forked {
+            figures,
+            argv: None,
+            private_mounts: false,
+        }
+    }
+}
+
 /// A running validator process.
 pub trait Process: Send + Sync {
     /// When it exits on its own (OOM kill, crash), if it does.
@@ -128,8 +150,17 @@ pub trait Process: Send + Sync {
     }
     /// Its /proc entries at `t`.
     fn proc(&self, t: f64) -> ProcFigures;
+    /// Its argv, when its container's command exec'd another program (a start script's
+    /// `exec fdctl run`); None: the container's command line.
+    fn argv(&self) -> Option<Vec<String>> {
+        None
+    }
+    /// It moved into a mount namespace of its own (see [`Forked::private_mounts`]).
+    fn private_mounts(&self) -> bool {
+        false
+    }
     /// The processes it has forked at `t` (their /proc entries name it as parent).
-    fn children(&self, _t: f64) -> Vec<ProcFigures> {
+    fn children(&self, _t: f64) -> Vec<Forked> {
         Vec::new()
     }
     /// More files under /proc/<pid>/ at `t` than [`ProcFigures`] makes (name, content in

@@ -14,20 +14,34 @@ configuration file, so you must point --config at the SAME config file the valid
 started with, and run it from a binary built from the SAME git commit" (firedancer-io/
 firedancer src/app/fdctl/commands/set_identityh.c, v0.1106.40201): it joins the
 validator's keyswitch workspaces, files on the hugetlbfs mounts fdctl made inside the
-validator container, which only that container's mount namespace holds. PID is fdctl
-run's main process, found in the pod's shared process namespace (the lowest pid whose
-comm is fdctl: its tiles rename themselves). Entering the namespace takes CAP_SYS_PTRACE
-(to open /proc/PID/ns/mnt of a process with more capabilities than the agent) and
-CAP_SYS_ADMIN (setns into a mount namespace); nsenter is busybox's in the python:alpine
-image. The keypair paths are the validator container's (its key copies): the agent mounts
+validator container, which only that container's mount namespace holds. PID is fdctl's
+Agave child, found in the pod's shared process namespace by its command line
+(`fdctl run-agave --config-fd N`): it alone of fdctl's processes stays in the container's
+mount namespace. fdctl run's main process and its pidns process (argv `fdctl run`) and
+the tiles (`fdctl run1 TILE`) each sandbox themselves into an empty root of their own
+mount namespace (src/app/shared/commands/run/run.c L286-475, L965-1037;
+src/util/sandbox/fd_sandbox.c L344-378, L656-672), where nsenter finds no fdctl to run;
+the Agave child is cloned with CLONE_NEWPID only and does not sandbox
+(src/app/fdctl/commands/run_agave.c L228-258). Entering the namespace takes
+CAP_SYS_PTRACE (to open /proc/PID/ns/mnt of a process of another user or with more
+capabilities than the agent) and CAP_SYS_ADMIN (setns into a mount namespace); nsenter
+is busybox's in the python:alpine image. The keypair paths are the validator container's (its key copies): the agent mounts
 no key. --require-tower makes the Agave child load the identity's tower from its ledger
 (tower-1_9-<pubkey>.bin), which the agent copied there first.
+
+A set-identity is never killed: one stopped mid-switch leaves the validator's keyswitch
+LOCKED, and every later set-identity then fails with "Another process was changing
+keys ... run the command again with the `--force` argument" until someone forces it
+(set_identityh.c L150-170). The agent logs a switch that runs long and waits for it.
+Should the agent's container be restarted mid-switch (its fdctl dies with it), the
+recovery is by hand, in docs/validators.md (failover, Frankendancer).
 """
 
 import argparse
 import os
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import identity_agent as agent  # noqa: E402
@@ -36,23 +50,25 @@ PROCFS = os.environ.get("PROCFS", "/proc")
 
 
 def validator_pid(procfs):
-    """fdctl run's main process: the lowest pid whose comm is fdctl."""
+    """fdctl's Agave child: the process whose argv[1] is run-agave. Of two (the exec'd
+    run-agave clones Agave and exits, run_agave.c), the later."""
     pids = []
     for name in os.listdir(procfs):
         if not name.isdigit():
             continue
         try:
-            with open(os.path.join(procfs, name, "comm")) as f:
-                if f.read().strip() == "fdctl":
-                    pids.append(int(name))
+            with open(os.path.join(procfs, name, "cmdline"), "rb") as f:
+                argv = f.read().split(b"\0")
         except OSError:
-            pass
+            continue
+        if len(argv) > 1 and argv[1] == b"run-agave":
+            pids.append(int(name))
     if not pids:
         raise RuntimeError(
-            "no fdctl process in %s: the pod must share its process namespace "
-            "(shareProcessNamespace) and the validator must be running" % procfs
+            "no `fdctl run-agave` process in %s: the pod must share its process namespace "
+            "(shareProcessNamespace) and the validator's Agave child must be running" % procfs
         )
-    return min(pids)
+    return max(pids)
 
 
 def fdctl_of(procfs, pid):
@@ -63,6 +79,22 @@ def fdctl_of(procfs, pid):
         return os.readlink(os.path.join(procfs, str(pid), "exe"))
     except OSError:
         return "fdctl"
+
+
+def run_to_the_end(cmd, every=60):
+    """Its output and exit code, however long it takes: a switch killed halfway leaves
+    the keyswitch LOCKED (module docstring)."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    started = time.monotonic()
+    while True:
+        try:
+            out, _ = p.communicate(timeout=every)
+            return out.strip(), p.returncode
+        except subprocess.TimeoutExpired:
+            agent.log(
+                "%s: still running after %ds; never killed mid-switch"
+                % (" ".join(cmd), time.monotonic() - started)
+            )
 
 
 def fdctl_set_identity(config):
@@ -77,10 +109,9 @@ def fdctl_set_identity(config):
         if require_tower:
             cmd.append("--require-tower")
         cmd.append(keypair)
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        said = (r.stdout + r.stderr).strip()
-        if r.returncode != 0:
-            raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd), r.returncode, said[-2000:]))
+        said, code = run_to_the_end(cmd)
+        if code != 0:
+            raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd), code, said[-2000:]))
         agent.log(said.splitlines()[-1] if said else "fdctl set-identity: done")
 
     return call

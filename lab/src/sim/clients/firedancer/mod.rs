@@ -34,7 +34,7 @@ use super::agave::identity;
 use super::agave::model::{AgaveModel, SLOTS_PER_SECOND};
 use super::agave::snapshots as agave_snapshots;
 use super::{
-    Datapoint, Env, Exit, MetricsSink, ProcFigures, Process, Rpc, SimClient, Started,
+    Datapoint, Env, Exit, Forked, MetricsSink, ProcFigures, Process, Rpc, SimClient, Started,
     image_version, seed,
 };
 use crate::sim::clock::Clock;
@@ -239,6 +239,8 @@ fn boot(view: &PodView, c: &Container, env: &Env, clock: &Clock) -> Result<Frank
         clock: clock.clone(),
         seed: s,
         comm: program.to_string(),
+        argv: last.clone(),
+        sandbox: cfg.bool("development.sandbox", true),
         metrics_port,
         topology,
         kind,
@@ -337,6 +339,11 @@ pub struct Frankendancer {
     clock: Clock,
     seed: u64,
     comm: String,
+    /// What the start script exec'd (`fdctl run --config PATH`).
+    argv: Vec<String>,
+    /// `[development] sandbox`: fdctl run's processes, but for its Agave child, pivot
+    /// into an empty root of their own mount namespace.
+    sandbox: bool,
     metrics_port: Option<u16>,
     topology: Topology,
     kind: Kind,
@@ -575,6 +582,44 @@ impl Frankendancer {
             }),
         }
     }
+
+    /// fdctl run's main process or pidns: a small process that waits on the rest.
+    fn fdctl_own(&self) -> ProcFigures {
+        ProcFigures {
+            comm: self.comm.clone(),
+            rss_bytes: 24 << 20,
+            vsz_bytes: 256 << 20,
+            swap_bytes: 0,
+            minor_faults: 0,
+            major_faults: 0,
+            read_bytes: 0,
+            write_bytes: 0,
+            threads: 1,
+        }
+    }
+
+    /// The validator's memory: its Agave child's, or (full Firedancer, the bench) the
+    /// whole process's.
+    fn agave_figures(&self, t: f64) -> ProcFigures {
+        let (rss, vsz) = match &self.kind {
+            Kind::Follow { model, .. } => (model.rss_bytes(t), model.vsz_bytes(t)),
+            // Workspaces live in hugetlbfs, outside RSS: the rest (assumed).
+            Kind::Bench | Kind::FullFollow(_) => {
+                (12.0 * (1u64 << 30) as f64, 80.0 * (1u64 << 30) as f64)
+            }
+        };
+        ProcFigures {
+            comm: self.comm.clone(),
+            rss_bytes: rss as u64,
+            vsz_bytes: vsz as u64,
+            swap_bytes: 0,
+            minor_faults: 0,
+            major_faults: 0,
+            read_bytes: 0,
+            write_bytes: 0,
+            threads: (self.topology.tiles.len() + self.topology.bench.len() + 40) as u32,
+        }
+    }
 }
 
 impl Process for Frankendancer {
@@ -697,24 +742,46 @@ impl Process for Frankendancer {
         }
     }
 
-    fn proc(&self, t: f64) -> ProcFigures {
-        let (rss, vsz) = match &self.kind {
-            Kind::Follow { model, .. } => (model.rss_bytes(t), model.vsz_bytes(t)),
-            // Workspaces live in hugetlbfs, outside RSS: the rest (assumed).
-            Kind::Bench | Kind::FullFollow(_) => {
-                (12.0 * (1u64 << 30) as f64, 80.0 * (1u64 << 30) as f64)
-            }
+    fn argv(&self) -> Option<Vec<String>> {
+        Some(self.argv.clone())
+    }
+
+    /// fdctl run's main process enters its sandbox once it has cloned the rest
+    /// (`run_firedancer`, src/app/shared/commands/run/run.c L995-1037 @v0.1106.40201):
+    /// `fd_sandbox_enter` unshares its mount namespace and pivots its root into an empty
+    /// directory (src/util/sandbox/fd_sandbox.c L344-378, L656-672).
+    fn private_mounts(&self) -> bool {
+        self.sandbox
+    }
+
+    /// The process tree under fdctl run (run.c L925-964): `pidns`, cloned without exec and
+    /// sandboxed like main (`main_pid_namespace`, L286-475), and the Agave child, which
+    /// execs `fdctl run-agave --config-fd N` (`execve_agave`, L137-165) and runs Agave
+    /// in a clone of that (src/app/fdctl/commands/run_agave.c L228-258): CLONE_NEWPID
+    /// only, no sandbox, so it alone stays in the container's mount namespace. Agave's
+    /// memory is its; fdctl's own processes are small (assumed). The tiles (`fdctl run1
+    /// TILE`, sandboxed, renamed) and the exec'd run-agave that exits once it has cloned
+    /// are left out; full Firedancer and the bench have no Agave child here.
+    fn children(&self, t: f64) -> Vec<Forked> {
+        let Kind::Follow { .. } = &self.kind else {
+            return Vec::new();
         };
-        ProcFigures {
-            comm: self.comm.clone(),
-            rss_bytes: rss as u64,
-            vsz_bytes: vsz as u64,
-            swap_bytes: 0,
-            minor_faults: 0,
-            major_faults: 0,
-            read_bytes: 0,
-            write_bytes: 0,
-            threads: (self.topology.tiles.len() + self.topology.bench.len() + 40) as u32,
+        let mut pidns = Forked::without_exec(self.fdctl_own());
+        pidns.private_mounts = self.sandbox;
+        let mut argv = self.argv.first().cloned().into_iter().collect::<Vec<_>>();
+        argv.extend(["run-agave", "--config-fd", "3"].map(String::from));
+        let agave = Forked {
+            figures: self.agave_figures(t),
+            argv: Some(argv),
+            private_mounts: false,
+        };
+        vec![pidns, agave]
+    }
+
+    fn proc(&self, t: f64) -> ProcFigures {
+        match &self.kind {
+            Kind::Follow { .. } => self.fdctl_own(),
+            Kind::Bench | Kind::FullFollow(_) => self.agave_figures(t),
         }
     }
 

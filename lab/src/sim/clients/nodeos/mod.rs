@@ -20,7 +20,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use serde_json::json;
 
-use super::{Env, Exit, ProcFigures, Process, SimClient, Started, flag_values, seed};
+use super::{Env, Exit, Forked, ProcFigures, Process, SimClient, Started, flag_values, seed};
 use crate::sim::clock::Clock;
 use crate::sim::pod_view::PodView;
 use model::{BLOCKS_PER_SECOND, NodeosModel};
@@ -368,7 +368,7 @@ impl Process for Nodeos {
     /// "oc-trampoline": AntelopeIO/spring v1.2.2, the same in leap 5). Their sizes are the
     /// lab's assumption; the `oc-compile` processes the trampoline forks per contract
     /// come and go and are left out.
-    fn children(&self, _t: f64) -> Vec<ProcFigures> {
+    fn children(&self, _t: f64) -> Vec<Forked> {
         [("oc-monitor", 48u64 << 20), ("oc-trampoline", 24 << 20)]
             .into_iter()
             .map(|(comm, rss)| ProcFigures {
@@ -382,6 +382,7 @@ impl Process for Nodeos {
                 write_bytes: 0,
                 threads: 1,
             })
+            .map(Forked::without_exec)
             .collect()
     }
 
