@@ -82,6 +82,11 @@ pub const MAX_NAME_LEN: usize = 48;
     validation = Rule::new(format!("!has(self.template.firedancer) || !(has(self.spareIdentity) || has(self.standbyFor)) || !((has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) in [self.template.firedancer.rpcPort, self.template.firedancer.rpcPort + 1, self.template.firedancer.metricsPort, self.template.firedancer.exporters.rpcPort, self.template.firedancer.exporters.datapointsPort])"))
         .message(format!("identityAgentPort (default {DEFAULT_IDENTITY_AGENT_PORT}) collides with a port Frankendancer binds on the node (template.firedancer.rpcPort, its websocket rpcPort + 1, metricsPort) or an exporter's (template.firedancer.exporters): set identityAgentPort to a free port outside them and outside the config's dynamic_port_range").as_str())
         .field_path(".identityAgentPort"),
+    // And the range fdctl binds its other ports in, when the config sets one
+    // (`dynamic_port_range = "A-B"`, src/app/shared/fd_config.c L161-180 @v0.1106.40201).
+    validation = Rule::new(format!("!has(self.template.firedancer) || !(has(self.spareIdentity) || has(self.standbyFor)) || !has(self.template.firedancer.config) || !('dynamic_port_range' in self.template.firedancer.config) || (has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) < int(self.template.firedancer.config['dynamic_port_range'].replace('\"', '').trim().split('-')[0]) || (has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) > int(self.template.firedancer.config['dynamic_port_range'].replace('\"', '').trim().split('-')[1])"))
+        .message(format!("identityAgentPort (default {DEFAULT_IDENTITY_AGENT_PORT}) lies inside template.firedancer.config's dynamic_port_range, where fdctl binds its ports on the node: set identityAgentPort to a free port outside that range").as_str())
+        .field_path(".identityAgentPort"),
     validation = Rule::new("self.role != 'voting' || has(self.template.nodeos) || (has(self.identity) && has(self.voteAccount))")
         .message("a voting validator needs its identity and its vote account: set identity.secretName and voteAccount.secretName")
         .field_path(".voteAccount"),

@@ -390,6 +390,12 @@ async fn bad_validators_are_refused_naming_the_field() {
                 "collides with a port Frankendancer binds",
             ),
             (
+                "a Frankendancer identity agent port inside its config's dynamic_port_range",
+                json!({"spec": {"role": "standby", "identity": {"secretName": "fd-spare"}, "standbyFor": {"secretName": "fd-identity", "publicKey": "Stake11111111111111111111111111111111111111"}, "voteAccount": {"secretName": "fd-vote"}, "identityAgentEntersValidatorMountNamespace": true, "template": {"besu": null, "firedancer": {"image": "r/frankendancer:v0.1106.40201", "privileged": true, "config": {"dynamic_port_range": "\"10900-11000\""}}}}}),
+                "spec.identityAgentPort",
+                "lies inside template.firedancer.config's dynamic_port_range",
+            ),
+            (
                 "an identity agent port on a Validator that is no pair member",
                 json!({"spec": {"identityAgentPort": 10911}}),
                 "spec.identityAgentPort",
