@@ -980,17 +980,7 @@ mod tests {
             None
         }
         fn proc(&self, _t: f64) -> clients::ProcFigures {
-            clients::ProcFigures {
-                comm: "admin".into(),
-                rss_bytes: 0,
-                vsz_bytes: 0,
-                swap_bytes: 0,
-                minor_faults: 0,
-                major_faults: 0,
-                read_bytes: 0,
-                write_bytes: 0,
-                threads: 1,
-            }
+            clients::ProcFigures::sized("admin", 0, 0)
         }
         fn admin_rpc(&self, _t: f64, method: &str, _params: &Value) -> Option<Rpc> {
             (method == "pid").then(|| Rpc::Result(json!(42)))

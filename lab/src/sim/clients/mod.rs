@@ -96,6 +96,23 @@ pub struct ProcFigures {
     pub threads: u32,
 }
 
+impl ProcFigures {
+    /// A one-thread process of its size alone: no faults, no I/O, no swap.
+    pub fn sized(comm: &str, rss_bytes: u64, vsz_bytes: u64) -> Self {
+        ProcFigures {
+            comm: comm.into(),
+            rss_bytes,
+            vsz_bytes,
+            swap_bytes: 0,
+            minor_faults: 0,
+            major_faults: 0,
+            read_bytes: 0,
+            write_bytes: 0,
+            threads: 1,
+        }
+    }
+}
+
 /// A process the validator forked, as `/proc/<pid>/` shows it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Forked {

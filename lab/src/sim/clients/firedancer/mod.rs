@@ -585,17 +585,7 @@ impl Frankendancer {
 
     /// fdctl run's main process or pidns: a small process that waits on the rest.
     fn fdctl_own(&self) -> ProcFigures {
-        ProcFigures {
-            comm: self.comm.clone(),
-            rss_bytes: 24 << 20,
-            vsz_bytes: 256 << 20,
-            swap_bytes: 0,
-            minor_faults: 0,
-            major_faults: 0,
-            read_bytes: 0,
-            write_bytes: 0,
-            threads: 1,
-        }
+        ProcFigures::sized(&self.comm, 24 << 20, 256 << 20)
     }
 
     /// The validator's memory: its Agave child's, or (full Firedancer, the bench) the

@@ -371,17 +371,7 @@ impl Process for Nodeos {
     fn children(&self, _t: f64) -> Vec<Forked> {
         [("oc-monitor", 48u64 << 20), ("oc-trampoline", 24 << 20)]
             .into_iter()
-            .map(|(comm, rss)| ProcFigures {
-                comm: comm.into(),
-                rss_bytes: rss,
-                vsz_bytes: 256 << 20,
-                swap_bytes: 0,
-                minor_faults: 0,
-                major_faults: 0,
-                read_bytes: 0,
-                write_bytes: 0,
-                threads: 1,
-            })
+            .map(|(comm, rss)| ProcFigures::sized(comm, rss, 256 << 20))
             .map(Forked::without_exec)
             .collect()
     }
