@@ -6,10 +6,12 @@
 //! - PID must be in the container's /proc: the pod's processes are shared
 //!   (`shareProcessNamespace`), else the container sees only its own;
 //! - opening /proc/PID/ns/mnt is a ptrace read (Linux `proc_ns_get_link` ->
-//!   `ptrace_may_access`): allowed between processes of one user when the target's
-//!   capabilities are a subset of the caller's, else only with CAP_SYS_PTRACE
-//!   (security/commoncap.c `cap_ptrace_access_check`);
-//! - setns(2) into a mount namespace needs CAP_SYS_ADMIN (fs/namespace.c `mntns_install`);
+//!   `ptrace_may_access`): allowed between processes of one user (the target's `Uid:` in
+//!   its /proc/PID/status) when the target's capabilities are a subset of the caller's,
+//!   else only with CAP_SYS_PTRACE (kernel/ptrace.c `__ptrace_may_access`,
+//!   security/commoncap.c `cap_ptrace_access_check`);
+//! - setns(2) into a mount namespace needs CAP_SYS_ADMIN and CAP_SYS_CHROOT
+//!   (fs/namespace.c `mntns_install`);
 //! - then PROGRAM runs in the target's mount namespace, the one its `/proc/PID/ns/mnt`
 //!   names (the lab's procfs.rs writes it). Only the validator container's namespace has
 //!   the lab's `fdctl`, which runs against the simulated validator
@@ -53,19 +55,29 @@ pub struct Facts {
     pub socket: PathBuf,
     /// That namespace as `/proc/PID/ns/mnt` names it (procfs::container_mnt).
     pub validator_mnt: String,
+    /// The caller's uid.
+    pub uid: u32,
+}
+
+/// What the caller's /proc says of the target: its mount namespace (`ns/mnt`) and its
+/// user (`status`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Target<'a> {
+    pub mnt: &'a str,
+    pub uid: u32,
 }
 
 fn has(caps: &BTreeSet<String>, cap: &str) -> bool {
     caps.contains("ALL") || caps.contains(cap)
 }
 
-/// What nsenter does with `args`, given the facts and the target's mount namespace (its
-/// `/proc/PID/ns/mnt`; None: no such process in the container's /proc): the program's
-/// argv to run in the validator's namespace, or (exit code, message).
+/// What nsenter does with `args`, given the facts and the target (None: no such process
+/// in the container's /proc): the program's argv to run in the validator's namespace, or
+/// (exit code, message).
 pub fn decide(
     args: &[String],
     facts: &Facts,
-    mnt: Option<&str>,
+    target_proc: Option<Target>,
 ) -> Result<Vec<String>, (i32, String)> {
     let mut target = None;
     let mut mount = false;
@@ -101,18 +113,18 @@ pub fn decide(
         return Err((1, "nsenter: the lab plays --mount only".into()));
     }
     let ns = format!("/proc/{pid}/ns/mnt");
-    if mnt.is_none() {
+    let Some(t) = target_proc else {
         return Err((
             1,
             format!("nsenter: can't open '{ns}': No such file or directory"),
         ));
-    }
+    };
     let subset = facts.target_caps.is_subset(&facts.caps) && !has(&facts.target_caps, "ALL")
         || has(&facts.caps, "ALL");
-    if !(subset || has(&facts.caps, "SYS_PTRACE")) {
+    if !(t.uid == facts.uid && subset || has(&facts.caps, "SYS_PTRACE")) {
         return Err((1, format!("nsenter: can't open '{ns}': Permission denied")));
     }
-    if !has(&facts.caps, "SYS_ADMIN") {
+    if !has(&facts.caps, "SYS_ADMIN") || !has(&facts.caps, "SYS_CHROOT") {
         return Err((
             1,
             "nsenter: setns(): can't reassociate to namespace 'mnt': Operation not permitted"
@@ -121,7 +133,7 @@ pub fn decide(
     }
     let name = program.first().map(|p| p.rsplit('/').next().unwrap_or(p));
     // Only the validator container's namespace has fdctl; a sandbox's has nothing.
-    if mnt != Some(facts.validator_mnt.as_str()) || name != Some("fdctl") {
+    if t.mnt != facts.validator_mnt || name != Some("fdctl") {
         let p = program.first().cloned().unwrap_or_default();
         return Err((
             127,
@@ -154,35 +166,61 @@ pub fn main(args: &[String]) -> i32 {
                 .find_map(|a| a.strip_prefix("--target=").map(String::from))
         })
         .unwrap_or_default();
-    let mnt = std::fs::read_link(facts.procfs.join(&target).join("ns/mnt"))
+    let dir = facts.procfs.join(&target);
+    let mnt = std::fs::read_link(dir.join("ns/mnt"))
         .ok()
         .map(|l| l.to_string_lossy().into_owned());
-    let program = match decide(args, &facts, mnt.as_deref()) {
+    let uid = std::fs::read_to_string(dir.join("status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|u| u.split_whitespace().next()?.parse().ok())
+        });
+    let found = mnt
+        .as_deref()
+        .zip(uid)
+        .map(|(mnt, uid)| Target { mnt, uid });
+    let program = match decide(args, &facts, found) {
         Ok(p) => p,
         Err((code, message)) => {
             eprintln!("{message}");
             return code;
         }
     };
-    match call(&facts.socket, &program[1..]) {
-        Ok(Ok(out)) => {
-            println!("{out}");
-            0
-        }
-        Ok(Err(message)) => {
-            eprintln!("{message}");
-            1
-        }
-        // The validator is gone: its namespace with it.
-        Err(e) => {
-            eprintln!("nsenter: can't open '/proc/{target}/ns/mnt': {e}");
-            1
-        }
+    use super::clients::firedancer::keyswitch::{HANGS, WAITS};
+    loop {
+        return match call(&facts.socket, &program[1..]) {
+            Ok(Ok(out)) => {
+                println!("{out}");
+                0
+            }
+            // fdctl blocks: until the validator can answer, or for ever.
+            Ok(Err((WAITS, _))) => {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+                continue;
+            }
+            Ok(Err((HANGS, said))) => {
+                eprint!("{said}");
+                loop {
+                    std::thread::sleep(std::time::Duration::from_secs(3600));
+                }
+            }
+            Ok(Err((_, message))) => {
+                eprintln!("{message}");
+                1
+            }
+            // The validator is gone: its namespace with it.
+            Err(e) => {
+                eprintln!("nsenter: can't open '/proc/{target}/ns/mnt': {e}");
+                1
+            }
+        };
     }
 }
 
-/// One `fdctl` call on the validator's socket: its output or its error.
-fn call(socket: &Path, argv: &[String]) -> std::io::Result<Result<String, String>> {
+/// One `fdctl` call on the validator's socket: its output or its error (code, message).
+fn call(socket: &Path, argv: &[String]) -> std::io::Result<Result<String, (i64, String)>> {
     let mut s = std::os::unix::net::UnixStream::connect(socket)?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
     let req = json!({"jsonrpc": "2.0", "id": 1, "method": "fdctl", "params": argv});
@@ -191,7 +229,10 @@ fn call(socket: &Path, argv: &[String]) -> std::io::Result<Result<String, String
     BufReader::new(s).read_line(&mut line)?;
     let answer: Value = serde_json::from_str(&line).map_err(std::io::Error::other)?;
     Ok(match answer.get("error") {
-        Some(e) => Err(e["message"].as_str().unwrap_or("").to_string()),
+        Some(e) => Err((
+            e["code"].as_i64().unwrap_or(1),
+            e["message"].as_str().unwrap_or("").to_string(),
+        )),
         None => Ok(answer["result"].as_str().unwrap_or("").to_string()),
     })
 }
@@ -207,7 +248,13 @@ mod tests {
             target_caps: target.iter().map(|c| c.to_string()).collect(),
             socket: "/s".into(),
             validator_mnt: CONTAINER.into(),
+            uid: 0,
         }
+    }
+
+    /// The Agave child: fdctl's user, in the container's namespace.
+    fn agave(mnt: &str) -> Option<Target<'_>> {
+        Some(Target { mnt, uid: 1000 })
     }
 
     const CONTAINER: &str = "mnt:[4026533234]";
@@ -216,14 +263,20 @@ mod tests {
         s.split(' ').map(String::from).collect()
     }
 
-    /// The agent's call passes with SYS_ADMIN and SYS_PTRACE into a privileged validator,
-    /// and each missing piece stops it as busybox's nsenter would.
+    /// The agent's call passes with SYS_ADMIN, SYS_CHROOT and SYS_PTRACE into a
+    /// privileged validator's Agave child, and each missing piece stops it as busybox's
+    /// nsenter would.
     #[test]
-    fn entering_the_validators_mount_namespace_takes_the_pods_processes_and_two_capabilities() {
+    fn entering_the_validators_mount_namespace_takes_the_pods_processes_and_three_capabilities() {
         let a = args("--target 1234 --mount -- fdctl set-identity --config /c /k");
-        let ok = facts(&["CHOWN", "SYS_ADMIN", "SYS_PTRACE"], &["ALL"]);
+        let all = ["CHOWN", "SYS_ADMIN", "SYS_CHROOT", "SYS_PTRACE"];
+        let without = |cap: &str| {
+            let caps: Vec<&str> = all.iter().copied().filter(|c| *c != cap).collect();
+            facts(&caps, &["ALL"])
+        };
+        let ok = facts(&all, &["ALL"]);
         assert_eq!(
-            decide(&a, &ok, Some(CONTAINER)).unwrap(),
+            decide(&a, &ok, agave(CONTAINER)).unwrap(),
             args("fdctl set-identity --config /c /k")
         );
         // Not shared: the validator's pid is not in the agent's /proc.
@@ -233,26 +286,41 @@ mod tests {
                 .1
                 .contains("No such file")
         );
-        let no_ptrace = facts(&["CHOWN", "SYS_ADMIN"], &["ALL"]);
         assert_eq!(
-            decide(&a, &no_ptrace, Some(CONTAINER)).unwrap_err().1,
+            decide(&a, &without("SYS_PTRACE"), agave(CONTAINER))
+                .unwrap_err()
+                .1,
             "nsenter: can't open '/proc/1234/ns/mnt': Permission denied"
         );
-        let no_admin = facts(&["CHOWN", "SYS_PTRACE"], &["ALL"]);
-        assert!(
-            decide(&a, &no_admin, Some(CONTAINER))
-                .unwrap_err()
-                .1
-                .contains("can't reassociate to namespace 'mnt'")
+        // Another user's process, even one with no capabilities, takes SYS_PTRACE; the
+        // caller's own user's, with fewer capabilities than the caller, does not.
+        let plain = |caps: &[&str]| facts(caps, &[]);
+        let (admin, root) = (
+            ["SYS_ADMIN", "SYS_CHROOT"],
+            Some(Target {
+                mnt: CONTAINER,
+                uid: 0,
+            }),
         );
+        assert!(decide(&a, &plain(&admin), agave(CONTAINER)).is_err());
+        assert!(decide(&a, &plain(&admin), root).is_ok());
+        for cap in ["SYS_ADMIN", "SYS_CHROOT"] {
+            assert!(
+                decide(&a, &without(cap), agave(CONTAINER))
+                    .unwrap_err()
+                    .1
+                    .contains("can't reassociate to namespace 'mnt'"),
+                "{cap}"
+            );
+        }
         // A sandbox's empty root, or another container's namespace, has no fdctl.
         assert_eq!(
-            decide(&a, &ok, Some("mnt:[4026633235]")).unwrap_err(),
+            decide(&a, &ok, agave("mnt:[4026633235]")).unwrap_err(),
             (
                 127,
                 "nsenter: can't execute 'fdctl': No such file or directory".into()
             )
         );
-        assert!(decide(&args("-t 1234 -m fdctl x"), &ok, Some(CONTAINER)).is_ok());
+        assert!(decide(&args("-t 1234 -m fdctl x"), &ok, agave(CONTAINER)).is_ok());
     }
 }

@@ -394,6 +394,7 @@ fn nsenter_shim(
         validator_mnt: super::procfs::container_mnt(super::workloads::validator_pid(
             view.pod.metadata.uid.as_deref().unwrap_or(""),
         )),
+        uid: u32::try_from(Privileges::of(&view.pod, c).uid).unwrap_or(u32::MAX),
     };
     let bin = work.join("bin");
     std::fs::create_dir_all(&bin)?;

@@ -82,10 +82,10 @@ pub const MAX_NAME_LEN: usize = 48;
     validation = Rule::new(format!("!has(self.template.firedancer) || !(has(self.spareIdentity) || has(self.standbyFor)) || !((has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) in [self.template.firedancer.rpcPort, self.template.firedancer.rpcPort + 1, self.template.firedancer.metricsPort, self.template.firedancer.exporters.rpcPort, self.template.firedancer.exporters.datapointsPort])"))
         .message(format!("identityAgentPort (default {DEFAULT_IDENTITY_AGENT_PORT}) collides with a port Frankendancer binds on the node (template.firedancer.rpcPort, its websocket rpcPort + 1, metricsPort) or an exporter's (template.firedancer.exporters): set identityAgentPort to a free port outside them and outside the config's dynamic_port_range").as_str())
         .field_path(".identityAgentPort"),
-    // And the range fdctl binds its other ports in, when the config sets one
-    // (`dynamic_port_range = "A-B"`, src/app/shared/fd_config.c L161-180 @v0.1106.40201).
-    validation = Rule::new(format!("!has(self.template.firedancer) || !(has(self.spareIdentity) || has(self.standbyFor)) || !has(self.template.firedancer.config) || !('dynamic_port_range' in self.template.firedancer.config) || (has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) < int(self.template.firedancer.config['dynamic_port_range'].replace('\"', '').trim().split('-')[0]) || (has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) > int(self.template.firedancer.config['dynamic_port_range'].replace('\"', '').trim().split('-')[1])"))
-        .message(format!("identityAgentPort (default {DEFAULT_IDENTITY_AGENT_PORT}) lies inside template.firedancer.config's dynamic_port_range, where fdctl binds its ports on the node: set identityAgentPort to a free port outside that range").as_str())
+    // And the range fdctl binds its other ports in: the config's (`dynamic_port_range =
+    // "A-B"`, src/app/shared/fd_config.c L161-180 @v0.1106.40201), else fdctl's default.
+    validation = Rule::new(format!("!has(self.template.firedancer) || !(has(self.spareIdentity) || has(self.standbyFor)) || [((has(self.template.firedancer.config) && 'dynamic_port_range' in self.template.firedancer.config) ? self.template.firedancer.config['dynamic_port_range'].replace('\"', '').replace(\"'\", '').trim() : '{FIREDANCER_DYNAMIC_PORT_RANGE}')].all(r, (has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) < int(r.split('-')[0]) || (has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) > int(r.split('-')[1]))"))
+        .message(format!("identityAgentPort (default {DEFAULT_IDENTITY_AGENT_PORT}) lies inside Frankendancer's dynamic_port_range (template.firedancer.config's, default {FIREDANCER_DYNAMIC_PORT_RANGE}), where fdctl binds its ports on the node: set identityAgentPort to a free port outside that range").as_str())
         .field_path(".identityAgentPort"),
     validation = Rule::new("self.role != 'voting' || has(self.template.nodeos) || (has(self.identity) && has(self.voteAccount))")
         .message("a voting validator needs its identity and its vote account: set identity.secretName and voteAccount.secretName")
@@ -185,8 +185,9 @@ pub struct ValidatorSpec {
     pub identity_agent_port: Option<i32>,
     /// A Frankendancer failover pair member's: lets its identity agent enter the
     /// validator container's mount namespace to run the image's own `fdctl set-identity`
-    /// there (the pod's processes shared; the agent with CAP_SYS_ADMIN and
-    /// CAP_SYS_PTRACE). fdctl finds the running validator through its shared-memory
+    /// there (the pod's processes shared; the agent with CAP_SYS_ADMIN, CAP_SYS_CHROOT and
+    /// CAP_SYS_PTRACE, and DAC_OVERRIDE, SETUID and SETGID named rather than left to the
+    /// runtime's defaults). fdctl finds the running validator through its shared-memory
     /// workspaces, files on the hugetlbfs mounts fdctl makes inside the validator
     /// container, which no other container sees (docs/validators.md, failover). Required
     /// for a Frankendancer pair; refused elsewhere.
@@ -260,7 +261,7 @@ pub const ENTER: &str = "identityAgentEntersValidatorMountNamespace";
 /// makes in the validator container's own mount namespace (a hugetlbfs mount is an
 /// instance of its own, so another container's mount of the same pages does not hold
 /// those files). The pod's identity agent runs it there only by entering that namespace.
-pub const FRANKENDANCER_PAIR_NEEDS_PRIVILEGE: &str = "a Frankendancer failover pair member (spareIdentity or standbyFor) needs identityAgentEntersValidatorMountNamespace: true: fdctl set-identity (firedancer-io/firedancer src/app/fdctl/commands/set_identityh.c @v0.1106.40201) finds the running validator by joining its shared-memory workspaces on the hugetlbfs mounts fdctl makes inside the validator container, so the identity agent must run it in that container's mount namespace (nsenter), which takes the pod's processes shared and the agent container's CAP_SYS_ADMIN and CAP_SYS_PTRACE; set identityAgentEntersValidatorMountNamespace: true to grant them (docs/validators.md, failover), or remove spareIdentity and standbyFor";
+pub const FRANKENDANCER_PAIR_NEEDS_PRIVILEGE: &str = "a Frankendancer failover pair member (spareIdentity or standbyFor) needs identityAgentEntersValidatorMountNamespace: true: fdctl set-identity (firedancer-io/firedancer src/app/fdctl/commands/set_identityh.c @v0.1106.40201) finds the running validator by joining its shared-memory workspaces on the hugetlbfs mounts fdctl makes inside the validator container, so the identity agent must run it in that container's mount namespace (nsenter), which takes the pod's processes shared and the agent container's CAP_SYS_ADMIN, CAP_SYS_CHROOT and CAP_SYS_PTRACE (and DAC_OVERRIDE, SETUID, SETGID for fdctl); set identityAgentEntersValidatorMountNamespace: true to grant them (docs/validators.md, failover), or remove spareIdentity and standbyFor";
 
 /// The identity agent's port when `identityAgentPort` is unset. Outside every port the
 /// clients bind by default, so it collides with nothing a validator operator left as
@@ -273,6 +274,10 @@ pub const FRANKENDANCER_PAIR_NEEDS_PRIVILEGE: &str = "a Frankendancer failover p
 /// outgoing connection holds it. A tower file is a vote record, not a key, but it is
 /// not for the world: firewall the port like the RPC.
 pub const DEFAULT_IDENTITY_AGENT_PORT: i32 = 10910;
+
+/// fdctl's `dynamic_port_range` when the config sets none (src/app/fdctl/config/
+/// default.toml L62 @v0.1106.40201).
+pub const FIREDANCER_DYNAMIC_PORT_RANGE: &str = "8900-9000";
 
 /// What the validator does with its identity.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
@@ -806,7 +811,8 @@ mod tests {
     /// members run as the guide's hot-swap machines in fdctl's terms: `identity_path` the
     /// link on the ledger, the staked copy the authorized voter, the vote account; the
     /// link made at the first start pointing at the member's own spare copy; the agent
-    /// entering the validator's mount namespace with exactly SYS_ADMIN and SYS_PTRACE,
+    /// entering the validator's mount namespace with exactly the capabilities it needs
+    /// (SYS_ADMIN, SYS_CHROOT, SYS_PTRACE; DAC_OVERRIDE, SETUID, SETGID for fdctl),
     /// the pod's processes shared, no key mounted.
     #[test]
     fn a_frankendancer_pair_runs_set_identity_in_the_validators_mount_namespace() {
@@ -880,7 +886,14 @@ mod tests {
             let sc = agent.security_context.clone().unwrap();
             assert_eq!(
                 sc.capabilities.unwrap().add.unwrap(),
-                ["SYS_ADMIN", "SYS_PTRACE"]
+                [
+                    "SYS_ADMIN",
+                    "SYS_CHROOT",
+                    "SYS_PTRACE",
+                    "DAC_OVERRIDE",
+                    "SETUID",
+                    "SETGID"
+                ]
             );
             assert_eq!(sc.privileged, None);
             assert_eq!(sc.app_armor_profile.unwrap().type_, "Unconfined");

@@ -393,7 +393,13 @@ async fn bad_validators_are_refused_naming_the_field() {
                 "a Frankendancer identity agent port inside its config's dynamic_port_range",
                 json!({"spec": {"role": "standby", "identity": {"secretName": "fd-spare"}, "standbyFor": {"secretName": "fd-identity", "publicKey": "Stake11111111111111111111111111111111111111"}, "voteAccount": {"secretName": "fd-vote"}, "identityAgentEntersValidatorMountNamespace": true, "template": {"besu": null, "firedancer": {"image": "r/frankendancer:v0.1106.40201", "privileged": true, "config": {"dynamic_port_range": "\"10900-11000\""}}}}}),
                 "spec.identityAgentPort",
-                "lies inside template.firedancer.config's dynamic_port_range",
+                "lies inside Frankendancer's dynamic_port_range",
+            ),
+            (
+                "a Frankendancer identity agent port inside fdctl's default dynamic_port_range",
+                json!({"spec": {"role": "standby", "identity": {"secretName": "fd-spare"}, "standbyFor": {"secretName": "fd-identity", "publicKey": "Stake11111111111111111111111111111111111111"}, "voteAccount": {"secretName": "fd-vote"}, "identityAgentEntersValidatorMountNamespace": true, "identityAgentPort": 8950, "template": {"besu": null, "firedancer": {"image": "r/frankendancer:v0.1106.40201", "privileged": true}}}}),
+                "spec.identityAgentPort",
+                "(template.firedancer.config's, default 8900-9000)",
             ),
             (
                 "an identity agent port on a Validator that is no pair member",
@@ -2055,7 +2061,7 @@ const FD_FAILOVER_EXAMPLE: &str = "manifests/validators/frankendancer-failover.y
 /// the same moves as the Agave pair's, each set-identity the validator image's `fdctl
 /// set-identity` run by the identity agent in the validator container's mount namespace
 /// (`nsenter`, which the lab judges from the pod spec: the processes shared, the agent's
-/// SYS_ADMIN and SYS_PTRACE). There and back, both pods' getIdentity polled throughout,
+/// SYS_ADMIN, SYS_CHROOT and SYS_PTRACE). There and back, both pods' getIdentity polled throughout,
 /// never two signers.
 #[tokio::test]
 #[ignore = "needs the lab: run `make test`"]

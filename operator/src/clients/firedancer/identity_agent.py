@@ -30,11 +30,14 @@ no key. --require-tower makes the Agave child load the identity's tower from its
 (tower-1_9-<pubkey>.bin), which the agent copied there first.
 
 A set-identity is never killed: one stopped mid-switch leaves the validator's keyswitch
-LOCKED, and every later set-identity then fails with "Another process was changing
-keys ... run the command again with the `--force` argument" until someone forces it
-(set_identityh.c L150-170). The agent logs a switch that runs long and waits for it.
-Should the agent's container be restarted mid-switch (its fdctl dies with it), the
-recovery is by hand, in docs/validators.md (failover, Frankendancer).
+locked, and every later set-identity then fails with "Cannot set-identity because
+Firedancer is already in the process of switching keys ... run the `set-identity` command
+again with the `--force` argument" until someone forces it (set_identityh.c L150-170).
+The agent logs a switch that runs long and waits for it. A switch that runs for minutes
+is most likely one the Agave child refused (a tower it could not load): upstream's
+set-identity then never exits (set_identityh.c L189-196, L303-321; fd_pohh_tile.c
+L1277-1296), the identity unchanged. Ending it, and a switch cut off by the agent's
+container ending, are recovered by hand: docs/validators.md (failover, Frankendancer).
 """
 
 import argparse
@@ -92,7 +95,9 @@ def run_to_the_end(cmd, every=60):
             return out.strip(), p.returncode
         except subprocess.TimeoutExpired:
             agent.log(
-                "%s: still running after %ds; never killed mid-switch"
+                "%s: still running after %ds; never killed mid-switch. If the validator's "
+                "log shows its set-identity failed, it never ends: see docs/validators.md "
+                "(Frankendancer pairs, a switch is never killed)"
                 % (" ".join(cmd), time.monotonic() - started)
             )
 

@@ -64,19 +64,35 @@ pub struct Parts {
     pub config_map: ConfigMap,
 }
 
-/// What setns(2) into another container's mount namespace takes, and no more: Linux
-/// lets a process open /proc/PID/ns/mnt of a process whose permitted capabilities are
-/// not a subset of its own (the validator's, privileged or with SYS_ADMIN) only with
-/// CAP_SYS_PTRACE (security/commoncap.c `cap_ptrace_access_check`), and join a mount
-/// namespace only with CAP_SYS_ADMIN (and CAP_SYS_CHROOT, in the runtime's default set:
-/// fs/namespace.c `mntns_install`). Unconfined by AppArmor: the runtime's default profile
-/// allows ptrace only between processes of that profile (moby/profiles
-/// apparmor/template.go `ptrace (trace,read,tracedby,readby) peer={{.Name}}`, replicated in
-/// containerd), and the validator runs unconfined (privileged, or SYS_ADMIN: render.rs).
+/// What setns(2) into another container's mount namespace and fdctl there take, and no
+/// more, named rather than left to the runtime's default set (CRI-O's lacks SYS_CHROOT):
+/// - SYS_PTRACE: opening /proc/PID/ns/mnt is a ptrace read, and the Agave child runs as
+///   fdctl's user, not the agent's root (`fd_sandbox_switch_uid_gid`,
+///   src/app/fdctl/commands/run_agave.c @v0.1106.40201): another user's process only
+///   with CAP_SYS_PTRACE (kernel/ptrace.c `__ptrace_may_access`);
+/// - SYS_ADMIN and SYS_CHROOT: joining a mount namespace (fs/namespace.c
+///   `mntns_install`);
+/// - DAC_OVERRIDE: fdctl set-identity, run as root, joins workspaces fdctl's user owns
+///   (0600 files in 0700 directories); SETUID and SETGID: fdctl's boot switches its
+///   effective ids to that user while it opens its log (src/app/shared/boot/fd_boot.c).
+///
+/// Unconfined by AppArmor: the runtime's default profile allows ptrace only between
+/// processes of that profile (moby/profiles apparmor/template.go `ptrace
+/// (trace,read,tracedby,readby) peer={{.Name}}`, replicated in containerd), and the
+/// validator runs unconfined (privileged, or SYS_ADMIN: render.rs).
+pub const AGENT_CAPABILITIES: [&str; 6] = [
+    "SYS_ADMIN",
+    "SYS_CHROOT",
+    "SYS_PTRACE",
+    "DAC_OVERRIDE",
+    "SETUID",
+    "SETGID",
+];
+
 fn agent_security() -> SecurityContext {
     SecurityContext {
         capabilities: Some(Capabilities {
-            add: Some(vec!["SYS_ADMIN".into(), "SYS_PTRACE".into()]),
+            add: Some(AGENT_CAPABILITIES.map(String::from).to_vec()),
             ..Default::default()
         }),
         app_armor_profile: Some(AppArmorProfile {

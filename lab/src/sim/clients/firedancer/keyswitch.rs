@@ -5,10 +5,21 @@
 //! found from the config it is given (it joins the workspaces that config describes, so
 //! another config finds no validator), the keypair read as the validator container sees
 //! it, and the switch through the PoH tile to the Agave child's `set_identity_keypair`
-//! ([`Signer`]: with `--require-tower` the identity's tower must load from the ledger, else
-//! the switch fails and nothing changes). Its two last lines are the command's:
-//! "Validator identity key switched to `<pubkey>`" (exit 0) or "Failed to switch identity
-//! key to `<pubkey>`, check validator logs for details" (exit 1).
+//! ([`Signer`]: with `--require-tower` the identity's tower must load from the ledger).
+//! Its last line on success is the command's: "Validator identity key switched to
+//! `<pubkey>`" (exit 0). The PoH tile's keyswitch is a lock ([`Lock`]): taken at the
+//! start (the CAS from UNLOCKED, else "Cannot set-identity because Firedancer is already
+//! in the process of switching keys ..." unless `--force`), released at the end.
+//!
+//! Two ways the real command blocks, which the lab's nsenter plays (codes [`WAITS`],
+//! [`HANGS`]):
+//! - before the Agave child is up the PoH tile cannot switch it, so fdctl waits;
+//! - when the Agave child refuses the identity (a tower it cannot load), the PoH tile
+//!   marks the switch FAILED without halting, set-identity goes on to ask it to unhalt
+//!   and waits for an answer that never comes (set_identityh.c L189-196 and L303-321,
+//!   src/discoh/pohh/fd_pohh_tile.c L1277-1296 `maybe_change_identity`): it never exits,
+//!   and its "Failed to switch identity key" is never printed. The identity is
+//!   unchanged and the keyswitch stays locked until a `--force`.
 //!
 //! The lab reaches it from `nsenter --mount` into the validator container (sim/nsenter.rs):
 //! the only place its workspaces are.
@@ -18,6 +29,14 @@ use serde_json::{Value, json};
 use super::super::Rpc;
 use super::super::agave::identity::pubkey_of_keypair;
 use super::super::agave::signer::Signer;
+
+/// The answer code for "fdctl is still waiting: ask again in a second".
+pub const WAITS: i64 = -40001;
+/// The answer code for "fdctl never returns" (its output so far in the message).
+pub const HANGS: i64 = -40002;
+
+/// The PoH tile's keyswitch: locked while a switch runs or once one was abandoned.
+pub type Lock = std::sync::atomic::AtomicBool;
 
 /// What fdctl prints on failure (FD_LOG_ERR), as one message; exit 1.
 fn failed(message: String) -> Rpc {
@@ -36,8 +55,10 @@ pub fn fdctl(
     config: &str,
     ready: bool,
     signer: &Signer,
+    lock: &Lock,
     read: &dyn Fn(&str) -> Option<String>,
 ) -> Rpc {
+    use std::sync::atomic::Ordering::SeqCst;
     let mut args: Vec<&str> = argv.iter().map(String::as_str).collect();
     // fdctl's main strips `--config PATH` wherever it is (fd_env_strip_cmdline_cstr).
     let mut given = None;
@@ -58,7 +79,7 @@ pub fn fdctl(
     };
     let require_tower = strip("--require-tower");
     strip("--do-not-require-vote-history");
-    strip("--force");
+    let force = strip("--force");
     let Some(path) = rest.first().copied() else {
         return failed("ERR     Usage: fdctl set-identity <keypair> [--require-tower] [--do-not-require-vote-history] [--force]".into());
     };
@@ -83,19 +104,33 @@ pub fn fdctl(
     let Some(pubkey) = read(path).as_deref().and_then(pubkey_of_keypair) else {
         return failed(format!("ERR     failed to read identity keypair `{path}`"));
     };
-    let fail = || {
-        failed(format!(
-            "ERR     Failed to switch identity key to `{pubkey}`, check validator logs for details"
-        ))
-    };
     if !ready {
-        return fail();
+        return Rpc::Error {
+            code: WAITS,
+            message: String::new(),
+            data: None,
+        };
+    }
+    let mut said = String::new();
+    if lock.swap(true, SeqCst) {
+        if !force {
+            return failed("ERR     Cannot set-identity because Firedancer is already in the process of switching keys. If you are not currently changing the identity, it might be because an identity change was abandoned. To recover, run the `set-identity` command again with the `--force` argument.".into());
+        }
+        said.push_str("WARNING Another process was changing keys, but `--force` supplied. Forcing lock on validator identity for key switch...\n");
     }
     match signer.admin_rpc("setIdentity", &json!([path, require_tower])) {
-        Some(Rpc::Result(_)) => Rpc::Result(Value::String(format!(
-            "NOTICE  Validator identity key switched to `{pubkey}`"
-        ))),
-        _ => fail(),
+        Some(Rpc::Result(_)) => {
+            lock.store(false, SeqCst);
+            Rpc::Result(Value::String(format!(
+                "{said}NOTICE  Validator identity key switched to `{pubkey}`"
+            )))
+        }
+        // Refused: the identity unchanged, the lock held, fdctl waiting for ever.
+        _ => Rpc::Error {
+            code: HANGS,
+            message: said,
+            data: None,
+        },
     }
 }
 
@@ -108,9 +143,10 @@ mod tests {
         serde_json::to_string(&(0..64u8).map(|i| i ^ seed).collect::<Vec<u8>>()).unwrap()
     }
 
-    /// The pair's standby: the tower is required and missing, so the switch fails and
-    /// nothing changes; with the tower in the ledger it switches; another config finds
-    /// no validator.
+    /// The pair's standby: the tower is required and missing, so the switch never ends
+    /// (the identity unchanged, the keyswitch locked); a switch then fails on the lock
+    /// until `--force`; with the tower in the ledger it switches; another config finds no
+    /// validator; before the Agave child is up fdctl waits.
     #[test]
     fn set_identity_switches_only_with_the_same_config_and_the_tower() {
         let dir = std::env::temp_dir().join(format!("vv-keyswitch-{}", std::process::id()));
@@ -131,39 +167,58 @@ mod tests {
             Some(dir.clone()),
             Box::new(move |p| f2.get(p).cloned()),
         );
+        let lock = Lock::new(false);
         let cfg = "/var/run/firedancer/config.toml";
         let argv = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
         let take = argv(
             "set-identity --config /var/run/firedancer/config.toml --require-tower /run/valtune/keys/staked.json",
         );
-        match fdctl(&take, cfg, true, &signer, &read) {
-            Rpc::Error { message, .. } => assert!(
-                message.contains(&format!("Failed to switch identity key to `{staked}`")),
-                "{message}"
-            ),
+        let code = |r: Rpc| match r {
+            Rpc::Error { code, message, .. } => (code, message),
             other => panic!("{other:?}"),
-        }
+        };
+        assert_eq!(
+            code(fdctl(&take, cfg, false, &signer, &lock, &read)).0,
+            WAITS
+        );
+        assert_eq!(
+            code(fdctl(&take, cfg, true, &signer, &lock, &read)).0,
+            HANGS
+        );
         assert_eq!(signer.identity(), spare);
         std::fs::write(
             dir.join(super::super::super::agave::signer::tower_file(&staked)),
             "{}",
         )
         .unwrap();
+        let (c, said) = code(fdctl(&take, cfg, true, &signer, &lock, &read));
+        assert_eq!(c, 1);
+        assert!(said.contains("run the `set-identity` command again with the `--force` argument"));
         let other =
             argv("set-identity --config /etc/firedancer/config.toml /run/valtune/keys/staked.json");
         assert!(matches!(
-            fdctl(&other, cfg, true, &signer, &read),
+            fdctl(&other, cfg, true, &signer, &lock, &read),
             Rpc::Error { .. }
         ));
+        let mut forced = take.clone();
+        forced.push("--force".into());
         assert_eq!(
-            fdctl(&take, cfg, true, &signer, &read),
+            fdctl(&forced, cfg, true, &signer, &lock, &read),
             Rpc::Result(Value::String(format!(
-                "NOTICE  Validator identity key switched to `{staked}`"
+                "WARNING Another process was changing keys, but `--force` supplied. Forcing lock on validator identity for key switch...\nNOTICE  Validator identity key switched to `{staked}`"
             )))
         );
         assert!(signer.votes());
+        // Unlocked again: the next switch needs no force.
+        let release = argv(
+            "set-identity --config /var/run/firedancer/config.toml /run/valtune/keys/spare.json",
+        );
         assert!(matches!(
-            fdctl(&argv("set-identity --config /var/run/firedancer/config.toml"), cfg, true, &signer, &read),
+            fdctl(&release, cfg, true, &signer, &lock, &read),
+            Rpc::Result(_)
+        ));
+        assert!(matches!(
+            fdctl(&argv("set-identity --config /var/run/firedancer/config.toml"), cfg, true, &signer, &lock, &read),
             Rpc::Error { message, .. } if message.contains("Usage: fdctl set-identity <keypair>")
         ));
         let _ = std::fs::remove_dir_all(&dir);

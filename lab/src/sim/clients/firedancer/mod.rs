@@ -232,6 +232,7 @@ fn boot(view: &PodView, c: &Container, env: &Env, clock: &Clock) -> Result<Frank
             )?),
             config_path: path.clone(),
             keyswitch: view.pod_dir.as_deref().map(crate::sim::nsenter::socket),
+            keyswitch_lock: keyswitch::Lock::new(false),
         }
     };
     Ok(Frankendancer {
@@ -330,6 +331,8 @@ enum Kind {
         /// Where `fdctl set-identity` reaches it from inside its container's mount
         /// namespace ([`keyswitch`], sim/nsenter.rs).
         keyswitch: Option<std::path::PathBuf>,
+        /// Its PoH tile's keyswitch lock.
+        keyswitch_lock: keyswitch::Lock,
     },
 }
 
@@ -736,7 +739,8 @@ impl Process for Frankendancer {
         Some(self.argv.clone())
     }
 
-    /// fdctl run's main process enters its sandbox once it has cloned the rest
+    /// fdctl run's main process enters its sandbox once it has cloned pidns (which forks
+    /// the Agave child and the tiles)
     /// (`run_firedancer`, src/app/shared/commands/run/run.c L995-1037 @v0.1106.40201):
     /// `fd_sandbox_enter` unshares its mount namespace and pivots its root into an empty
     /// directory (src/util/sandbox/fd_sandbox.c L344-378, L656-672).
@@ -751,7 +755,10 @@ impl Process for Frankendancer {
     /// only, no sandbox, so it alone stays in the container's mount namespace. Agave's
     /// memory is its; fdctl's own processes are small (assumed). The tiles (`fdctl run1
     /// TILE`, sandboxed, renamed) and the exec'd run-agave that exits once it has cloned
-    /// are left out; full Firedancer and the bench have no Agave child here.
+    /// are left out; full Firedancer and the bench have no Agave child here. The lab
+    /// simplifies two things no reader of /proc here depends on: every child's parent
+    /// is main (the Agave child's is pidns), and argv[0] is the script's `fdctl` (the
+    /// absolute path `/proc/self/exe` names).
     fn children(&self, t: f64) -> Vec<Forked> {
         let Kind::Follow { .. } = &self.kind else {
             return Vec::new();
@@ -811,6 +818,7 @@ impl Process for Frankendancer {
             snapshot,
             cluster,
             config_path,
+            keyswitch_lock,
             ..
         } = &self.kind
         else {
@@ -827,6 +835,7 @@ impl Process for Frankendancer {
             config_path,
             ready,
             &cluster.signer,
+            keyswitch_lock,
             &read,
         ))
     }
