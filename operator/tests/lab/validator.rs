@@ -1700,6 +1700,45 @@ async fn key_secrets(lab: &Lab, ns: &str, keys: &[(&str, u8)]) {
     }
 }
 
+/// A failover pair as both failover tests start one: its keys as Secrets (`{keys}-identity`,
+/// `-vote`, `-spare-a`, `-spare-b` from seeds `seed`..`seed + 3`), both pods' getIdentity
+/// polled from the start, and the example's two Validators created on their nodes.
+struct PairStart {
+    pods: Api<Pod>,
+    api: Api<Validator>,
+    ids: std::sync::Arc<std::sync::Mutex<Identities>>,
+    poll: tokio::task::JoinHandle<()>,
+    staked: String,
+    spare_a: String,
+    spare_b: String,
+}
+
+async fn start_pair(
+    lab: &Lab,
+    ns: &str,
+    (keys, seed): (&str, u8),
+    example: &str,
+    members: [(&'static str, &str); 2],
+) -> PairStart {
+    let names = ["identity", "vote", "spare-a", "spare-b"].map(|k| format!("{keys}-{k}"));
+    let secrets: Vec<(&str, u8)> = names.iter().map(String::as_str).zip(seed..).collect();
+    key_secrets(lab, ns, &secrets).await;
+    let staked = pubkey(seed);
+    let pods: Api<Pod> = Api::namespaced(lab.client.clone(), ns);
+    let (ids, poll) = poll_identities(pods.clone(), members.map(|m| m.0), staked.clone());
+    let api: Api<Validator> = Api::namespaced(lab.client.clone(), ns);
+    create_pair(&api, example, members, &staked).await;
+    PairStart {
+        pods,
+        api,
+        ids,
+        poll,
+        staked,
+        spare_a: pubkey(seed + 2),
+        spare_b: pubkey(seed + 3),
+    }
+}
+
 /// The failover pair of the example `file` (the active first), as `members` (name,
 /// machine), with the staked identity's public key `staked`.
 async fn create_pair(api: &Api<Validator>, file: &str, members: [(&str, &str); 2], staked: &str) {
@@ -1828,26 +1867,20 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
     let lab = lab().await;
     let ns = lab.namespace("validator-failover").await;
     let op = lab.start_operator(&ns);
-    key_secrets(
+    let PairStart {
+        pods,
+        api,
+        ids,
+        poll,
+        staked,
+        spare_a,
+        spare_b,
+    } = start_pair(
         &lab,
         &ns,
-        &[
-            ("agave-identity", 1),
-            ("agave-vote", 2),
-            ("agave-spare-a", 3),
-            ("agave-spare-b", 4),
-        ],
-    )
-    .await;
-    let (staked, spare_a, spare_b) = (pubkey(1), pubkey(3), pubkey(4));
-    let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
-    let (ids, poll) = poll_identities(pods.clone(), ["agave-a", "agave-b"], staked.clone());
-    let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
-    create_pair(
-        &api,
+        ("agave", 1),
         FAILOVER_EXAMPLE,
         [("agave-a", "vv-active"), ("agave-b", "vv-standby")],
-        &staked,
     )
     .await;
 
@@ -2069,26 +2102,20 @@ async fn a_frankendancer_identity_fails_over_with_fdctl_set_identity_and_never_s
     let lab = lab().await;
     let ns = lab.namespace("validator-fd-failover").await;
     let op = lab.start_operator(&ns);
-    key_secrets(
+    let PairStart {
+        pods,
+        api,
+        ids,
+        poll,
+        staked,
+        spare_a,
+        spare_b,
+    } = start_pair(
         &lab,
         &ns,
-        &[
-            ("fd-identity", 11),
-            ("fd-vote", 12),
-            ("fd-spare-a", 13),
-            ("fd-spare-b", 14),
-        ],
-    )
-    .await;
-    let (staked, spare_a, spare_b) = (pubkey(11), pubkey(13), pubkey(14));
-    let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
-    let (ids, poll) = poll_identities(pods.clone(), ["fd-a", "fd-b"], staked.clone());
-    let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
-    create_pair(
-        &api,
+        ("fd", 11),
         FD_FAILOVER_EXAMPLE,
         [("fd-a", "vv-fd-active"), ("fd-b", "vv-fd-standby")],
-        &staked,
     )
     .await;
     wait_ready(&api, "fd-a").await;
