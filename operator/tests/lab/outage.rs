@@ -64,29 +64,38 @@ async fn an_outage_while_trials_warm_up_and_measure_loses_no_result() {
     let _turn = TURN.lock().await;
     let lab = lab().await;
     // One wave of three: two trials measuring, the 128Gi one still warming up (it is
-    // OOM-killed during the outage).
+    // OOM-killed during or just before the outage). Each measuring trial has scrapes in
+    // its window first (5 s, five scrapes, an hour at 720x): an outage begun a second
+    // into a window leaves it nothing to judge (MetricsUnavailable, rightly), and which
+    // second the test sees "Measuring" hinges on the operator's pace.
     let (ns, _op) = start_experiment(
         &lab,
         "outage",
         json!({"spec": {"sweep": {"memory": ["128Gi", "256Gi", "512Gi"]}, "parallelism": 3}}),
     )
     .await;
-    wait_for("two trials measuring", Duration::from_secs(120), || async {
-        let ts = trials(&lab, &ns).await;
-        let measuring = ts
-            .iter()
-            .filter(|t| {
-                t.status
-                    .as_ref()
-                    .is_some_and(|s| s.phase == TrialPhase::Measuring)
-            })
-            .count();
-        if measuring >= 2 {
-            Ok(())
-        } else {
-            Err(format!("{measuring} measuring"))
-        }
-    })
+    wait_for(
+        "two trials 5 s into their windows",
+        Duration::from_secs(120),
+        || async {
+            let ts = trials(&lab, &ns).await;
+            let into = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(5);
+            let measuring = ts
+                .iter()
+                .filter(|t| {
+                    t.status.as_ref().is_some_and(|s| {
+                        s.phase == TrialPhase::Measuring
+                            && s.window_start.as_ref().is_some_and(|w| w.0 <= into)
+                    })
+                })
+                .count();
+            if measuring >= 2 {
+                Ok(())
+            } else {
+                Err(format!("{measuring} measuring"))
+            }
+        },
+    )
     .await;
     // 65 scrape intervals (1 s each) without Prometheus: more than 12 simulated hours.
     let outage = Outage::begin(lab.state.dir.clone());
