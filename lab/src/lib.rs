@@ -6,6 +6,7 @@
 pub mod allocatable;
 pub mod compress;
 pub mod control_plane;
+pub mod kubelet;
 pub mod kwok;
 pub mod net;
 pub mod process;

@@ -14,12 +14,17 @@
 //!   (fs/namespace.c `mntns_install`);
 //! - then PROGRAM runs in the target's mount namespace, the one its `/proc/PID/ns/mnt`
 //!   names (the lab's procfs.rs writes it). Only the validator container's namespace has
-//!   the lab's `fdctl`, which runs against the simulated validator
-//!   (clients/firedancer/keyswitch.rs) over a socket that stands for that namespace; a
+//!   programs the lab can run there: the ones its client model says its image holds
+//!   (`SimClient::namespace_programs`; Frankendancer's `fdctl`, clients/firedancer/keyswitch.rs),
+//!   played by the simulated validator over a socket that stands for that namespace; a
 //!   process that sandboxed itself into an empty root of its own (fdctl run's main
 //!   process and its tiles) has no program at all, nor has another container's. Its
 //!   messages are busybox's (util-linux/nsenter.c, `xopen`, "setns(): can't reassociate
 //!   to namespace", and BB_EXECVP_or_die's "can't execute").
+//!
+//! The socket answers a program's run as JSON-RPC: its output (exit 0), an error (its
+//! code, the exit status, and message), or one of two codes for a program that blocks
+//! ([`WAITS`]: still waiting, ask again; [`HANGS`]: never returns).
 //!
 //! The kubelet writes the facts ([`Facts`]) beside the container and puts a `nsenter` on
 //! its PATH that runs `valtune-lab lab-nsenter`.
@@ -35,6 +40,10 @@ use serde_json::{Value, json};
 pub const SUBCOMMAND: &str = "lab-nsenter";
 /// The environment variable naming the facts file.
 pub const FACTS_ENV: &str = "VALTUNE_LAB_NSENTER";
+/// The answer code for "the program is still waiting: ask again in a second".
+pub const WAITS: i64 = -40001;
+/// The answer code for "the program never returns" (its output so far in the message).
+pub const HANGS: i64 = -40002;
 
 /// Where a pod's validator serves calls made from inside its container's mount
 /// namespace (the lab's stand-in for that namespace; short: a Unix socket path is at
@@ -55,6 +64,9 @@ pub struct Facts {
     pub socket: PathBuf,
     /// That namespace as `/proc/PID/ns/mnt` names it (procfs::container_mnt).
     pub validator_mnt: String,
+    /// The programs the validator's image has there, which its model plays.
+    #[serde(default)]
+    pub programs: BTreeSet<String>,
     /// The caller's uid.
     pub uid: u32,
 }
@@ -132,8 +144,9 @@ pub fn decide(
         ));
     }
     let name = program.first().map(|p| p.rsplit('/').next().unwrap_or(p));
-    // Only the validator container's namespace has fdctl; a sandbox's has nothing.
-    if t.mnt != facts.validator_mnt || name != Some("fdctl") {
+    // Only the validator container's namespace has its image's programs; a sandbox's
+    // has nothing.
+    if t.mnt != facts.validator_mnt || !name.is_some_and(|n| facts.programs.contains(n)) {
         let p = program.first().cloned().unwrap_or_default();
         return Err((
             127,
@@ -188,14 +201,14 @@ pub fn main(args: &[String]) -> i32 {
             return code;
         }
     };
-    use super::clients::firedancer::keyswitch::{HANGS, WAITS};
+    let name = program[0].rsplit('/').next().unwrap_or(&program[0]);
     loop {
-        return match call(&facts.socket, &program[1..]) {
+        return match call(&facts.socket, name, &program[1..]) {
             Ok(Ok(out)) => {
                 println!("{out}");
                 0
             }
-            // fdctl blocks: until the validator can answer, or for ever.
+            // The program blocks: until the validator can answer, or for ever.
             Ok(Err((WAITS, _))) => {
                 std::thread::sleep(std::time::Duration::from_secs(1));
                 continue;
@@ -219,11 +232,16 @@ pub fn main(args: &[String]) -> i32 {
     }
 }
 
-/// One `fdctl` call on the validator's socket: its output or its error (code, message).
-fn call(socket: &Path, argv: &[String]) -> std::io::Result<Result<String, (i64, String)>> {
+/// One run of `program` on the validator's socket (the method is the program's name, the
+/// params its arguments): its output or its error (code, message).
+fn call(
+    socket: &Path,
+    program: &str,
+    argv: &[String],
+) -> std::io::Result<Result<String, (i64, String)>> {
     let mut s = std::os::unix::net::UnixStream::connect(socket)?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(60)))?;
-    let req = json!({"jsonrpc": "2.0", "id": 1, "method": "fdctl", "params": argv});
+    let req = json!({"jsonrpc": "2.0", "id": 1, "method": program, "params": argv});
     s.write_all(req.to_string().as_bytes())?;
     let mut line = String::new();
     BufReader::new(s).read_line(&mut line)?;
@@ -248,6 +266,7 @@ mod tests {
             target_caps: target.iter().map(|c| c.to_string()).collect(),
             socket: "/s".into(),
             validator_mnt: CONTAINER.into(),
+            programs: ["fdctl".to_string()].into(),
             uid: 0,
         }
     }

@@ -374,7 +374,7 @@ fn nsenter_shim(
     work: &Path,
     procfs: PathBuf,
 ) -> std::io::Result<(PathBuf, PathBuf)> {
-    use super::clients::firedancer::perms::Privileges;
+    use crate::kubelet::privileges::Privileges;
     let caps = |c: &Container| {
         let p = Privileges::of(&view.pod, c);
         let mut caps = p.caps;
@@ -383,9 +383,13 @@ fn nsenter_shim(
         }
         caps
     };
-    let target_caps = super::clients::recognise(&view.pod)
-        .map(|(_, v)| caps(v))
-        .unwrap_or_default();
+    let validator = super::clients::recognise(&view.pod);
+    let target_caps = validator.map(|(_, v)| caps(v)).unwrap_or_default();
+    let programs = validator
+        .iter()
+        .flat_map(|(sim, _)| sim.namespace_programs())
+        .map(|p| p.to_string())
+        .collect();
     let facts = super::nsenter::Facts {
         procfs,
         caps: caps(c),
@@ -394,6 +398,7 @@ fn nsenter_shim(
         validator_mnt: super::procfs::container_mnt(super::workloads::validator_pid(
             view.pod.metadata.uid.as_deref().unwrap_or(""),
         )),
+        programs,
         uid: u32::try_from(Privileges::of(&view.pod, c).uid).unwrap_or(u32::MAX),
     };
     let bin = work.join("bin");

@@ -433,7 +433,16 @@ async fn workload(client: Client, state: LabState, mut rx: watch::Receiver<Pod>,
     loop {
         let pod = rx.borrow().clone();
         if pod.metadata.deletion_timestamp.is_some() {
-            stop(&api, &pod, &view, &validator, live.as_ref(), &dirs.proc).await;
+            stop(
+                &api,
+                &pod,
+                sim,
+                &view,
+                &validator,
+                live.as_ref(),
+                &dirs.proc,
+            )
+            .await;
             return;
         }
         let deadline = pod
@@ -507,11 +516,13 @@ const HOOK_FLOOR_S: f64 = 5.0;
 /// `killContainer`): its preStop hook first, within the grace period
 /// (`deletionGracePeriodSeconds`, on the pod's clock; no hook when it is 0), then SIGTERM,
 /// which ends a process with no handler at once (code 143, as agave-validator 4.0, which
-/// installs none); then the pod is deleted. A hook the lab cannot play fails (logged, as
-/// the kubelet's FailedPreStopHook event) and the stop goes on.
+/// installs none); then the pod is deleted. The hook is played by the client's model; one
+/// it does not play fails (logged, as the kubelet's FailedPreStopHook event) and the stop
+/// goes on.
 async fn stop(
     api: &Api<Pod>,
     pod: &Pod,
+    sim: &dyn clients::SimClient,
     view: &PodView,
     validator: &Container,
     live: Option<&Arc<Live>>,
@@ -524,9 +535,14 @@ async fn stop(
         && let Some((_, command)) = pre_stop(pod).find(|(c, _)| c.name == validator.name)
     {
         let budget = Duration::from_secs_f64((grace as f64 / l.clock.scale).max(HOOK_FLOOR_S));
+        let at = clients::Hook {
+            view,
+            container: validator,
+            proc_dir,
+        };
         let hook = async {
-            match clients::agave::exit::parse(command) {
-                Some(cmd) => clients::agave::exit::run(&cmd, view, validator, proc_dir).await,
+            match sim.pre_stop(command, at) {
+                Some(played) => played.await,
                 None => Err(format!("the lab does not play the hook {command:?}")),
             }
         };

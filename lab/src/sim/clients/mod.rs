@@ -35,7 +35,33 @@ pub trait SimClient: Send + Sync {
     fn recognise<'a>(&self, pod: &'a Pod) -> Option<&'a Container>;
     /// The process that container starts, as of its start.
     fn start(&self, pod: &PodView, container: &Container, env: &Env, clock: &Clock) -> Started;
+    /// Runs a preStop exec hook's command in the validator's container, as its image
+    /// would (the program played against the running process): Ok once it is done, else
+    /// what it prints as it fails. None: the image has no program the lab plays for that
+    /// command, so the hook fails (the kubelet's FailedPreStopHook).
+    fn pre_stop<'a>(&self, _command: &'a [String], _hook: Hook<'a>) -> Option<Hooked<'a>> {
+        None
+    }
+    /// The programs of its image that another container of the pod may run in the
+    /// validator container's mount namespace (`nsenter --mount`, sim/nsenter.rs), which
+    /// the process answers on that namespace's socket ([`Process::admin_rpc`], the
+    /// program's name as the method).
+    fn namespace_programs(&self) -> &'static [&'static str] {
+        &[]
+    }
 }
+
+/// Where a preStop hook runs: the pod, its validator container, and the pod's process
+/// namespace (its /proc).
+#[derive(Clone, Copy)]
+pub struct Hook<'a> {
+    pub view: &'a PodView,
+    pub container: &'a Container,
+    pub proc_dir: &'a std::path::Path,
+}
+
+/// A hook being run.
+pub type Hooked<'a> = futures::future::BoxFuture<'a, Result<(), String>>;
 
 /// The validator container's environment, resolved as a kubelet resolves it.
 pub type Env = BTreeMap<String, String>;

@@ -239,6 +239,18 @@ impl SimClient for AgaveSim {
         "agave"
     }
 
+    /// `agave-validator [--ledger DIR] exit --force` (exit.rs); no other.
+    fn pre_stop<'a>(
+        &self,
+        command: &'a [String],
+        hook: super::Hook<'a>,
+    ) -> Option<super::Hooked<'a>> {
+        let cmd = exit::parse(command)?;
+        Some(Box::pin(async move {
+            exit::run(&cmd, hook.view, hook.container, hook.proc_dir).await
+        }))
+    }
+
     fn recognise<'a>(&self, pod: &'a Pod) -> Option<&'a Container> {
         pod.spec.as_ref()?.containers.iter().find(|c| {
             c.command

@@ -12,9 +12,10 @@ use std::collections::BTreeMap;
 
 use super::full as full_topology;
 use super::keys::{FULL_KEYS, KEYS, V};
-use super::perms::{self, Privileges};
+use super::perms;
 use super::toml::{self, Toml};
 use super::topology::{self, Cfg, Topology};
+use crate::kubelet::privileges::Privileges;
 use crate::topology::Prepared;
 
 /// Genesis hashes fdctl recognises as live clusters (src/disco/genesis/fd_genesis_cluster.c

@@ -11,8 +11,8 @@
 //! start (the CAS from UNLOCKED, else "Cannot set-identity because Firedancer is already
 //! in the process of switching keys ..." unless `--force`), released at the end.
 //!
-//! Two ways the real command blocks, which the lab's nsenter plays (codes [`WAITS`],
-//! [`HANGS`]):
+//! Two ways the real command blocks, which the lab's nsenter plays (its codes
+//! [`WAITS`] and [`HANGS`]):
 //! - before the Agave child is up the PoH tile cannot switch it, so fdctl waits;
 //! - when the Agave child refuses the identity (a tower it cannot load), the PoH tile
 //!   marks the switch FAILED without halting, set-identity goes on to ask it to unhalt
@@ -30,10 +30,7 @@ use super::super::Rpc;
 use super::super::agave::identity::pubkey_of_keypair;
 use super::super::agave::signer::Signer;
 
-/// The answer code for "fdctl is still waiting: ask again in a second".
-pub const WAITS: i64 = -40001;
-/// The answer code for "fdctl never returns" (its output so far in the message).
-pub const HANGS: i64 = -40002;
+use crate::sim::nsenter::{HANGS, WAITS};
 
 /// The PoH tile's keyswitch: locked while a switch runs or once one was abandoned.
 pub type Lock = std::sync::atomic::AtomicBool;

@@ -37,12 +37,12 @@ use super::{
     Datapoint, Env, Exit, Forked, MetricsSink, ProcFigures, Process, Rpc, SimClient, Started,
     image_version, seed,
 };
+use crate::kubelet::privileges::Privileges;
 use crate::sim::clock::Clock;
 use crate::sim::pod_view::{PodView, parse_bytes};
 use full_follow::FullFollower;
 use keys::V;
 use metrics::{Replay, TileFigures};
-use perms::Privileges;
 use topology::{Cfg, Tile, Topology};
 
 pub struct FiredancerSim;
@@ -90,6 +90,11 @@ fn pages(c: &Container) -> fdctl::Pages {
 impl SimClient for FiredancerSim {
     fn name(&self) -> &'static str {
         "firedancer"
+    }
+
+    /// `fdctl set-identity` (keyswitch.rs), which joins the validator's workspaces.
+    fn namespace_programs(&self) -> &'static [&'static str] {
+        &["fdctl"]
     }
 
     fn recognise<'a>(&self, pod: &'a Pod) -> Option<&'a Container> {
