@@ -1,5 +1,6 @@
 //! kwok's configuration for a lab: its options (the pod network, the fallback node
-//! address) and the pod stages it plays for the kubelets of the lab's nodes.
+//! address) and the pod stages it plays for the kubelets of the lab's nodes (the Node,
+//! its Lease and heartbeats, a pod's IP; the containers are the lab's kubelet's).
 
 use std::collections::BTreeMap;
 
@@ -15,14 +16,15 @@ pub fn config_yaml(cidr: &str, node_ip: &str) -> String {
     out
 }
 
-/// kwok v0.7.0's default pod stages (kustomize/stage/pod/fast/*.yaml), with two changes
-/// that make them a kubelet's: a container with a readinessProbe starts not ready (and
-/// so does its pod), until something probes it; the simulator does, for the pods it runs
-/// as processes (sim/local_pods.rs). No pod of the lab had probes before. And a pod with
-/// a preStop hook is not deleted at once: the simulator plays its termination as a
-/// kubelet does (the hook within the grace period, then SIGTERM, then the deletion:
-/// sim/workloads.rs); kwok's selector (pkg/utils/expression/selector.go) reads
-/// DoesNotExist as "no container has one".
+/// kwok v0.7.0's default pod stages (kustomize/stage/pod/fast/*.yaml), changed to leave
+/// the containers to the lab's kubelet (crate::kubelet), which starts, probes, restarts
+/// and stops them and writes their status: kwok gives a pod its IP and the Running phase
+/// with its containers waiting (`ContainerCreating`, or `PodInitializing` behind init
+/// containers) and the pod not ready, as a kubelet reports a pod it has just admitted.
+/// A pod with a preStop hook is not deleted by kwok: the lab's kubelet plays its
+/// termination (the hook within the grace period, then SIGTERM, then the deletion);
+/// kwok's selector (pkg/utils/expression/selector.go) reads DoesNotExist as "no container
+/// has one". A Job's pod is still completed by kwok at once.
 const KWOK_POD_STAGES: &str = r#"---
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
@@ -41,17 +43,18 @@ spec:
   next:
     statusTemplate: |
       {{ $now := Now }}
-      {{ $ready := "True" }}
-      {{ range .spec.containers }}{{ if .readinessProbe }}{{ $ready = "False" }}{{ end }}{{ end }}
+      {{ $waiting := "ContainerCreating" }}
+      {{ $initialized := "True" }}
+      {{ if .spec.initContainers }}{{ $waiting = "PodInitializing" }}{{ $initialized = "False" }}{{ end }}
       conditions:
       - lastTransitionTime: {{ $now | Quote }}
-        status: "True"
+        status: {{ $initialized | Quote }}
         type: Initialized
       - lastTransitionTime: {{ $now | Quote }}
-        status: {{ $ready | Quote }}
+        status: "False"
         type: Ready
       - lastTransitionTime: {{ $now | Quote }}
-        status: {{ $ready | Quote }}
+        status: "False"
         type: ContainersReady
       {{ range .spec.readinessGates }}
       - lastTransitionTime: {{ $now | Quote }}
@@ -62,31 +65,23 @@ spec:
       {{ range .spec.containers }}
       - image: {{ .image | Quote }}
         name: {{ .name | Quote }}
-        ready: {{ if .readinessProbe }}false{{ else }}true{{ end }}
+        ready: false
         restartCount: 0
+        started: false
         state:
-          running:
-            startedAt: {{ $now | Quote }}
+          waiting:
+            reason: {{ $waiting | Quote }}
       {{ end }}
       initContainerStatuses:
       {{ range .spec.initContainers }}
       - image: {{ .image | Quote }}
         name: {{ .name | Quote }}
-        ready: true
+        ready: false
         restartCount: 0
-        {{ if eq .restartPolicy "Always" }}
-        started: true
+        started: false
         state:
-          running:
-            startedAt: {{ $now | Quote }}
-        {{ else }}
-        state:
-          terminated:
-            exitCode: 0
-            finishedAt: {{ $now | Quote }}
-            reason: Completed
-            startedAt: {{ $now | Quote }}
-        {{ end }}
+          waiting:
+            reason: PodInitializing
       {{ end }}
       hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
       podIP: {{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) | Quote }}
@@ -157,9 +152,10 @@ spec:
 #[cfg(test)]
 mod tests {
     #[test]
-    fn probed_containers_start_unready() {
+    fn containers_are_left_to_the_labs_kubelet() {
         let yaml = super::config_yaml("127.1.2.2/25", "127.1.2.1");
-        assert!(yaml.contains("ready: {{ if .readinessProbe }}false{{ else }}true{{ end }}"));
+        assert!(yaml.contains("waiting:\n            reason: {{ $waiting | Quote }}"));
+        assert!(!yaml.contains("running:"), "kwok starts no container");
         assert_eq!(yaml.matches("kind: Stage").count(), 3);
         // A pod with a preStop hook is the simulator's to stop and delete.
         assert!(yaml.contains(

@@ -4,6 +4,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use valtune_lab::compress::Compression;
 use valtune_lab::control_plane::{self, UpOptions};
+use valtune_lab::kubelet::faults::{self, Fault};
 use valtune_lab::state::LabState;
 
 /// valtune's local lab: a real control plane with simulated bare-metal nodes.
@@ -86,11 +87,96 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Inject a fault into the lab's nodes through its kubelet (docs/lab.md, "Faults"):
+    /// a node that stops answering, a blocked port, an image the registry refuses, a
+    /// container's process killed or OOM-killed.
+    Fault {
+        #[arg(long, env = "VALTUNE_LAB_DIR", default_value = ".lab")]
+        dir: PathBuf,
+        #[command(subcommand)]
+        fault: FaultCommand,
+    },
     /// Run the simulator in the foreground (`up` starts it).
     Sim {
         #[arg(long, env = "VALTUNE_LAB_DIR", default_value = ".lab")]
         dir: PathBuf,
     },
+}
+
+#[derive(Subcommand)]
+enum FaultCommand {
+    /// The node's kubelet stops answering: no status, no Lease, no heartbeats; its pods
+    /// run on, as on a machine cut off from the API server.
+    StopNode {
+        node: String,
+        /// The machine is off: its processes are gone too (its disks stay).
+        #[arg(long)]
+        off: bool,
+    },
+    /// The node's kubelet answers again.
+    StartNode { node: String },
+    /// Drop connections to PORT on NODE (its address and its pods'), or refuse them.
+    Block {
+        node: String,
+        port: u16,
+        /// Refuse (connection refused) rather than drop.
+        #[arg(long)]
+        reject: bool,
+    },
+    /// Open PORT on NODE again.
+    Unblock { node: String, port: u16 },
+    /// The registry refuses IMAGE: its pulls fail (ErrImagePull, then ImagePullBackOff).
+    FailImage { image: String },
+    /// The registry serves IMAGE again.
+    FixImage { image: String },
+    /// SIGKILL of a container's process (exit 137); the kubelet restarts it as its
+    /// pod's policy says.
+    Kill {
+        /// NAMESPACE/POD
+        pod: String,
+        container: String,
+    },
+    /// The kernel's OOM kill of a container's process (OOMKilled, 137).
+    Oom {
+        /// NAMESPACE/POD
+        pod: String,
+        container: String,
+    },
+}
+
+impl FaultCommand {
+    fn fault(self) -> anyhow::Result<Fault> {
+        let pod = |p: String| -> anyhow::Result<(String, String)> {
+            let (ns, name) = p
+                .split_once('/')
+                .with_context(|| format!("{p}: give the pod as NAMESPACE/POD"))?;
+            Ok((ns.to_string(), name.to_string()))
+        };
+        Ok(match self {
+            FaultCommand::StopNode { node, off } => Fault::StopNode { node, off },
+            FaultCommand::StartNode { node } => Fault::StartNode { node },
+            FaultCommand::Block { node, port, reject } => Fault::Block { node, port, reject },
+            FaultCommand::Unblock { node, port } => Fault::Unblock { node, port },
+            FaultCommand::FailImage { image } => Fault::FailImage { image },
+            FaultCommand::FixImage { image } => Fault::FixImage { image },
+            FaultCommand::Kill { pod: p, container } => {
+                let (namespace, pod) = pod(p)?;
+                Fault::Kill {
+                    namespace,
+                    pod,
+                    container,
+                }
+            }
+            FaultCommand::Oom { pod: p, container } => {
+                let (namespace, pod) = pod(p)?;
+                Fault::Oom {
+                    namespace,
+                    pod,
+                    container,
+                }
+            }
+        })
+    }
 }
 
 // More workers than cores: the simulator replays its validators' slots on the runtime (the
@@ -167,6 +253,11 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Env { dir } => {
             print_env(&LabState::load(&dir)?);
+            Ok(())
+        }
+        Command::Fault { dir, fault } => {
+            let said = faults::send(&dir, &fault.fault()?).await?;
+            eprintln!("[lab] {said}");
             Ok(())
         }
         Command::Sim { dir } => {

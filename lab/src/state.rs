@@ -39,7 +39,7 @@ pub struct LabState {
     /// The lab's tools (the exporters it runs for trial pods' sidecars among them).
     #[serde(default)]
     pub tools: PathBuf,
-    /// The `valtune` binary run for pods of valtune's image (sim/local_pods.rs).
+    /// The `valtune` binary run for pods of valtune's image (sim/local_pods/).
     #[serde(default)]
     pub valtune: PathBuf,
     pub processes: Vec<ProcessRecord>,

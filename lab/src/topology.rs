@@ -24,12 +24,13 @@ pub const KWOK_ANNOTATION: (&str, &str) = ("kwok.x-k8s.io/node", "fake");
 /// that carry it with this value (`--manage-nodes-with-label-selector`, a selector the API
 /// server applies, so a node whose label changes leaves kwok's watch and kwok lets its
 /// Lease and heartbeats go, as a machine cut off the network). A test sets another value
-/// to take a node away and this one to bring it back.
+/// to take a node away (`stopped`: its kubelet does not answer and its pods run on;
+/// `off`: the machine is off, crate::kubelet::NodeState) and this one to bring it back.
 pub const KUBELET_LABEL: (&str, &str) = ("valtune.dev/lab-kubelet", "answers");
 /// Label on everything the lab creates, so a second lab's objects are never touched.
 pub const LAB_LABEL: &str = "valtune.dev/lab";
 /// Fault injection: the JSON-RPC answers of the validators on a node labelled so come
-/// this many real seconds late (sim/workloads.rs `slow_rpc`); a test sets and removes it.
+/// this many real seconds late (sim/workloads/serve.rs `slow_rpc`); a test sets and removes it.
 pub const SLOW_RPC_LABEL: &str = "valtune.dev/lab-slow-rpc";
 pub const STORAGE_CLASS: &str = "local-nvme";
 /// The NVIDIA device plugin's extended resource.

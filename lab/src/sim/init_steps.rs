@@ -1,5 +1,5 @@
-//! The init steps of a played pod, run as the node would run them where the lab can: a
-//! `sh -c` script runs here, reading the node's simulated kernel settings (its /proc/sys
+//! The init steps of a pod, run as the node would run them where the lab can (the
+//! kubelet runs them one at a time, sim/runtimes.rs): a `sh -c` script runs here, reading the node's simulated kernel settings (its /proc/sys
 //! is the lab's per-node directory, given as `SYSCTL_DIR`: the host's network namespace
 //! or a pod's own, [`sysctl_dir`]), resource limits (`ulimit` answers the node's) and
 //! kernel release (`uname` answers the node's). A script that needs a program of its image the lab lacks (exit
@@ -19,8 +19,8 @@ pub fn sysctl_dir(node_dir: &Path, host_network: bool) -> std::path::PathBuf {
     node_dir.join(if host_network { "sys" } else { "sys-podnet" })
 }
 
-/// A failed step: (container, exit code, message).
-pub type Failure = (String, i32, String);
+/// A failed step: (exit code, message).
+pub type Failure = (i32, String);
 
 /// The shell script a container runs, if it runs one.
 fn script(line: &[String]) -> Option<&str> {
@@ -30,63 +30,77 @@ fn script(line: &[String]) -> Option<&str> {
     }
 }
 
-/// Runs the pod's init steps in order (native sidecars are not steps).
-pub async fn run(view: &PodView, sys: &Path, node: &Prepared) -> Result<(), Failure> {
-    let steps: Vec<&Container> = view
+/// Runs the pod's init steps in order (native sidecars are not steps), to the first
+/// failure: (container, exit code, message). The lab's kubelet runs them one at a time
+/// ([`step`]); this is for a start-up without a cluster (the operator's start-up tests).
+pub async fn run(view: &PodView, sys: &Path, node: &Prepared) -> Result<(), (String, i32, String)> {
+    let steps = view
         .pod
         .spec
         .iter()
         .flat_map(|s| s.init_containers.iter().flatten())
-        .filter(|c| c.restart_policy.as_deref() != Some("Always"))
-        .collect();
+        .filter(|c| c.restart_policy.as_deref() != Some("Always"));
     for c in steps {
-        let line = view.command_line(c);
-        let Some(body) = script(&line) else {
-            continue;
-        };
-        // The paths of its claims' volumes as they are on this machine (the node's volume
-        // directories): what it writes there outlives the pod, as on the machine.
-        let mut body = body.to_string();
-        for m in c.volume_mounts.iter().flatten() {
-            let local = view.local_path(c, &m.mount_path);
-            if local != m.mount_path {
-                body = body.replace(&m.mount_path, &local);
-            }
-        }
-        let memlock = node
-            .memlock_kib
-            .map(|k| k.to_string())
-            .unwrap_or_else(|| "unlimited".into());
-        let shim = format!(
-            "ulimit() {{ case \"$*\" in *n*) echo {nofile};; *l*) echo {memlock};; *) echo unlimited;; esac; }}\nuname() {{ echo {kernel}; }}\n",
-            nofile = node.nofile,
-            kernel = node.kernel
-        );
-        let mut cmd = tokio::process::Command::new("sh");
-        cmd.arg("-c")
-            .arg(format!("{shim}{body}"))
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .envs(view.env(c))
-            .env("SYSCTL_DIR", sys)
-            .current_dir(std::env::temp_dir())
-            .stdin(std::process::Stdio::null());
-        let out = match cmd.output().await {
-            Ok(o) => o,
-            Err(e) => return Err((c.name.clone(), 1, format!("running the step: {e}"))),
-        };
-        match out.status.code() {
-            Some(0) | Some(127) => {}
-            code => {
-                let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-                text.push_str(&String::from_utf8_lossy(&out.stderr));
-                let lines: Vec<&str> = text.lines().collect();
-                let tail = lines[lines.len().saturating_sub(80)..].join("\n");
-                return Err((c.name.clone(), code.unwrap_or(1), tail));
-            }
-        }
+        step(view, c, sys, node)
+            .await
+            .map_err(|(code, m)| (c.name.clone(), code, m))?;
     }
     Ok(())
+}
+
+/// Runs one init step, `c` of the pod; one that is not a script is done at once.
+pub async fn step(
+    view: &PodView,
+    c: &Container,
+    sys: &Path,
+    node: &Prepared,
+) -> Result<(), Failure> {
+    let line = view.command_line(c);
+    let Some(body) = script(&line) else {
+        return Ok(());
+    };
+    // The paths of its claims' volumes as they are on this machine (the node's volume
+    // directories): what it writes there outlives the pod, as on the machine.
+    let mut body = body.to_string();
+    for m in c.volume_mounts.iter().flatten() {
+        let local = view.local_path(c, &m.mount_path);
+        if local != m.mount_path {
+            body = body.replace(&m.mount_path, &local);
+        }
+    }
+    let memlock = node
+        .memlock_kib
+        .map(|k| k.to_string())
+        .unwrap_or_else(|| "unlimited".into());
+    let shim = format!(
+        "ulimit() {{ case \"$*\" in *n*) echo {nofile};; *l*) echo {memlock};; *) echo unlimited;; esac; }}\nuname() {{ echo {kernel}; }}\n",
+        nofile = node.nofile,
+        kernel = node.kernel
+    );
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("{shim}{body}"))
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .envs(view.env(c))
+        .env("SYSCTL_DIR", sys)
+        .current_dir(std::env::temp_dir())
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let out = match cmd.output().await {
+        Ok(o) => o,
+        Err(e) => return Err((1, format!("running the step: {e}"))),
+    };
+    match out.status.code() {
+        Some(0) | Some(127) => Ok(()),
+        code => {
+            let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+            text.push_str(&String::from_utf8_lossy(&out.stderr));
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = lines[lines.len().saturating_sub(80)..].join("\n");
+            Err((code.unwrap_or(1), tail))
+        }
+    }
 }
 
 #[cfg(test)]

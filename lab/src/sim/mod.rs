@@ -1,11 +1,11 @@
 //! The simulator: the parts of the nodes kwok does not play. It runs beside the control
 //! plane (`valtune-lab sim`, started by `up`) and
-//! - plays the validator process of each running trial pod at its own interfaces, from
-//!   one model per client ([`clients`]), runs the pod's exporter sidecars ([`sidecars`]),
-//!   and reports the validator's exit as the kubelet would ([`workloads`]);
-//! - enforces activeDeadlineSeconds, as the kubelet does ([`workloads`]);
-//! - runs the pods of images it has a local build of (valtune's own operator, installed
-//!   by its chart) as local processes with their ServiceAccount's token ([`local_pods`]);
+//! - runs the lab's kubelet (crate::kubelet) over the lab's runtimes ([`runtimes`]): the
+//!   validator process of each pod whose client it models, played at its own interfaces
+//!   from one model per client ([`clients`], [`workloads`]), the pod's exporter sidecars
+//!   ([`sidecars`]), its init steps ([`init_steps`]), and the pods of images it has a
+//!   local build of (valtune's own operator, installed by its chart) as local processes
+//!   with their ServiceAccount's token ([`local_pods`]);
 //! - recycles released local volumes ([`volumes`]);
 //! - plays prometheus-operator's config reloader for the lab's Prometheus ([`reloader`]).
 
@@ -13,25 +13,42 @@ pub mod chain_load;
 pub mod clients;
 pub mod clock;
 pub mod init_steps;
-pub mod kubelet;
 pub mod local_pods;
 pub mod nsenter;
 pub mod pod_view;
 pub mod procfs;
 pub mod reloader;
+pub mod runtimes;
 pub mod sidecars;
 pub mod volumes;
 pub mod workloads;
 
+use std::sync::Arc;
+
+use crate::kubelet::{self, Kubelet, firewall::Firewall, runtime::Nodes};
 use crate::state::LabState;
 
 pub async fn run(state: LabState) -> anyhow::Result<()> {
     let client = state.client().await?;
+    let nodes = Nodes::default();
+    let firewall = Firewall::default();
+    let lab = runtimes::Lab {
+        client: client.clone(),
+        state: state.clone(),
+        nodes: nodes.clone(),
+        firewall: firewall.clone(),
+    };
+    let kubelet = Arc::new(Kubelet::new(
+        client.clone(),
+        Arc::new(lab),
+        nodes,
+        firewall,
+        Some(state.dir.clone()),
+    ));
     tokio::select! {
         r = volumes::recycle_volumes(client.clone(), state.name.clone(), state.dir.clone()) => r,
         r = reloader::run(client.clone(), state.clone()) => r,
-        r = workloads::run(client.clone(), state.clone()) => r,
-        r = local_pods::run(client.clone(), state.clone()) => r,
+        r = kubelet::run(kubelet, state.name.clone()) => r,
         _ = tokio::signal::ctrl_c() => Ok(()),
         _ = sigterm() => Ok(()),
     }

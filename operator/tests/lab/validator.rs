@@ -1328,14 +1328,14 @@ async fn slow_rpc(client: kube::Client, node: &str, seconds: Option<u32>) {
         .unwrap();
 }
 
-/// Sets the kubelet of a lab node answering or not: kwok plays the nodes labelled
-/// `valtune.dev/lab-kubelet=answers` (lab/src/topology.rs `KUBELET_LABEL`), so with another
-/// value the node's Lease and heartbeats stop, as when a machine drops off the network,
-/// and the node controller marks it not Ready (its pods still run, as far as anyone
-/// knows, and nothing confirms their deletion).
+/// Turns a lab node's machine off, or on again: kwok plays the nodes labelled
+/// `valtune.dev/lab-kubelet=answers` (lab/src/topology.rs `KUBELET_LABEL`), so with `off`
+/// the node's Lease and heartbeats stop, and the lab's kubelet kills its processes (its
+/// disks stay: lab/src/kubelet `NodeState::Off`); the node controller marks it not Ready
+/// (its pods still run, as far as anyone knows, and nothing confirms their deletion).
 async fn node_answers(lab: &Lab, node: &str, answers: bool) {
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(lab.client.clone());
-    let value = if answers { "answers" } else { "stopped" };
+    let value = if answers { "answers" } else { "off" };
     nodes
         .patch(
             node,
@@ -1348,8 +1348,8 @@ async fn node_answers(lab: &Lab, node: &str, answers: bool) {
         .unwrap();
 }
 
-/// The node's machine drops off the network ([`node_answers`] false), until the node
-/// controller says so (Ready not True). kwok v0.7.0 can miss it, most likely a heartbeat job in flight
+/// The node's machine goes off ([`node_answers`] false), until the node controller says
+/// so (Ready not True). kwok v0.7.0 can miss it, most likely a heartbeat job in flight
 /// when the node leaves its watch plays and schedules the next one after the Deleted event
 /// cancelled the queued one (pkg/kwok/controllers/node_controller.go `watchResources`), so
 /// it heartbeats on, every 22 s, and the node stays Ready (seen once in six suites: its

@@ -39,7 +39,7 @@ pub trait SimClient: Send + Sync {
     /// would (the program played against the running process): Ok once it is done, else
     /// what it prints as it fails. None: the image has no program the lab plays for that
     /// command, so the hook fails (the kubelet's FailedPreStopHook).
-    fn pre_stop<'a>(&self, _command: &'a [String], _hook: Hook<'a>) -> Option<Hooked<'a>> {
+    fn pre_stop(&self, _command: &[String], _hook: Hook) -> Option<Hooked> {
         None
     }
     /// The programs of its image that another container of the pod may run in the
@@ -53,15 +53,15 @@ pub trait SimClient: Send + Sync {
 
 /// Where a preStop hook runs: the pod, its validator container, and the pod's process
 /// namespace (its /proc).
-#[derive(Clone, Copy)]
-pub struct Hook<'a> {
-    pub view: &'a PodView,
-    pub container: &'a Container,
-    pub proc_dir: &'a std::path::Path,
+#[derive(Clone)]
+pub struct Hook {
+    pub view: PodView,
+    pub container: Container,
+    pub proc_dir: std::path::PathBuf,
 }
 
 /// A hook being run.
-pub type Hooked<'a> = futures::future::BoxFuture<'a, Result<(), String>>;
+pub type Hooked = futures::future::BoxFuture<'static, Result<(), String>>;
 
 /// The validator container's environment, resolved as a kubelet resolves it.
 pub type Env = BTreeMap<String, String>;

@@ -8,11 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::Api;
 use tracing::warn;
 
-use super::super::clients::Process;
+use super::super::clients::{Exit, Process};
 use super::super::clock::Clock;
 use super::super::procfs;
 
@@ -38,10 +36,10 @@ impl Live {
     }
 }
 
-/// The process's own end (an OOM kill, a crash, an `exit` asked over its admin RPC), as
-/// the kubelet reports it; looked at again whenever the process is poked.
-pub(super) async fn watch_exit(live: Arc<Live>, api: Api<Pod>, pod: String, container: String) {
-    while live.alive() {
+/// The process's own end (an OOM kill, a crash, an `exit` asked over its admin RPC),
+/// once it comes; looked at again whenever the process is poked.
+pub(super) async fn watch_exit(live: Arc<Live>) -> Exit {
+    loop {
         let exit = live.process.exit();
         let at = exit.as_ref().map(|e| live.clock.at(live.start, e.at));
         let wait = at
@@ -52,14 +50,13 @@ pub(super) async fn watch_exit(live: Arc<Live>, api: Api<Pod>, pod: String, cont
             _ = tokio::time::sleep(wait) => {
                 if let (Some(exit), Some(at)) = (exit, at)
                     && Timestamp::now() >= at
-                    && live.alive()
                 {
                     // What it leaves on its volumes as it ends (a clean exit's ledger).
                     if let Err(e) = live.process.persist(exit.at) {
                         warn!(error = %e, "writing the process's files on its volume");
                     }
                     live.dead.store(true, Ordering::SeqCst);
-                    super::exited(&api, &pod, &container, &exit).await;
+                    return exit;
                 }
             }
         }

@@ -1,7 +1,6 @@
 //! What a simulated process serves, at the addresses its flags say: JSON-RPC over HTTP,
 //! its native Prometheus and health pages, and its admin RPC on a Unix socket.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +9,7 @@ use serde_json::{Value, json};
 use tracing::warn;
 
 use super::live::Live;
+use crate::kubelet::firewall::Guarded;
 use crate::sim::clients::Rpc;
 use crate::topology::SLOW_RPC_LABEL;
 
@@ -107,22 +107,10 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-async fn listener(addr: SocketAddr) -> Option<tokio::net::TcpListener> {
-    // The address may still be held by the previous pod's listener for a moment.
-    for _ in 0..40 {
-        match tokio::net::TcpListener::bind(addr).await {
-            Ok(l) => return Some(l),
-            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
-        }
-    }
-    warn!(%addr, "could not listen for the workload");
-    None
-}
-
 /// How late the processes of `node` answer JSON-RPC: the seconds of the node's
 /// [`SLOW_RPC_LABEL`] (fault injection: a machine so busy its validator's RPC answers
 /// come after its callers' timeouts), none without it.
-pub(super) fn slow_rpc(nodes: &super::Nodes, node: &str) -> Duration {
+pub(super) fn slow_rpc(nodes: &crate::kubelet::runtime::Nodes, node: &str) -> Duration {
     nodes
         .read()
         .expect("lock")
@@ -135,7 +123,7 @@ pub(super) fn slow_rpc(nodes: &super::Nodes, node: &str) -> Duration {
 
 /// JSON-RPC 2.0 over HTTP POST (and Agave's `GET /health`), refused until the process
 /// answers and after it exits; each answer held `late()` (the node's slow RPC).
-pub(super) async fn serve_rpc<L>(addr: SocketAddr, live: Arc<Live>, late: L)
+pub(super) async fn serve_rpc<L>(mut listener: Guarded, live: Arc<Live>, late: L)
 where
     L: Fn() -> Duration + Clone + Send + Sync + 'static,
 {
@@ -152,9 +140,9 @@ where
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let Some(l) = listener(addr).await else {
+    if !listener.bind().await {
         return;
-    };
+    }
     let health_live = live.clone();
     let rpc_live = live.clone();
     let health_late = late.clone();
@@ -219,15 +207,20 @@ where
             }
         }
     };
-    let _ = axum::serve(l, app).with_graceful_shutdown(gone).await;
+    let _ = axum::serve(listener, app)
+        .with_graceful_shutdown(gone)
+        .await;
 }
 
 /// The process's native Prometheus pages and its other HTTP pages (health endpoints).
-pub(super) async fn serve_metrics(addr: SocketAddr, live: Arc<Live>) {
-    let Some(l) = listener(addr).await else {
+pub(super) async fn serve_metrics(mut listener: Guarded, live: Arc<Live>) {
+    use axum::serve::Listener;
+    if !listener.bind().await {
+        return;
+    }
+    let Ok(port) = listener.local_addr().map(|a| a.port()) else {
         return;
     };
-    let port = addr.port();
     let app = axum::Router::new().fallback(
         move |uri: axum::http::Uri, headers: axum::http::HeaderMap| {
             let live = live.clone();
@@ -265,7 +258,7 @@ pub(super) async fn serve_metrics(addr: SocketAddr, live: Arc<Live>) {
             }
         },
     );
-    let _ = axum::serve(l, app).await;
+    let _ = axum::serve(listener, app).await;
 }
 
 #[cfg(test)]

@@ -240,14 +240,10 @@ impl SimClient for AgaveSim {
     }
 
     /// `agave-validator [--ledger DIR] exit --force` (exit.rs); no other.
-    fn pre_stop<'a>(
-        &self,
-        command: &'a [String],
-        hook: super::Hook<'a>,
-    ) -> Option<super::Hooked<'a>> {
+    fn pre_stop(&self, command: &[String], hook: super::Hook) -> Option<super::Hooked> {
         let cmd = exit::parse(command)?;
         Some(Box::pin(async move {
-            exit::run(&cmd, hook.view, hook.container, hook.proc_dir).await
+            exit::run(&cmd, &hook.view, &hook.container, &hook.proc_dir).await
         }))
     }
 
