@@ -404,12 +404,21 @@ fn decide_pod(
     }
     let running = match &obs.answer {
         None => {
-            s.set(
-                "Ready",
-                false,
-                "NoAnswer",
-                "the client does not answer its health endpoint yet",
-            );
+            // A container the kubelet restarts says so, in the kubelet's words.
+            match obs.pod.as_ref().and_then(|p| p.restarts.as_deref()) {
+                Some(r) => s.set(
+                    "Ready",
+                    false,
+                    "ContainerRestarted",
+                    format!("the client does not answer its health endpoint: its {r}"),
+                ),
+                None => s.set(
+                    "Ready",
+                    false,
+                    "NoAnswer",
+                    "the client does not answer its health endpoint yet",
+                ),
+            }
             s.set("CaughtUp", false, "NoAnswer", "no health answer yet");
             ValidatorPhase::Starting
         }
@@ -571,6 +580,7 @@ template:
             node: Some("bm-01".into()),
             node_ready: Some(true),
             image: Some("hyperledger/besu:25.12.0".into()),
+            restarts: None,
         }
     }
 
@@ -841,6 +851,29 @@ template:
             d.status.version.as_deref(),
             Some("hyperledger/besu:25.12.0")
         );
+    }
+
+    /// A client whose container the kubelet restarts says so while it does not answer.
+    #[test]
+    fn a_restarting_container_is_reported() {
+        let mut p = pod("h1");
+        p.restarts = Some("container validator restarted 3 times".into());
+        let d = decide(
+            &spec(SPEC),
+            Some(1),
+            &ValidatorStatus::default(),
+            &observed(ours(), Some(p), None),
+            at(),
+        );
+        assert_eq!(
+            cond(&d, "Ready"),
+            (
+                "False",
+                "ContainerRestarted",
+                "the client does not answer its health endpoint: its container validator restarted 3 times"
+            )
+        );
+        assert_eq!(d.status.phase, ValidatorPhase::Starting);
     }
 
     #[test]

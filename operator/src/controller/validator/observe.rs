@@ -86,6 +86,45 @@ pub struct PodState {
     /// Whether its node reports Ready (None: not bound yet).
     pub node_ready: Option<bool>,
     pub image: Option<String>,
+    /// How the kubelet reports the client's container restarting, if it has restarted
+    /// or waits to ([`restarts`]).
+    pub restarts: Option<String>,
+}
+
+/// The client's container (the pod's first) as the kubelet reports its restarts: how
+/// many, how the last run ended, and what it waits for (a CrashLoopBackOff); None if it
+/// never ended.
+pub fn restarts(p: &Pod) -> Option<String> {
+    let name = p.spec.as_ref()?.containers.first()?.name.clone();
+    let cs = p
+        .status
+        .as_ref()?
+        .container_statuses
+        .iter()
+        .flatten()
+        .find(|c| c.name == name)?;
+    let last = cs.last_state.as_ref().and_then(|s| s.terminated.as_ref());
+    let waiting = cs.state.as_ref().and_then(|s| s.waiting.as_ref());
+    let last = last.map(|t| {
+        let reason = t.reason.as_deref().unwrap_or("Error");
+        format!(", the last ending {reason} with exit code {}", t.exit_code)
+    });
+    let wait = waiting
+        .filter(|w| w.reason.as_deref() == Some("CrashLoopBackOff"))
+        .map(|w| format!("; {}", w.message.as_deref().unwrap_or("CrashLoopBackOff")));
+    let times = if cs.restart_count == 1 {
+        "time"
+    } else {
+        "times"
+    };
+    (cs.restart_count > 0 || wait.is_some()).then(|| {
+        format!(
+            "container {name} restarted {} {times}{}{}",
+            cs.restart_count,
+            last.unwrap_or_default(),
+            wait.unwrap_or_default()
+        )
+    })
 }
 
 /// What the health endpoint said: the HTTP status and body, verbatim, and its meaning.
@@ -358,6 +397,7 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
                 .as_ref()
                 .and_then(|s| s.containers.first())
                 .and_then(|c| c.image.clone()),
+            restarts: restarts(p),
         });
     }
     let pair = pair_view(v, ctx, &lease, pod.as_ref()).await?;
@@ -740,4 +780,33 @@ async fn post(ctx: &Context, url: &str, method: &str, params: Value) -> Option<(
 /// GET: (status, body), or None when nothing answered.
 async fn get(ctx: &Context, url: &str, host_header: Option<&str>) -> Option<(u16, String)> {
     ask(host(ctx.http.get(url), host_header)).await.ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kubelet's report of a crash-looping client container, in a sentence; nothing
+    /// for one that never ended.
+    #[test]
+    fn restarts_read_as_the_kubelet_reports_them() {
+        let pod = |status: &str| -> Pod {
+            serde_saphyr::from_str(&format!(
+                "spec:\n  containers: [{{name: validator}}, {{name: agent}}]\nstatus:\n  containerStatuses:\n  - {{name: agent, image: a, imageID: '', ready: true, restartCount: 9}}\n  - {{name: validator, image: a, imageID: '', ready: false, {status}}}\n"
+            ))
+            .unwrap()
+        };
+        assert_eq!(
+            restarts(&pod("restartCount: 3, state: {waiting: {reason: CrashLoopBackOff, message: 'back-off 40s restarting failed container=validator pod=v_ns(u)'}}, lastState: {terminated: {exitCode: 1, reason: Error}}")).as_deref(),
+            Some("container validator restarted 3 times, the last ending Error with exit code 1; back-off 40s restarting failed container=validator pod=v_ns(u)")
+        );
+        assert_eq!(
+            restarts(&pod("restartCount: 1, state: {running: {}}, lastState: {terminated: {exitCode: 137, reason: OOMKilled}}")).as_deref(),
+            Some("container validator restarted 1 time, the last ending OOMKilled with exit code 137")
+        );
+        assert_eq!(
+            restarts(&pod("restartCount: 0, state: {running: {}}")),
+            None
+        );
+    }
 }
