@@ -56,6 +56,14 @@ impl Backoff {
         }
     }
 
+    /// The same, starting over only after `floor` at least: the lab's own steps in a
+    /// run (starting a process, writing its status) are not compressed, so on a busy
+    /// machine a run that crashes at once can outlast 10 compressed minutes.
+    pub fn expiring_after(mut self, floor: f64) -> Backoff {
+        self.expiry = self.expiry.max(floor);
+        self
+    }
+
     /// The current back-off (`Get`): 0 before the first `next`.
     pub fn get(&self) -> f64 {
         self.entry.map(|e| e.backoff).unwrap_or(0.0)
@@ -146,6 +154,15 @@ mod tests {
         assert!(!b.in_backoff_since(634.0, 634.0));
         b.next(634.0, 634.0);
         assert_eq!(b.get(), 10.0);
+    }
+
+    /// The lab's floor keeps a fast crash loop doubling on a slow machine.
+    #[test]
+    fn the_labs_floor_delays_the_reset() {
+        let mut b = Backoff::crash_loop().expiring_after(3600.0);
+        b.next(0.0, 0.0);
+        b.next(700.0, 700.0);
+        assert_eq!(b.get(), 20.0);
     }
 
     /// A failed pull waits 10 s from the failure, doubling; ten quiet minutes later a

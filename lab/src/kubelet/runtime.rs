@@ -76,11 +76,6 @@ pub trait PodRuntime: Send + Sync {
     fn scale(&self) -> f64;
     /// The pod as the API server has it now (the kubelet's sync: its downward API files).
     fn updated(&self, _pod: &Pod) {}
-    /// Whether the kubelet restarts the container as its policy says; false: never
-    /// (the simulated client process, as the lab did before its kubelet restarted it).
-    fn restartable(&self, _name: &str) -> bool {
-        true
-    }
 }
 
 /// The lab's nodes and their labels.

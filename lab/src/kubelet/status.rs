@@ -241,6 +241,7 @@ mod tests {
             Timing {
                 hook_floor: 0.0,
                 probe_period_floor: 0.0,
+                backoff_reset_floor: 0.0,
             },
         );
         life.sync(0.0, &Pulled);

@@ -88,12 +88,14 @@ impl Clock {
 }
 
 /// The lab's floors, in real seconds (lifecycle.rs [`Timing`]): a preStop hook gets
-/// at least 5, and a probe of a simulated pod runs at most once a second.
+/// at least 5, a probe of a simulated pod runs at most once a second, and a back-off
+/// starts over only after 5 of running.
 fn timing(scale: f64) -> Timing {
-    let compressed = scale > 1.0;
+    let floor = |real: f64| if scale > 1.0 { real * scale } else { 0.0 };
     Timing {
-        hook_floor: if compressed { 5.0 * scale } else { 0.0 },
-        probe_period_floor: if compressed { scale } else { 0.0 },
+        hook_floor: floor(5.0),
+        probe_period_floor: floor(1.0),
+        backoff_reset_floor: floor(5.0),
     }
 }
 
@@ -293,6 +295,74 @@ pub async fn delete_stopped(api: &Api<Pod>, pod: &str, uid: &str) -> kube::Resul
     }
 }
 
+/// The pod's status writes, as the kubelet's status manager makes them: on their own,
+/// the latest status winning, so the pod's sync never waits on the API server (a
+/// compressed back-off of a few milliseconds is not outlasted by a write).
+struct Writer {
+    /// The status to write, numbered.
+    next: watch::Sender<(u64, Option<Value>)>,
+    /// The number of the last one written (or given up on: the pod is gone).
+    done: watch::Receiver<u64>,
+    gone: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Writer {
+    fn start(api: Api<Pod>, name: String) -> Writer {
+        let (next, mut rx) = watch::channel((0u64, None::<Value>));
+        let (done_tx, done) = watch::channel(0u64);
+        let gone = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let lost = gone.clone();
+        tokio::spawn(async move {
+            let mut written: Option<Value> = None;
+            loop {
+                let (n, patch) = rx.borrow_and_update().clone();
+                if let Some(patch) = patch.filter(|p| Some(p) != written.as_ref()) {
+                    match api
+                        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                    {
+                        Ok(_) => written = Some(patch),
+                        Err(kube::Error::Api(e)) if e.code == 404 => {
+                            lost.store(true, std::sync::atomic::Ordering::SeqCst)
+                        }
+                        Err(e) => {
+                            warn!(pod = %name, error = %e, "writing the pod's status");
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                            continue;
+                        }
+                    }
+                }
+                let _ = done_tx.send(n);
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+        Writer { next, done, gone }
+    }
+
+    fn write(&self, patch: Value) {
+        self.next.send_if_modified(|(n, p)| {
+            if p.as_ref() == Some(&patch) {
+                return false;
+            }
+            *n += 1;
+            *p = Some(patch);
+            true
+        });
+    }
+
+    /// Until everything given has been written.
+    async fn flush(&mut self) {
+        let want = self.next.borrow().0;
+        let _ = self.done.wait_for(|n| *n >= want).await;
+    }
+
+    fn gone(&self) -> bool {
+        self.gone.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 /// Runs one pod on its node until it is gone, or deleted once stopped.
 pub async fn run(
     k: Arc<Kubelet>,
@@ -358,13 +428,7 @@ pub async fn run(
         origin: Timestamp::now(),
         scale,
     };
-    let mut spec = PodSpec::of(&current);
-    for c in spec.containers.iter_mut() {
-        if !runtime.restartable(&c.name) {
-            c.restart = super::lifecycle::Restart::Never;
-        }
-    }
-    let life = PodLife::new(spec, timing(scale));
+    let life = PodLife::new(PodSpec::of(&current), timing(scale));
     let runtimes = life
         .containers
         .iter()
@@ -384,9 +448,8 @@ pub async fn run(
     if let Some(ending) = deleting(&s.pod) {
         s.life.delete(ending);
     }
-    let mut written: Option<Value> = None;
+    let mut writer = Writer::start(api.clone(), name.clone());
     let mut gone = false;
-    let mut retry: Option<f64> = None;
     loop {
         let now = clock.now();
         let deadline = deadline(&s.pod).map(|d| clock.at(d));
@@ -394,28 +457,21 @@ pub async fn run(
             s.life.past_deadline();
         }
         let acts = s.life.sync(now, &k.images.on(&node));
+        let answering = *answers.borrow() == NodeState::Answers;
         for a in acts {
+            if a == Action::DeletePod && answering {
+                // Its last status (how its containers ended) before it goes.
+                let patch = status::patch(&s.life, &s.pod, now, &|t| Time(clock.stamp(t)));
+                writer.write(patch);
+                writer.flush().await;
+            }
             s.perform(&k, &api, a).await;
         }
-        if *answers.borrow() == NodeState::Answers && !gone {
-            let patch = status::patch(&s.life, &s.pod, now, &|t| Time(clock.stamp(t)));
-            if written.as_ref() != Some(&patch) {
-                match api
-                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                {
-                    Ok(p) => {
-                        s.pod = p;
-                        written = Some(patch);
-                        retry = None;
-                    }
-                    Err(kube::Error::Api(e)) if e.code == 404 => gone = true,
-                    Err(e) => {
-                        warn!(pod = %name, error = %e, "writing the pod's status");
-                        retry = Some(now + scale);
-                    }
-                }
-            }
+        gone |= writer.gone();
+        if answering && !gone {
+            writer.write(status::patch(&s.life, &s.pod, now, &|t| {
+                Time(clock.stamp(t))
+            }));
         }
         if s.life.finished() || (gone && s.life.ending.is_none()) {
             if gone && s.life.ending.is_none() {
@@ -424,14 +480,10 @@ pub async fn run(
             }
             break;
         }
-        let wake = [
-            s.life.wake(),
-            deadline.filter(|_| s.life.ending.is_none()),
-            retry,
-        ]
-        .into_iter()
-        .flatten()
-        .reduce(f64::min);
+        let wake = [s.life.wake(), deadline.filter(|_| s.life.ending.is_none())]
+            .into_iter()
+            .flatten()
+            .reduce(f64::min);
         let sleep = wake
             .map(|w| clock.real(w - clock.now()))
             .unwrap_or(Duration::from_secs(3600));

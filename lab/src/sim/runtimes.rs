@@ -217,10 +217,6 @@ impl PodRuntime for LabPod {
         self.ctx.clock.scale
     }
 
-    fn restartable(&self, name: &str) -> bool {
-        self.ctx.played.as_ref().is_none_or(|(_, c)| c != name)
-    }
-
     /// The kubelet's sync rewrites the downward API files (annotations).
     fn updated(&self, pod: &Pod) {
         let mut view = self.ctx.view.write().expect("lock");

@@ -15,6 +15,7 @@ mod e2e;
 mod firedancer;
 mod firedancer_full;
 mod helm;
+mod kubelet;
 mod lifecycle;
 mod manifests;
 mod nodeos;

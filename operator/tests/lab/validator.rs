@@ -29,7 +29,7 @@ pub(crate) fn validator(ns: &str, name: &str, node: &str) -> Value {
 }
 
 /// The example `file`, renamed into `ns`, on `node`.
-fn example(file: &str, ns: &str, name: &str, node: &str) -> Value {
+pub(crate) fn example(file: &str, ns: &str, name: &str, node: &str) -> Value {
     let mut v = crate::common::yaml_file(file);
     v["metadata"] = json!({"name": name, "namespace": ns});
     on_node(&mut v, node);
@@ -84,7 +84,7 @@ pub(crate) async fn wait_ready(
     (ready, seen)
 }
 
-fn condition(v: &Validator, type_: &str) -> Option<(String, String, String)> {
+pub(crate) fn condition(v: &Validator, type_: &str) -> Option<(String, String, String)> {
     v.status
         .as_ref()?
         .conditions

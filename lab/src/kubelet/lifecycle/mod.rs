@@ -41,6 +41,8 @@ use super::probe::{self, Kind, Prober};
 pub struct Timing {
     pub hook_floor: f64,
     pub probe_period_floor: f64,
+    /// The least running that starts a back-off over (10 minutes otherwise).
+    pub backoff_reset_floor: f64,
 }
 
 /// How a run of a container ended.
@@ -151,7 +153,7 @@ pub struct Container {
 }
 
 impl Container {
-    fn new(spec: ContainerSpec, first: &str) -> Container {
+    fn new(spec: ContainerSpec, first: &str, timing: Timing) -> Container {
         Container {
             spec,
             state: State::Waiting {
@@ -164,8 +166,8 @@ impl Container {
             started: false,
             generation: 0,
             probers: Vec::new(),
-            crash: Backoff::crash_loop(),
-            pulls: Backoff::image_pull(),
+            crash: Backoff::crash_loop().expiring_after(timing.backoff_reset_floor),
+            pulls: Backoff::image_pull().expiring_after(timing.backoff_reset_floor),
             pull_error: None,
             stopping: None,
             wake: None,
@@ -251,7 +253,7 @@ impl PodLife {
             containers: spec
                 .containers
                 .into_iter()
-                .map(|c| Container::new(c, first))
+                .map(|c| Container::new(c, first, timing))
                 .collect(),
             ending: None,
             grace: spec.grace,

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 const TIMING: Timing = Timing {
     hook_floor: 0.0,
     probe_period_floor: 0.0,
+    backoff_reset_floor: 0.0,
 };
 
 /// The node's images and the registry's: `missing` cannot be pulled.

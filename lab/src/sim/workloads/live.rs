@@ -24,6 +24,8 @@ pub(super) struct Live {
     pub(super) pid: u32,
     /// Woken when something may have changed when it exits (an admin RPC call).
     pub(super) poke: tokio::sync::Notify,
+    /// Woken when it ends ([`Live::end`]).
+    pub(super) gone: tokio::sync::Notify,
 }
 
 impl Live {
@@ -33,6 +35,12 @@ impl Live {
 
     pub(super) fn alive(&self) -> bool {
         !self.dead.load(Ordering::SeqCst)
+    }
+
+    /// It has ended: what serves it stops, its /proc entries go at once.
+    pub(super) fn end(&self) {
+        self.dead.store(true, Ordering::SeqCst);
+        self.gone.notify_waiters();
     }
 }
 
@@ -55,7 +63,7 @@ pub(super) async fn watch_exit(live: Arc<Live>) -> Exit {
                     if let Err(e) = live.process.persist(exit.at) {
                         warn!(error = %e, "writing the process's files on its volume");
                     }
-                    live.dead.store(true, Ordering::SeqCst);
+                    live.end();
                     return exit;
                 }
             }
@@ -76,6 +84,9 @@ pub(super) async fn keep_proc(live: Arc<Live>, root: PathBuf, pid: u32, cmdline:
         }
     };
     loop {
+        let gone = live.gone.notified();
+        tokio::pin!(gone);
+        gone.as_mut().enable();
         if !live.alive() {
             remove(pid, pid + 1 + forked);
             return;
@@ -107,7 +118,10 @@ pub(super) async fn keep_proc(live: Arc<Live>, root: PathBuf, pid: u32, cmdline:
         let n = children.len() as u32;
         remove(pid + 1 + n, pid + 1 + forked.max(n));
         forked = n;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = &mut gone => {}
+        }
     }
 }
 

@@ -16,7 +16,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -121,7 +121,7 @@ struct DeadOnDrop(Arc<Live>);
 
 impl Drop for DeadOnDrop {
     fn drop(&mut self) {
-        self.0.dead.store(true, Ordering::SeqCst);
+        self.0.end();
     }
 }
 
@@ -160,6 +160,7 @@ impl SimProcess {
             dead: AtomicBool::new(false),
             pid,
             poke: tokio::sync::Notify::new(),
+            gone: tokio::sync::Notify::new(),
         });
         // Where its RPC listens, as its flags say: a listener on the pod's loopback alone
         // is reached there by the pod's own programs (the sidecars started after this),
@@ -228,7 +229,7 @@ impl SimProcess {
                 exit = watch_exit(live.clone()) => end_of(exit),
                 Ok(signal) = signals => {
                     // No handler for any: it ends on the spot.
-                    live.dead.store(true, Ordering::SeqCst);
+                    live.end();
                     signal.end()
                 }
             };

@@ -301,6 +301,7 @@ mod tests {
             dead: AtomicBool::new(false),
             pid: 7,
             poke: tokio::sync::Notify::new(),
+            gone: tokio::sync::Notify::new(),
         });
         let server = tokio::spawn(serve_admin(path.clone(), live));
         let mut conn = loop {
