@@ -1,6 +1,7 @@
 //! The lab's kubelet (lab/src/kubelet/): a Validator's simulated process that crashes is
 //! restarted in place with the kubelet's back-off (its restarts counted, CrashLoopBackOff
-//! between them, its last termination kept), and the Validator says so.
+//! between them, its last termination kept), and the Validator says so; and the fault
+//! hooks the identity tests drive (docs/lab.md, "Faults") do what they say.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -180,4 +181,255 @@ async fn until<T>(timeout: Duration, check: impl Fn() -> Result<T, String>) -> R
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }
+}
+
+/// The validator container's status in the pod, and the pod's uid.
+async fn validator_status(
+    pods: &Api<Pod>,
+    name: &str,
+) -> (k8s_openapi::api::core::v1::ContainerStatus, String) {
+    let p = pods.get(name).await.unwrap();
+    let uid = p.metadata.uid.clone().unwrap_or_default();
+    let cs = p
+        .status
+        .and_then(|s| s.container_statuses)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.name == "validator")
+        .expect("a validator container status");
+    (cs, uid)
+}
+
+/// The last termination of the validator container once it restarted `n` times.
+async fn restarted(pods: &Api<Pod>, name: &str, n: i32) -> (i32, String) {
+    let (pods, name) = (pods.clone(), name.to_string());
+    crate::common::wait_for(&format!("restart {n}"), Duration::from_secs(60), || {
+        let (pods, name) = (pods.clone(), name.clone());
+        async move {
+            let (cs, _) = validator_status(&pods, &name).await;
+            let last = cs.last_state.and_then(|s| s.terminated);
+            match last {
+                Some(t) if cs.restart_count >= n => Ok((t.exit_code, t.reason.unwrap_or_default())),
+                _ => Err(format!("{} restarts", cs.restart_count)),
+            }
+        }
+    })
+    .await
+}
+
+/// How a connection to `addr` fares within a second: "answers", "refused" or "no answer".
+async fn reach(addr: std::net::SocketAddr) -> &'static str {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let talk = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await?;
+        s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").await?;
+        let mut buf = [0u8; 12];
+        s.read_exact(&mut buf).await?;
+        Ok::<_, std::io::Error>(())
+    };
+    match tokio::time::timeout(Duration::from_secs(1), talk).await {
+        Ok(Ok(())) => "answers",
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => "refused",
+        Ok(Err(_)) | Err(_) => "no answer",
+    }
+}
+
+/// Each fault hook a test can inject through the lab's kubelet (docs/lab.md, "Faults"):
+/// a killed and an OOM-killed validator restarted in place with the kubelet's words; a
+/// port blocked on the node, dropped then refused, the played RPC and a real sidecar's
+/// alike; an image the registry refuses (ErrImagePull, then ImagePullBackOff, then
+/// running once it serves it); and a node whose kubelet stops answering, whose
+/// container's restart only shows once it answers again.
+#[tokio::test]
+#[ignore = "needs the lab: run `make test`"]
+async fn the_fault_hooks_do_what_they_say() {
+    use valtune_lab::kubelet::faults::{Fault, send};
+    let lab = lab().await;
+    let dir = lab.state.dir.clone();
+    let ns = lab.namespace("kubelet-faults").await;
+    let _op = lab.start_operator(&ns);
+    let pods: Api<Pod> = Api::namespaced(lab.client.clone(), &ns);
+    let api: Api<Validator> = Api::namespaced(lab.client.clone(), &ns);
+    // A healthy validator (its crash far off).
+    api.create(
+        &PostParams::default(),
+        &crashing(&ns, "agave-f", "vv-faults", "9000h"),
+    )
+    .await
+    .unwrap();
+    crate::validator::wait_ready(&api, "agave-f").await;
+    let (_, uid) = validator_status(&pods, "agave-f").await;
+    let fault = |f: Fault| {
+        let dir = dir.clone();
+        async move { send(&dir, &f).await.unwrap() }
+    };
+    let container = |c: &str| (ns.clone(), "agave-f".to_string(), c.to_string());
+
+    let (namespace, pod, c) = container("validator");
+    fault(Fault::Kill {
+        namespace,
+        pod,
+        container: c,
+    })
+    .await;
+    assert_eq!(restarted(&pods, "agave-f", 1).await, (137, "Error".into()));
+    let (namespace, pod, c) = container("validator");
+    fault(Fault::Oom {
+        namespace,
+        pod,
+        container: c,
+    })
+    .await;
+    assert_eq!(
+        restarted(&pods, "agave-f", 2).await,
+        (137, "OOMKilled".into())
+    );
+    assert_eq!(
+        validator_status(&pods, "agave-f").await.1,
+        uid,
+        "restarted in place"
+    );
+    let (namespace, pod, c) = container("nope");
+    let e = send(
+        &dir,
+        &Fault::Kill {
+            namespace,
+            pod,
+            container: c,
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(e.to_string().contains("has no container nope"), "{e}");
+
+    // The played RPC (8899) and the real process-exporter's port, on the node's address.
+    let p = pods.get("agave-f").await.unwrap();
+    let ip: std::net::IpAddr = p.status.unwrap().pod_ip.unwrap().parse().unwrap();
+    let exporter = p
+        .spec
+        .unwrap()
+        .init_containers
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.name == "process-exporter")
+        .and_then(|c| c.ports?.first().map(|p| p.container_port as u16))
+        .expect("a process-exporter port");
+    for port in [8899, exporter] {
+        let addr = std::net::SocketAddr::new(ip, port);
+        crate::common::wait_for(
+            &format!("{addr} answering"),
+            Duration::from_secs(60),
+            || async move {
+                match reach(addr).await {
+                    "answers" => Ok(()),
+                    other => Err(other.to_string()),
+                }
+            },
+        )
+        .await;
+        for (reject, fared) in [(false, "no answer"), (true, "refused")] {
+            fault(Fault::Block {
+                node: "vv-faults".into(),
+                port,
+                reject,
+            })
+            .await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert_eq!(reach(addr).await, fared, "{addr} blocked (reject {reject})");
+        }
+        fault(Fault::Unblock {
+            node: "vv-faults".into(),
+            port,
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(reach(addr).await, "answers", "{addr} open again");
+    }
+
+    // An image the registry refuses, on a bare pod of the node.
+    let image = format!("registry.example.com/lab/{ns}:1");
+    fault(Fault::FailImage {
+        image: image.clone(),
+    })
+    .await;
+    let bare: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "bare"},
+        "spec": {
+            "nodeName": "vv-faults",
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "app", "image": image}],
+        },
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &bare).await.unwrap();
+    let waiting = |want: &'static str| {
+        let pods = pods.clone();
+        async move {
+            crate::common::wait_for(want, Duration::from_secs(60), || {
+                let pods = pods.clone();
+                async move {
+                    let p = pods.get("bare").await.map_err(|e| e.to_string())?;
+                    let cs = p
+                        .status
+                        .and_then(|s| s.container_statuses)
+                        .unwrap_or_default();
+                    let state = cs.first().and_then(|c| c.state.clone()).unwrap_or_default();
+                    match (&state.waiting, &state.running, want) {
+                        (Some(w), _, _) if w.reason.as_deref() == Some(want) => {
+                            Ok(w.message.clone().unwrap_or_default())
+                        }
+                        (_, Some(_), "running") => Ok(String::new()),
+                        _ => Err(format!("{state:?}")),
+                    }
+                }
+            })
+            .await
+        }
+    };
+    let m = waiting("ErrImagePull").await;
+    assert!(m.contains(": not found"), "{m}");
+    let m = waiting("ImagePullBackOff").await;
+    assert!(
+        m.starts_with(&format!(
+            "Back-off pulling image \"{image}\": ErrImagePull: rpc error: code = NotFound"
+        )),
+        "{m}"
+    );
+    fault(Fault::FixImage {
+        image: image.clone(),
+    })
+    .await;
+    waiting("running").await;
+
+    // The node's kubelet stops answering: a container killed meanwhile is restarted on
+    // the machine, and the API hears of it once the kubelet answers again.
+    fault(Fault::StopNode {
+        node: "vv-faults".into(),
+        off: false,
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = validator_status(&pods, "agave-f").await.0.restart_count;
+    let (namespace, pod, c) = container("validator");
+    fault(Fault::Kill {
+        namespace,
+        pod,
+        container: c,
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        validator_status(&pods, "agave-f").await.0.restart_count,
+        before,
+        "a kubelet that does not answer writes nothing"
+    );
+    fault(Fault::StartNode {
+        node: "vv-faults".into(),
+    })
+    .await;
+    assert_eq!(
+        restarted(&pods, "agave-f", before + 1).await,
+        (137, "Error".into())
+    );
+    lab.delete_namespace(&ns).await;
 }
