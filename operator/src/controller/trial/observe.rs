@@ -95,8 +95,20 @@ pub fn classify(pod: Option<&Pod>, validator: &str, node_exists: Option<bool>) -
         };
     }
     // An init step that failed: the preflight says the node lacks something; any other
-    // stops the pod before the validator runs (restartPolicy Never).
+    // stops the pod before the validator runs (restartPolicy Never). A native sidecar
+    // (`restartPolicy: Always`) is no step: the kubelet stops it (143) once the
+    // validator has ended, which is the validator's end, not its own.
+    let sidecars: Vec<&str> = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.init_containers.iter().flatten())
+        .filter(|c| c.restart_policy.as_deref() == Some("Always"))
+        .map(|c| c.name.as_str())
+        .collect();
     for c in status.init_container_statuses.iter().flatten() {
+        if sidecars.contains(&c.name.as_str()) {
+            continue;
+        }
         let Some(t) = c.state.as_ref().and_then(|s| s.terminated.as_ref()) else {
             continue;
         };
@@ -610,6 +622,20 @@ mod tests {
                 assert_eq!(exit_code, 137);
                 assert_eq!(finished_at, "2026-01-01T00:00:09Z".parse().unwrap());
             }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The sidecars the kubelet stopped after the validator ended say nothing of it.
+    #[test]
+    fn a_stopped_sidecar_is_not_the_validators_end() {
+        let p = pod(
+            "metadata: {name: p}\nspec: {nodeName: n1, initContainers: [{name: preflight}, {name: process-exporter, restartPolicy: Always}], containers: []}\nstatus:\n  phase: Failed\n  initContainerStatuses:\n  - {name: preflight, image: x, imageID: '', ready: true, restartCount: 0, state: {terminated: {reason: Completed, exitCode: 0}}}\n  - {name: process-exporter, image: x, imageID: '', ready: false, restartCount: 0, state: {terminated: {reason: Error, exitCode: 143}}}\n  containerStatuses:\n  - {name: validator, image: x, imageID: '', ready: false, restartCount: 0, state: {terminated: {reason: Error, exitCode: 1, finishedAt: '2026-01-01T00:00:09Z'}}}\n",
+        );
+        match classify(Some(&p), "validator", Some(true)) {
+            PodState::Exited {
+                reason, exit_code, ..
+            } => assert_eq!((reason.as_str(), exit_code), ("Error", 1)),
             other => panic!("{other:?}"),
         }
     }
