@@ -278,8 +278,12 @@ impl Runtime for Sidecar {
                     let (tag, c) = (tag.clone(), c.clone());
                     let log = ctx.dirs.logs.join(spawn::log_name(&view, &c));
                     let refresh = Duration::from_secs_f64(ctx.clock.step);
+                    let pod = ctx.clone();
+                    let resolve: solana_exporter::Resolve =
+                        Arc::new(move |u| pod.view().local_addr(u));
                     Ok(Run::played(async move {
-                        let code = solana_exporter::run(&view, &c, &tag, &log, refresh).await;
+                        let code =
+                            solana_exporter::run(&view, &c, &tag, &log, refresh, resolve).await;
                         warn!(container = %name, ?code, "sidecar exited");
                         End::exit(code.unwrap_or(1), "")
                     }))

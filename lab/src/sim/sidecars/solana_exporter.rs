@@ -68,8 +68,15 @@ fn go_bool(args: &[String], name: &str) -> bool {
 
 struct Rpc {
     http: reqwest::Client,
+    /// Its `-rpc-url` as the pod says it.
     url: String,
+    /// Where that is here, asked at each call: a validator started after the exporter
+    /// (the kubelet starts native sidecars first) may bind its RPC to the pod's loopback.
+    resolve: Resolve,
 }
+
+/// Maps an address of the pod to where it is on this machine (pod_view.rs `local_addr`).
+pub type Resolve = Arc<dyn Fn(&str) -> String + Send + Sync>;
 
 impl Rpc {
     /// One call; Err(text) as the exporter would report it.
@@ -77,7 +84,7 @@ impl Rpc {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let resp = self
             .http
-            .post(&self.url)
+            .post((self.resolve)(&self.url))
             .json(&body)
             .send()
             .await
@@ -147,6 +154,7 @@ pub async fn run(
     tag: &str,
     log: &Path,
     refresh: Duration,
+    resolve: Resolve,
 ) -> Option<i32> {
     let args: Vec<String> = view
         .command_line(c)
@@ -155,7 +163,9 @@ pub async fn run(
         .collect();
     let fixed = !tag.starts_with("v1.") && !tag.starts_with("v2.") && !tag.starts_with("v3.0.");
     let light = go_bool(&args, "light-mode");
-    let url = go_flag(&args, "rpc-url").unwrap_or_else(|| "http://localhost:8899".into());
+    // The URL as the pod says it, resolved at each call.
+    let url =
+        go_flag(&view.command_line(c), "rpc-url").unwrap_or_else(|| "http://localhost:8899".into());
     let listen = go_flag(&args, "listen-address").unwrap_or_else(|| ":8080".into());
     let pace = go_flag(&args, "slot-pace")
         .and_then(|p| crate::state::parse_seconds(&p))
@@ -170,6 +180,7 @@ pub async fn run(
             .build()
             .ok()?,
         url: url.clone(),
+        resolve,
     });
     log_line(
         log,
@@ -375,7 +386,9 @@ mod tests {
         );
         let log = std::env::temp_dir().join(format!("solana-exporter-test-{}.log", listen.port()));
         tokio::spawn(async move {
-            run(&view, &c, "v3.0.2", &log, Duration::from_secs(1)).await;
+            let v = view.clone();
+            let resolve: Resolve = Arc::new(move |u| v.local_addr(u));
+            run(&view, &c, "v3.0.2", &log, Duration::from_secs(1), resolve).await;
         });
         format!("http://{listen}/metrics")
     }
