@@ -228,6 +228,8 @@ pub struct PodLife {
     grace: f64,
     timing: Timing,
     deleted: bool,
+    /// Every init container has completed and every sidecar started, once.
+    initialized: bool,
 }
 
 /// Go's `time.Duration` String of whole seconds ("10s", "1m20s", "5m0s").
@@ -259,6 +261,7 @@ impl PodLife {
             grace: spec.grace,
             timing,
             deleted: false,
+            initialized: false,
         }
     }
 
@@ -371,16 +374,18 @@ impl PodLife {
             return acts;
         }
         self.advance_stops(now, &mut acts);
-        // Init containers, one at a time.
+        // Init containers, one at a time, until the pod is initialized; then a sidecar
+        // that restarts holds nothing up.
         for i in 0..self.containers.len() {
             match self.containers[i].spec.role {
                 Role::Main => break,
                 Role::Sidecar => {
                     self.keep(i, now, images, &mut acts);
-                    if !self.containers[i].started {
+                    if !self.containers[i].started && !self.initialized {
                         return acts;
                     }
                 }
+                Role::Init if self.initialized => {}
                 Role::Init => match &self.containers[i].state {
                     State::Terminated(e) if e.code == 0 => {}
                     State::Terminated(_) if self.containers[i].done() => {
@@ -394,6 +399,7 @@ impl PodLife {
                 },
             }
         }
+        self.initialized = true;
         let main: Vec<usize> = (0..self.containers.len())
             .filter(|i| self.containers[*i].spec.role == Role::Main)
             .collect();

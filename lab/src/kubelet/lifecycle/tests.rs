@@ -253,6 +253,26 @@ fn init_containers_and_sidecars_start_in_order() {
     assert_eq!(r.at(10.0), vec!["start step"]);
 }
 
+/// Once the pod is initialized, a sidecar in its back-off holds nothing up: the
+/// validator that crashes meanwhile is restarted.
+#[test]
+fn a_restarting_sidecar_holds_up_nothing_once_initialized() {
+    let yaml = "metadata: {name: p, namespace: ns, uid: u1}\nspec:\n  initContainers:\n  - {name: exporter, image: 'e:1', restartPolicy: Always}\n  containers:\n  - {name: validator, image: 'agave:v4'}\n";
+    let mut r = run(yaml);
+    r.at(0.0);
+    for t in [1.0, 2.0] {
+        r.now = t;
+        r.exit("exporter", 1);
+        r.at(t);
+    }
+    assert_eq!(
+        r.state("exporter"),
+        "waiting CrashLoopBackOff restarts=1 ready=false"
+    );
+    r.exit("validator", 1);
+    assert_eq!(r.at(3.0), vec!["start validator"]);
+}
+
 /// Under Never, once the validator has ended the pod's sidecars are stopped (SIGTERM)
 /// and the pod ends Failed when they have.
 #[test]
