@@ -8,6 +8,7 @@ pub mod controller;
 pub mod cost;
 pub mod crd;
 pub mod operator_metrics;
+pub mod readiness;
 pub mod report;
 pub mod results;
 pub mod runtime;

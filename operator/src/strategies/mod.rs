@@ -9,6 +9,7 @@
 //! [`Decision`].
 
 pub mod bisection;
+pub mod build;
 pub mod grid;
 pub mod paired;
 pub mod placement;
