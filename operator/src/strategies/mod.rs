@@ -12,7 +12,7 @@ pub mod bisection;
 pub mod build;
 pub mod grid;
 pub mod paired;
-pub mod placement;
+
 pub mod plan;
 pub mod successive_halving;
 
