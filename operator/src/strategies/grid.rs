@@ -13,6 +13,10 @@ impl Strategy for Grid {
         "grid"
     }
 
+    fn runs(&self, _spec: &ValidatorExperimentSpec) -> bool {
+        true
+    }
+
     fn decide(
         &self,
         experiment: &str,

@@ -1,12 +1,16 @@
-//! Search strategies: what an experiment runs next. A strategy is one pure call, shaped
-//! like Katib's suggester (kubeflow/katib pkg/apis/manager/v1beta1/api.proto,
-//! `GetSuggestions`): the experiment's spec and all its trials, running and finished, in;
-//! the trials to start, the running trials to stop and whether it is done, out. It keeps
-//! no state of its own, so an operator restarted at any moment resumes exactly.
+//! Search strategies: what an experiment runs next, and what its trials answer. A
+//! strategy is one module behind [`Strategy`], shaped like Katib's suggester
+//! (kubeflow/katib pkg/apis/manager/v1beta1/api.proto, `GetSuggestions`): the
+//! experiment's spec and all its trials, running and finished, in; the trials to start,
+//! the running trials to stop and whether it is done, out. It keeps no state of its own,
+//! so an operator restarted at any moment resumes exactly. It also owns its answer (the
+//! recommendation).
 //!
 //! The grid runs every point; the bisection searches one ordered parameter for its
-//! boundary value; successive halving finds the best point in rungs of growing windows. The experiment reconciler asks [`strategy_for`] and acts on the
-//! [`Decision`].
+//! boundary value; successive halving finds the best point in rungs of growing windows; a
+//! paired comparison runs each point beside the baseline. [`STRATEGIES`] is the one list
+//! of them, and [`strategy_for`] the one place an experiment's is chosen: the reconciler,
+//! the status and `valtune plan` ask it and name no strategy.
 
 pub mod bisection;
 pub mod build;
@@ -16,13 +20,26 @@ pub mod paired;
 pub mod plan;
 pub mod successive_halving;
 
-use crate::api::experiment::ValidatorExperimentSpec;
+use crate::api::experiment::{Recommendation, ValidatorExperimentSpec};
 use crate::results::dataset::{Dataset, Tally};
 use plan::PlannedTrial;
+
+/// Every strategy, in the order an experiment is matched against them ([`Strategy::runs`]):
+/// those `spec.strategy` names first, then a paired comparison, the grid last (it runs any
+/// experiment).
+pub static STRATEGIES: &[&dyn Strategy] = &[
+    &bisection::Bisection,
+    &successive_halving::SuccessiveHalving,
+    &paired::Paired,
+    &grid::Grid,
+];
 
 pub trait Strategy: Sync {
     /// How messages name it ("grid").
     fn name(&self) -> &'static str;
+
+    /// Whether an experiment runs it. [`strategy_for`] asks each of [`STRATEGIES`] in turn.
+    fn runs(&self, spec: &ValidatorExperimentSpec) -> bool;
 
     /// The next step of experiment `experiment` given every trial it has. Pure.
     fn decide(
@@ -31,6 +48,28 @@ pub trait Strategy: Sync {
         spec: &ValidatorExperimentSpec,
         trials: &Dataset,
     ) -> Decision;
+
+    /// Its answer from its trials (the strategy's trials only). `provisional` ends a
+    /// reason while trials are still to come. Pure.
+    fn answer(
+        &self,
+        _spec: &ValidatorExperimentSpec,
+        _trials: &Dataset,
+        _provisional: &str,
+    ) -> Answer {
+        Answer::BestMeasured
+    }
+}
+
+/// What a strategy answers with.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Answer {
+    /// An answer of its own (None: none yet, or none to give).
+    Own(Option<Recommendation>),
+    /// The best point measured, as the experiment's status reads it from any set of
+    /// points (the smallest memory that kept up, or the best objective among points that
+    /// kept up): the grid's and a paired comparison's.
+    BestMeasured,
 }
 
 /// What a strategy wants now.
@@ -71,18 +110,15 @@ pub struct Done {
     pub message: String,
 }
 
-/// The strategy an experiment runs: `strategy.bisection`, `strategy.successiveHalving`,
-/// a paired comparison, or the grid (an unpaired comparison runs the grid).
+/// The strategy an experiment runs: the first of [`STRATEGIES`] that runs it
+/// (`strategy.bisection`, `strategy.successiveHalving`, a paired comparison, or the grid:
+/// an unpaired comparison runs the grid).
 pub fn strategy_for(spec: &ValidatorExperimentSpec) -> &'static dyn Strategy {
-    if spec.strategy.bisection.is_some() {
-        &bisection::Bisection
-    } else if spec.strategy.successive_halving.is_some() {
-        &successive_halving::SuccessiveHalving
-    } else if spec.comparison.as_ref().is_some_and(|c| c.paired()) {
-        &paired::Paired
-    } else {
-        &grid::Grid
-    }
+    STRATEGIES
+        .iter()
+        .copied()
+        .find(|s| s.runs(spec))
+        .unwrap_or(&grid::Grid)
 }
 
 /// Whether `failed` failed trials reach `maxFailedTrials`.
@@ -99,4 +135,45 @@ pub fn room(spec: &ValidatorExperimentSpec, tally: &Tally) -> usize {
         return 0;
     }
     (spec.parallelism.max(1) as usize).saturating_sub(tally.active)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(extra: &str) -> ValidatorExperimentSpec {
+        serde_saphyr::from_str(&format!(
+            "template: {{besu: {{image: b}}}}\nsweep: {{allocator: [jemalloc, glibc]}}\n{extra}"
+        ))
+        .unwrap()
+    }
+
+    /// The registry's order decides: a strategy `spec.strategy` names, then a paired
+    /// comparison, the grid for the rest (an unpaired comparison included).
+    #[test]
+    fn each_experiment_runs_the_first_strategy_that_takes_it() {
+        let cases = [
+            ("", "grid"),
+            ("strategy: {successiveHalving: {}}", "successiveHalving"),
+            ("strategy: {bisection: {}}", "bisection"),
+            (
+                "strategy: {bisection: {}, successiveHalving: {}}",
+                "bisection",
+            ),
+            ("comparison: {baseline: {allocator: glibc}}", "paired"),
+            (
+                "comparison: {baseline: {allocator: glibc}, mode: unpaired}",
+                "grid",
+            ),
+        ];
+        for (extra, name) in cases {
+            assert_eq!(strategy_for(&spec(extra)).name(), name, "{extra}");
+        }
+        let names: Vec<&str> = STRATEGIES.iter().map(|s| s.name()).collect();
+        assert_eq!(
+            names.last(),
+            Some(&"grid"),
+            "the grid runs any experiment: last"
+        );
+    }
 }

@@ -72,6 +72,10 @@ impl Strategy for Paired {
         "paired"
     }
 
+    fn runs(&self, spec: &ValidatorExperimentSpec) -> bool {
+        spec.comparison.as_ref().is_some_and(|c| c.paired())
+    }
+
     fn decide(
         &self,
         experiment: &str,

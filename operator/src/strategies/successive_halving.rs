@@ -14,8 +14,8 @@
 use std::time::Duration;
 
 use super::plan::PlannedTrial;
-use super::{Decision, Done, Strategy, TrialGroup, room};
-use crate::api::experiment::ValidatorExperimentSpec;
+use super::{Answer, Decision, Done, Strategy, TrialGroup, room};
+use crate::api::experiment::{Recommendation, ValidatorExperimentSpec};
 use crate::api::settings::parse_duration;
 use crate::api::trial::{TrialOutcome, TrialPhase, TrialResults};
 use crate::clients::profile::Objective;
@@ -171,6 +171,10 @@ impl Strategy for SuccessiveHalving {
         "successiveHalving"
     }
 
+    fn runs(&self, spec: &ValidatorExperimentSpec) -> bool {
+        spec.strategy.successive_halving.is_some()
+    }
+
     fn decide(
         &self,
         experiment: &str,
@@ -238,6 +242,36 @@ impl Strategy for SuccessiveHalving {
             done,
         }
     }
+
+    /// The point that survived every rung, measured over the full window; until then
+    /// none (a short window's leader is not an answer).
+    fn answer(
+        &self,
+        spec: &ValidatorExperimentSpec,
+        trials: &Dataset,
+        provisional: &str,
+    ) -> Answer {
+        Answer::Own(answer(spec, trials, provisional))
+    }
+}
+
+/// The winner as the recommendation, once the last rung has measured it.
+fn answer(
+    spec: &ValidatorExperimentSpec,
+    data: &Dataset,
+    provisional: &str,
+) -> Option<Recommendation> {
+    let (best, value, trial) = winner(spec, data)?;
+    Some(Recommendation {
+        summary: best.point.describe(),
+        reason: format!(
+            "the best {} ({value} over the full window) after every rung of successive halving{provisional}",
+            objective(spec).name
+        ),
+        trial,
+        support: best.kept_up_support(),
+        point: Some(best.point.clone()),
+    })
 }
 
 /// The halving's conclusion once its last reached rung has finished.
@@ -537,5 +571,33 @@ mod tests {
         );
         // Before the last rung has measured, there is no winner.
         assert!(winner(&s, &Dataset::new(&s.sweep, trials[..6].to_vec())).is_none());
+    }
+
+    /// Its answer is the winner over the full window, never a short window's leader.
+    #[test]
+    fn the_answer_is_the_winner_once_the_last_rung_has_measured() {
+        let s = spec("parallelism: 4");
+        let mut trials: Vec<TrialRecord> = (0..4).map(|i| kept(&s, i, 0)).collect();
+        trials.extend([kept(&s, 0, 1), kept(&s, 1, 1)]);
+        let answer_of = |trials: &[TrialRecord]| {
+            SuccessiveHalving.answer(
+                &s,
+                &Dataset::new(&s.sweep, trials.to_vec()),
+                " (provisional)",
+            )
+        };
+        assert_eq!(answer_of(&trials), Answer::Own(None));
+        trials.push(kept(&s, 0, 2));
+        let Answer::Own(Some(r)) = answer_of(&trials) else {
+            panic!("no answer")
+        };
+        assert_eq!(r.summary, "allocator=jemalloc mallocArenaMax=1");
+        assert_eq!(
+            r.reason,
+            "the best block processing p95 (ms) (102 over the full window) after every rung of successive halving (provisional)"
+        );
+        assert_eq!(r.trial, trials[6].name);
+        assert_eq!(r.point.as_ref(), Some(&trials[6].point));
+        assert!(r.support.unwrap().starts_with("kept up 3/3 "));
     }
 }

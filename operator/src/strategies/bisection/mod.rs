@@ -12,18 +12,19 @@
 //! Stateless: every decision is read from the trials, so an operator restarted mid-search
 //! resumes it exactly, and a trial deleted by hand is run again.
 
+mod answer;
 mod boundary;
 pub mod placement;
 mod simulate;
 #[cfg(test)]
 mod tests;
 
-pub use boundary::{Boundary, Evidence, boundary, of, ordered};
-pub use placement::{picks, spread};
+use boundary::{Boundary, Evidence, boundary, of, ordered};
+use placement::picks;
 pub use simulate::simulate;
 
 use super::plan::PlannedTrial;
-use super::{Decision, Done, Strategy, TrialGroup, room};
+use super::{Answer, Decision, Done, Strategy, TrialGroup, room};
 use crate::api::experiment::ValidatorExperimentSpec;
 use crate::api::strategy::BisectionSpec;
 use crate::api::strategy::Seek;
@@ -43,6 +44,10 @@ fn listed(points: &[&Point], indices: &[usize]) -> String {
 impl Strategy for Bisection {
     fn name(&self) -> &'static str {
         "bisection"
+    }
+
+    fn runs(&self, spec: &ValidatorExperimentSpec) -> bool {
+        spec.strategy.bisection.is_some()
     }
 
     fn decide(
@@ -212,6 +217,16 @@ impl Strategy for Bisection {
             expected,
             done,
         }
+    }
+
+    /// The boundary its trials show, with the value beyond it.
+    fn answer(
+        &self,
+        spec: &ValidatorExperimentSpec,
+        trials: &Dataset,
+        provisional: &str,
+    ) -> Answer {
+        Answer::Own(answer::answer(spec, trials, provisional))
     }
 }
 

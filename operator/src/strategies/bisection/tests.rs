@@ -18,7 +18,7 @@ pub(super) fn spec(extra: &str) -> ValidatorExperimentSpec {
 }
 
 /// A trial of value `index` (0: 128Gi), repetition `rep`, in `phase` with `outcome`.
-fn trial(
+pub(super) fn trial(
     s: &ValidatorExperimentSpec,
     index: usize,
     rep: i32,
@@ -57,7 +57,7 @@ fn leftover(phase: TrialPhase) -> TrialRecord {
 }
 
 /// The model: 512Gi (index 6) and above keep up.
-fn measured(s: &ValidatorExperimentSpec, index: usize, rep: i32) -> TrialRecord {
+pub(super) fn measured(s: &ValidatorExperimentSpec, index: usize, rep: i32) -> TrialRecord {
     let outcome = if index >= 6 {
         TrialOutcome::KeptUp
     } else {
