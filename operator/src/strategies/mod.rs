@@ -21,6 +21,7 @@ pub mod plan;
 pub mod successive_halving;
 
 use crate::api::experiment::{Recommendation, ValidatorExperimentSpec};
+use crate::api::settings::TrialSettings;
 use crate::results::dataset::{Dataset, Tally};
 use plan::PlannedTrial;
 
@@ -48,6 +49,16 @@ pub trait Strategy: Sync {
         spec: &ValidatorExperimentSpec,
         trials: &Dataset,
     ) -> Decision;
+
+    /// How one of its trials runs: the experiment's `trial` settings, unless the strategy
+    /// gives the trial a window of its own. Pure.
+    fn trial_settings(
+        &self,
+        spec: &ValidatorExperimentSpec,
+        _trial: &PlannedTrial,
+    ) -> TrialSettings {
+        spec.trial.clone()
+    }
 
     /// Its answer from its trials (the strategy's trials only). `provisional` ends a
     /// reason while trials are still to come. Pure.

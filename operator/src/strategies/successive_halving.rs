@@ -16,7 +16,7 @@ use std::time::Duration;
 use super::plan::PlannedTrial;
 use super::{Answer, Decision, Done, Strategy, TrialGroup, room};
 use crate::api::experiment::{Recommendation, ValidatorExperimentSpec};
-use crate::api::settings::parse_duration;
+use crate::api::settings::{TrialSettings, parse_duration};
 use crate::api::trial::{TrialOutcome, TrialPhase, TrialResults};
 use crate::clients::profile::Objective;
 use crate::results::dataset::{Dataset, Point, TrialRecord};
@@ -243,6 +243,19 @@ impl Strategy for SuccessiveHalving {
         }
     }
 
+    /// A rung's trials measure over its window.
+    fn trial_settings(
+        &self,
+        spec: &ValidatorExperimentSpec,
+        trial: &PlannedTrial,
+    ) -> TrialSettings {
+        let mut settings = spec.trial.clone();
+        if let Some(window) = window(spec, trial.repetition) {
+            settings.measurement.duration = window;
+        }
+        settings
+    }
+
     /// The point that survived every rung, measured over the full window; until then
     /// none (a short window's leader is not an answer).
     fn answer(
@@ -356,6 +369,19 @@ mod tests {
         let mut grid = spec("");
         grid.strategy.successive_halving = None;
         assert_eq!(window(&grid, 1), None);
+        // The trial object carries its rung's window; the grid's, the experiment's.
+        let built = |s: &ValidatorExperimentSpec| {
+            let p = PlannedTrial {
+                point: s.sweep.expand()[0].clone(),
+                repetition: 2,
+                pair: None,
+            };
+            let vx = crate::api::ValidatorExperiment::new("alloc", s.clone());
+            let t = crate::strategies::build::build_trial(&vx, &p).unwrap();
+            t.spec.settings.measurement.duration
+        };
+        assert_eq!(built(&s), "6h");
+        assert_eq!(built(&grid), "12h");
     }
 
     /// Block processing p95 (ms) per point in the sweep's order: jemalloc/1, jemalloc/4,
