@@ -18,12 +18,16 @@ pub mod grid;
 pub mod paired;
 
 pub mod plan;
+pub mod schedule;
 pub mod successive_halving;
 
 use crate::api::experiment::{Recommendation, ValidatorExperimentSpec};
+use std::time::Duration;
+
 use crate::api::settings::TrialSettings;
 use crate::results::dataset::{Dataset, Tally};
 use plan::PlannedTrial;
+use schedule::Schedule;
 
 /// Every strategy, in the order an experiment is matched against them ([`Strategy::runs`]):
 /// those `spec.strategy` names first, then a paired comparison, the grid last (it runs any
@@ -58,6 +62,40 @@ pub trait Strategy: Sync {
         _trial: &PlannedTrial,
     ) -> TrialSettings {
         spec.trial.clone()
+    }
+
+    /// What it will run, before anything runs, at `parallelism` trials (or pairs) at a
+    /// time, `window` being the experiment's measurement window: `valtune plan` and the
+    /// examples' headers price it (cost.rs). Pure.
+    fn schedule(
+        &self,
+        spec: &ValidatorExperimentSpec,
+        parallelism: u32,
+        window: Duration,
+    ) -> Schedule;
+
+    /// What `valtune plan` says it runs, after "experiment NAME (CLIENT): ": its trials
+    /// and the points they run, one line each after the first. Every trial of the plan,
+    /// unless the strategy says otherwise.
+    fn describe(
+        &self,
+        spec: &ValidatorExperimentSpec,
+        schedule: &Schedule,
+        parallelism: u32,
+    ) -> String {
+        let n = schedule.trials().expected;
+        let mut out = format!(
+            "{n} {}, {parallelism} at a time\n",
+            if n == 1 { "trial" } else { "trials" }
+        );
+        for t in plan::plan(&spec.sweep, spec.trial.repetitions) {
+            out.push_str(&format!(
+                "  {:<48} repetition {}\n",
+                t.point.describe(),
+                t.repetition
+            ));
+        }
+        out
     }
 
     /// Its answer from its trials (the strategy's trials only). `provisional` ends a

@@ -14,9 +14,10 @@
 use std::time::Duration;
 
 use super::plan::PlannedTrial;
+use super::schedule::{Bounds, Schedule, Stage};
 use super::{Answer, Decision, Done, Strategy, TrialGroup, room};
 use crate::api::experiment::{Recommendation, ValidatorExperimentSpec};
-use crate::api::settings::{TrialSettings, parse_duration};
+use crate::api::settings::{TrialSettings, human, parse_duration};
 use crate::api::trial::{TrialOutcome, TrialPhase, TrialResults};
 use crate::clients::profile::Objective;
 use crate::results::dataset::{Dataset, Point, TrialRecord};
@@ -241,6 +242,62 @@ impl Strategy for SuccessiveHalving {
             expected,
             done,
         }
+    }
+
+    /// Each rung's trials at its own window, the rung's waves of `parallelism` one after
+    /// the other.
+    fn schedule(
+        &self,
+        spec: &ValidatorExperimentSpec,
+        parallelism: u32,
+        window: Duration,
+    ) -> Schedule {
+        let eta = spec
+            .strategy
+            .successive_halving
+            .clone()
+            .unwrap_or_default()
+            .eta();
+        let sizes = rungs(spec.sweep.points(), eta);
+        let stages = sizes
+            .iter()
+            .enumerate()
+            .map(|(r, size)| Stage {
+                trials: Bounds::exactly(*size as u32),
+                waves: Bounds::exactly(size.div_ceil(parallelism.max(1) as usize) as u32),
+                window: rung_window(window, eta, r, sizes.len()),
+            })
+            .collect();
+        Schedule {
+            stages,
+            stage: Some("rung"),
+            searches: true,
+        }
+    }
+
+    fn describe(
+        &self,
+        spec: &ValidatorExperimentSpec,
+        schedule: &Schedule,
+        parallelism: u32,
+    ) -> String {
+        let points: Vec<String> = super::plan::plan(&spec.sweep, spec.trial.repetitions)
+            .iter()
+            .map(|t| t.point.describe())
+            .collect();
+        let rungs: Vec<String> = schedule
+            .stages
+            .iter()
+            .map(|s| format!("{} x {}", s.trials.expected, human(s.window)))
+            .collect();
+        format!(
+            "successive halving over {} points, {} trials in rungs of {}, each up to {parallelism} at a time (a grid: {} trials)\n  points: {}\n",
+            points.len(),
+            schedule.trials().expected,
+            rungs.join(", then "),
+            points.len(),
+            points.join(", ")
+        )
     }
 
     /// A rung's trials measure over its window.
@@ -625,5 +682,27 @@ mod tests {
         assert_eq!(r.trial, trials[6].name);
         assert_eq!(r.point.as_ref(), Some(&trials[6].point));
         assert!(r.support.unwrap().starts_with("kept up 3/3 "));
+    }
+
+    /// Successive halving: 9 Firedancer bench layouts, eta 3, 30-minute warm-ups: rungs
+    /// of 9, 3 and 1 trials at 80 minutes, 4 hours and 12 hours.
+    #[test]
+    fn successive_halving_costs_its_rungs_windows() {
+        let s: ValidatorExperimentSpec = serde_saphyr::from_str(
+            "template: {firedancer: {image: f, workload: bench}}\nsweep: {threads: [{name: verifyTiles, values: [2, 4, 6]}, {name: bankTiles, values: [2, 4, 6]}]}\nstrategy: {successiveHalving: {}}\ntrial: {warmup: {timeout: 1h}, measurement: {duration: 12h}}\nparallelism: 3\n",
+        )
+        .unwrap();
+        let c = crate::cost::plan_cost(&s, None).unwrap();
+        assert_eq!(c.trials.expected, 13);
+        // 9 x (0.5 + 4/3) + 3 x (0.5 + 4) + 1 x (0.5 + 12): 16.5 + 13.5 + 12.5.
+        assert!((c.node_hours.expected - 42.5).abs() < 1e-9, "{c:?}");
+        // 3 waves of the first rung, 1 of the second, 1 of the last.
+        assert_eq!(
+            c.wall_clock.expected,
+            Duration::from_secs(3 * 6600 + 16200 + 45000)
+        );
+        let grid = c.grid.unwrap();
+        assert_eq!(grid.trials, 9);
+        assert!((grid.node_hours - 112.5).abs() < 1e-9, "{grid:?}");
     }
 }

@@ -14,16 +14,18 @@
 
 mod answer;
 mod boundary;
+mod cost;
 pub mod placement;
-mod simulate;
 #[cfg(test)]
 mod tests;
 
+use std::time::Duration;
+
 use boundary::{Boundary, Evidence, boundary, of, ordered};
 use placement::picks;
-pub use simulate::simulate;
 
 use super::plan::PlannedTrial;
+use super::schedule::Schedule;
 use super::{Answer, Decision, Done, Strategy, TrialGroup, room};
 use crate::api::experiment::ValidatorExperimentSpec;
 use crate::api::strategy::BisectionSpec;
@@ -217,6 +219,24 @@ impl Strategy for Bisection {
             expected,
             done,
         }
+    }
+
+    fn schedule(
+        &self,
+        spec: &ValidatorExperimentSpec,
+        parallelism: u32,
+        window: Duration,
+    ) -> Schedule {
+        cost::schedule(spec, parallelism, window)
+    }
+
+    fn describe(
+        &self,
+        spec: &ValidatorExperimentSpec,
+        schedule: &Schedule,
+        parallelism: u32,
+    ) -> String {
+        cost::describe(spec, schedule, parallelism)
     }
 
     /// The boundary its trials show, with the value beyond it.
