@@ -12,6 +12,7 @@
 //! of them, and [`strategy_for`] the one place an experiment's is chosen: the reconciler,
 //! the status and `valtune plan` ask it and name no strategy.
 
+pub mod admission;
 pub mod bisection;
 pub mod build;
 pub mod grid;
@@ -23,6 +24,8 @@ pub mod successive_halving;
 
 use crate::api::experiment::{Recommendation, ValidatorExperimentSpec};
 use std::time::Duration;
+
+use kube::core::Rule;
 
 use crate::api::settings::TrialSettings;
 use crate::results::dataset::{Dataset, Tally};
@@ -45,6 +48,24 @@ pub trait Strategy: Sync {
 
     /// Whether an experiment runs it. [`strategy_for`] asks each of [`STRATEGIES`] in turn.
     fn runs(&self, spec: &ValidatorExperimentSpec) -> bool;
+
+    /// Its field under `spec.strategy`, if it is chosen there (the grid and a paired
+    /// comparison are not).
+    fn setting(&self) -> Option<Setting> {
+        None
+    }
+
+    /// Its own admission rules, on the experiment spec ([`admission`] adds those that
+    /// depend on every strategy). Each names the field to fix and how.
+    fn rules(&self) -> Vec<Rule> {
+        Vec::new()
+    }
+
+    /// Whether maxTrials bounds it rather than the sweep's size: it runs a part of the
+    /// sweep and stops at maxTrials, so a sweep larger than maxTrials is admitted.
+    fn bounded_by_max_trials(&self) -> bool {
+        false
+    }
 
     /// The next step of experiment `experiment` given every trial it has. Pure.
     fn decide(
@@ -108,6 +129,15 @@ pub trait Strategy: Sync {
     ) -> Answer {
         Answer::BestMeasured
     }
+}
+
+/// A strategy's field under `spec.strategy`, and what it does (for messages).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Setting {
+    /// "bisection".
+    pub field: &'static str,
+    /// "searches one ordered parameter".
+    pub does: &'static str,
 }
 
 /// What a strategy answers with.

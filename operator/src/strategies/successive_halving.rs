@@ -13,9 +13,11 @@
 
 use std::time::Duration;
 
+use kube::core::Rule;
+
 use super::plan::PlannedTrial;
 use super::schedule::{Bounds, Schedule, Stage};
-use super::{Answer, Decision, Done, Strategy, TrialGroup, room};
+use super::{Answer, Decision, Done, Setting, Strategy, TrialGroup, room};
 use crate::api::experiment::{Recommendation, ValidatorExperimentSpec};
 use crate::api::settings::{TrialSettings, human, parse_duration};
 use crate::api::trial::{TrialOutcome, TrialPhase, TrialResults};
@@ -174,6 +176,27 @@ impl Strategy for SuccessiveHalving {
 
     fn runs(&self, spec: &ValidatorExperimentSpec) -> bool {
         spec.strategy.successive_halving.is_some()
+    }
+
+    fn setting(&self) -> Option<Setting> {
+        Some(Setting {
+            field: "successiveHalving",
+            does: "finds the best point of any sweep",
+        })
+    }
+
+    /// Its rungs are its repetitions; it ranks points by the objective, not against a
+    /// baseline.
+    fn rules(&self) -> Vec<Rule> {
+        let halving = "has(self.strategy) && has(self.strategy.successiveHalving)";
+        vec![
+            Rule::new(format!("!({halving}) || self.trial.repetitions == 1"))
+                .message("strategy.successiveHalving runs each surviving point again with a longer window (its repetitions are its rungs): set trial.repetitions to 1")
+                .field_path(".trial.repetitions"),
+            Rule::new(format!("!({halving}) || !has(self.comparison)"))
+                .message("strategy.successiveHalving ranks points by the client's objective, not against a baseline: remove comparison (or the strategy, for a paired comparison)")
+                .field_path(".comparison"),
+        ]
     }
 
     fn decide(

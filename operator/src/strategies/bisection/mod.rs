@@ -16,17 +16,20 @@ mod answer;
 mod boundary;
 mod cost;
 pub mod placement;
+mod rules;
 #[cfg(test)]
 mod tests;
 
 use std::time::Duration;
+
+use kube::core::Rule;
 
 use boundary::{Boundary, Evidence, boundary, of, ordered};
 use placement::picks;
 
 use super::plan::PlannedTrial;
 use super::schedule::Schedule;
-use super::{Answer, Decision, Done, Strategy, TrialGroup, room};
+use super::{Answer, Decision, Done, Setting, Strategy, TrialGroup, room};
 use crate::api::experiment::ValidatorExperimentSpec;
 use crate::api::strategy::BisectionSpec;
 use crate::api::strategy::Seek;
@@ -50,6 +53,22 @@ impl Strategy for Bisection {
 
     fn runs(&self, spec: &ValidatorExperimentSpec) -> bool {
         spec.strategy.bisection.is_some()
+    }
+
+    fn setting(&self) -> Option<Setting> {
+        Some(Setting {
+            field: "bisection",
+            does: "searches one ordered parameter",
+        })
+    }
+
+    fn rules(&self) -> Vec<Rule> {
+        rules::rules()
+    }
+
+    /// It runs a part of the sweep, and stops at maxTrials.
+    fn bounded_by_max_trials(&self) -> bool {
+        true
     }
 
     fn decide(
