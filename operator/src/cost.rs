@@ -121,8 +121,8 @@ pub struct CostError {
     pub message: String,
 }
 
-/// The grid's cost: every point of the sweep, times the repetitions. `parallelism`
-/// overrides the spec's.
+/// What the experiment costs as its strategy runs it (the strategy's [`Schedule`], priced
+/// at the client's warm-up and the windows). `parallelism` overrides the spec's.
 pub fn plan_cost(
     spec: &ValidatorExperimentSpec,
     parallelism: Option<u32>,
