@@ -45,11 +45,19 @@ fn non_test_lines(src: &Path) -> BTreeMap<PathBuf, Vec<String>> {
         while i < all.len() {
             let line = all[i].trim();
             if line == "#[cfg(test)]" {
-                let next = all.get(i + 1).map_or("", |l| l.trim());
+                // Its item's first line, below any other attributes and doc comments.
+                let mut item = i + 1;
+                while all
+                    .get(item)
+                    .is_some_and(|l| l.trim().starts_with("#[") || l.trim().starts_with("///"))
+                {
+                    item += 1;
+                }
+                let next = all.get(item).map_or("", |l| l.trim());
                 if opens_inline_module(next) {
-                    let indent = all[i + 1].len() - all[i + 1].trim_start().len();
+                    let indent = all[item].len() - all[item].trim_start().len();
                     let close = format!("{}}}", " ".repeat(indent));
-                    let end = (i + 2..all.len()).find(|j| all[*j] == close);
+                    let end = (item + 1..all.len()).find(|j| all[*j] == close);
                     let after = end.map_or(0, |e| {
                         all[e + 1..].iter().filter(|l| !l.trim().is_empty()).count()
                     });
@@ -77,8 +85,9 @@ fn non_test_lines(src: &Path) -> BTreeMap<PathBuf, Vec<String>> {
                     test_files.insert(dir.join(format!("{name}.rs")));
                     test_files.insert(dir.join(name));
                 }
-                // Any other item under `#[cfg(test)]` (a field, a `use`) on one line.
-                i += 2;
+                // Any other item under `#[cfg(test)]` (a field, a `use`, a registry entry)
+                // on one line.
+                i = item + 1;
                 continue;
             }
             if !line.starts_with("//") {
@@ -191,7 +200,10 @@ fn the_scan_finds_a_cycle_and_skips_tests() {
         std::fs::write(p, text).unwrap();
     };
     write("lib.rs", "pub mod a;\npub mod b;\n");
-    write("a/mod.rs", "use crate::b::x;\n#[cfg(test)]\nmod tests;\n");
+    write(
+        "a/mod.rs",
+        "use crate::b::x;\n#[cfg(test)]\nmod tests;\nstruct S {\n    #[cfg(test)]\n    /// A test's.\n    #[serde(default)]\n    t: crate::c::T,\n}\n",
+    );
     write("a/tests.rs", "use crate::c::y;\n");
     write(
         "b.rs",

@@ -18,6 +18,10 @@ pub struct StrategySpec {
     /// longer one, until one is left, which runs the full window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub successive_halving: Option<SuccessiveHalvingSpec>,
+    /// Tests only: the toy strategy (strategies/toy.rs).
+    #[cfg(test)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toy: Option<crate::strategies::toy::ToySpec>,
 }
 
 /// Successive halving: rungs of windows growing by `eta` up to `trial.measurement.duration`.

@@ -21,6 +21,8 @@ pub mod paired;
 pub mod plan;
 pub mod schedule;
 pub mod successive_halving;
+#[cfg(test)]
+pub mod toy;
 
 use crate::api::experiment::{Recommendation, ValidatorExperimentSpec};
 use std::time::Duration;
@@ -38,6 +40,8 @@ use schedule::Schedule;
 pub static STRATEGIES: &[&dyn Strategy] = &[
     &bisection::Bisection,
     &successive_halving::SuccessiveHalving,
+    #[cfg(test)]
+    &toy::Toy,
     &paired::Paired,
     &grid::Grid,
 ];
