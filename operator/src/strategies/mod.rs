@@ -17,18 +17,17 @@ pub mod bisection;
 pub mod build;
 pub mod grid;
 pub mod paired;
-
 pub mod plan;
 pub mod schedule;
 pub mod successive_halving;
 #[cfg(test)]
 pub mod toy;
 
-use crate::api::experiment::{Recommendation, ValidatorExperimentSpec};
 use std::time::Duration;
 
 use kube::core::Rule;
 
+use crate::api::experiment::{Recommendation, ValidatorExperimentSpec};
 use crate::api::settings::TrialSettings;
 use crate::results::dataset::{Dataset, Tally};
 use plan::PlannedTrial;

@@ -31,8 +31,7 @@ use super::plan::PlannedTrial;
 use super::schedule::Schedule;
 use super::{Answer, Decision, Done, Setting, Strategy, TrialGroup, room};
 use crate::api::experiment::ValidatorExperimentSpec;
-use crate::api::strategy::BisectionSpec;
-use crate::api::strategy::Seek;
+use crate::api::strategy::{BisectionSpec, Seek};
 use crate::results::dataset::{Dataset, Point};
 
 pub struct Bisection;
