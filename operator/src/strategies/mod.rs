@@ -144,6 +144,8 @@ pub struct Setting {
 }
 
 /// What a strategy answers with.
+// Returned once per status computation and never stored: boxing would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Answer {
     /// An answer of its own (None: none yet, or none to give).
