@@ -8,9 +8,9 @@
 //! (trial.warmup.timeout), after which a trial ends TimedOut. Trials that end early (an
 //! OOM kill, a crash) cost less; a node lost or a retry costs more and is not counted.
 //!
-//! A grid runs every point, so its expected and worst trial counts are equal. A search
-//! strategy that stops early reports fewer expected trials through the same [`Cost`]
-//! (a strategy supplies its own `trials` bounds; [`plan_cost`] is the grid's).
+//! How many trials run, in how many waves and at which windows, is the strategy's to say
+//! (its [`Schedule`]): a grid runs every point, so its expected and worst trial counts
+//! are equal; a search that stops early expects fewer.
 
 use std::time::Duration;
 
@@ -20,17 +20,11 @@ use crate::api::ValidatorTrial;
 use crate::api::agave::AgaveWorkload;
 use crate::api::experiment::{NodeHours, ValidatorExperimentSpec};
 use crate::api::firedancer::FiredancerWorkload;
-use crate::api::settings::{WindowStart, parse_duration};
+use crate::api::settings::{WindowStart, human, parse_duration};
 use crate::api::template::ValidatorTemplate;
 use crate::strategies::plan::plan;
-use crate::strategies::{bisection, successive_halving};
-
-/// An expected and a worst value.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Bounds<T> {
-    pub expected: T,
-    pub worst: T,
-}
+pub use crate::strategies::schedule::{Bounds, Schedule};
+use crate::strategies::strategy_for;
 
 /// What an experiment will hold and for how long.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,8 +45,8 @@ pub struct Cost {
     pub wall_clock: Bounds<Duration>,
     /// For a search: what a grid of the same points would cost (expected).
     pub grid: Option<GridCost>,
-    /// Successive halving: each rung's trials and window (empty otherwise).
-    pub rungs: Vec<(u32, Duration)>,
+    /// What the strategy runs: its stages' trials, waves and windows.
+    pub schedule: Schedule,
 }
 
 /// A grid's expected cost, beside a search's.
@@ -127,8 +121,8 @@ pub struct CostError {
     pub message: String,
 }
 
-/// The grid's cost: every point of the sweep, times the repetitions. `parallelism`
-/// overrides the spec's.
+/// What the experiment costs as its strategy runs it (the strategy's [`Schedule`], priced
+/// at the client's warm-up and the windows). `parallelism` overrides the spec's.
 pub fn plan_cost(
     spec: &ValidatorExperimentSpec,
     parallelism: Option<u32>,
@@ -146,124 +140,44 @@ pub fn plan_cost(
     )?;
     let n = plan(&spec.sweep, spec.trial.repetitions).len() as u32;
     let parallelism = parallelism.unwrap_or(spec.parallelism.max(1) as u32).max(1);
-    let grid = Bounds {
-        expected: n,
-        worst: n,
-    };
-    let grid_waves = Bounds {
-        expected: n.div_ceil(parallelism),
-        worst: n.div_ceil(parallelism),
-    };
-    let (trials, waves) = if spec.strategy.bisection.is_some() {
-        let mut at = spec.clone();
-        at.parallelism = parallelism as i32;
-        let runs = bisection::simulate(&at);
-        let mean = |f: fn(&(usize, usize)) -> usize| {
-            (runs.iter().map(f).sum::<usize>() as f64 / runs.len().max(1) as f64).ceil() as u32
-        };
-        let most = |f: fn(&(usize, usize)) -> usize| runs.iter().map(f).max().unwrap_or(0) as u32;
-        (
-            Bounds {
-                expected: mean(|r| r.0),
-                worst: most(|r| r.0),
-            },
-            Bounds {
-                expected: mean(|r| r.1),
-                worst: most(|r| r.1),
-            },
-        )
-    } else if let Some(h) = &spec.strategy.successive_halving {
-        let sizes = successive_halving::rungs(spec.sweep.points(), h.eta());
-        let n: usize = sizes.iter().sum();
-        let waves: usize = sizes.iter().map(|s| s.div_ceil(parallelism as usize)).sum();
-        (
-            Bounds {
-                expected: n as u32,
-                worst: n as u32,
-            },
-            Bounds {
-                expected: waves as u32,
-                worst: waves as u32,
-            },
-        )
-    } else if let Some(c) = spec.comparison.as_ref().filter(|c| c.paired()) {
-        // Two trials a pair, `parallelism` pairs at a time: each other point against the
-        // baseline, and the A/A pair, per repetition.
-        let points = spec.sweep.points() as u32;
-        let pairs = (points.saturating_sub(1) + u32::from(c.aa_calibration))
-            * spec.trial.repetitions.max(1) as u32;
-        let waves = pairs.div_ceil(parallelism);
-        (
-            Bounds {
-                expected: 2 * pairs,
-                worst: 2 * pairs,
-            },
-            Bounds {
-                expected: waves,
-                worst: waves,
-            },
-        )
-    } else {
-        (grid, grid_waves)
-    };
+    let schedule = strategy_for(spec).schedule(spec, parallelism, window);
     let warmup = typical_warmup(&spec.template, spec.trial.measurement.from);
     // A trial cannot warm up longer than its limit.
+    let warm = Bounds {
+        expected: warmup.typical.min(warmup_limit),
+        worst: warmup_limit,
+    };
     let per_trial = Bounds {
-        expected: warmup.typical.min(warmup_limit) + window,
-        worst: warmup_limit + window,
+        expected: warm.expected + window,
+        worst: warm.worst + window,
     };
-    let mut node_hours = Bounds {
-        expected: hours(per_trial.expected) * trials.expected as f64,
-        worst: hours(per_trial.worst) * trials.worst as f64,
-    };
-    let mut wall_clock = Bounds {
-        expected: per_trial.expected * waves.expected,
-        worst: per_trial.worst * waves.worst,
-    };
-    // Successive halving: each rung's trials at its own window.
-    let mut rungs = Vec::new();
-    if let Some(h) = &spec.strategy.successive_halving {
-        let sizes = successive_halving::rungs(spec.sweep.points(), h.eta());
-        let (mut nh, mut wc) = ((0.0, 0.0), (Duration::ZERO, Duration::ZERO));
-        for (r, size) in sizes.iter().enumerate() {
-            let w = successive_halving::rung_window(window, h.eta(), r, sizes.len());
-            rungs.push((*size as u32, w));
-            let waves = size.div_ceil(parallelism as usize) as u32;
-            let (e, m) = (
-                per_trial.expected - window + w,
-                per_trial.worst - window + w,
-            );
-            nh = (
-                nh.0 + hours(e) * *size as f64,
-                nh.1 + hours(m) * *size as f64,
-            );
-            wc = (wc.0 + e * waves, wc.1 + m * waves);
-        }
-        node_hours = Bounds {
-            expected: nh.0,
-            worst: nh.1,
+    // Each stage's trials at its own window, its waves one after the other.
+    let (mut node_hours, mut wall_clock) = (Bounds::exactly(0.0), Bounds::exactly(Duration::ZERO));
+    for stage in &schedule.stages {
+        let each = Bounds {
+            expected: warm.expected + stage.window,
+            worst: warm.worst + stage.window,
         };
-        wall_clock = Bounds {
-            expected: wc.0,
-            worst: wc.1,
-        };
+        node_hours.expected += hours(each.expected) * f64::from(stage.trials.expected);
+        node_hours.worst += hours(each.worst) * f64::from(stage.trials.worst);
+        wall_clock.expected += each.expected * stage.waves.expected;
+        wall_clock.worst += each.worst * stage.waves.worst;
     }
-    let searches = spec.strategy.bisection.is_some() || spec.strategy.successive_halving.is_some();
     Ok(Cost {
         node_hours,
         wall_clock,
-        grid: searches.then(|| GridCost {
+        grid: schedule.searches.then(|| GridCost {
             trials: n,
             node_hours: hours(per_trial.expected) * n as f64,
-            wall_clock: per_trial.expected * grid_waves.expected,
+            wall_clock: per_trial.expected * n.div_ceil(parallelism),
         }),
-        trials,
+        trials: schedule.trials(),
         parallelism,
         warmup,
         warmup_limit,
         window,
         per_trial,
-        rungs,
+        schedule,
     })
 }
 
@@ -349,23 +263,6 @@ fn hours(d: Duration) -> f64 {
     d.as_secs_f64() / 3600.0
 }
 
-/// "12h", "1h30m", "10m", "45s".
-pub fn human(d: Duration) -> String {
-    let s = d.as_secs();
-    let (h, m, sec) = (s / 3600, s % 3600 / 60, s % 60);
-    let mut out = String::new();
-    if h > 0 {
-        out.push_str(&format!("{h}h"));
-    }
-    if m > 0 {
-        out.push_str(&format!("{m}m"));
-    }
-    if sec > 0 || out.is_empty() {
-        out.push_str(&format!("{sec}s"));
-    }
-    out
-}
-
 /// Node-hours, to one decimal below ten and whole above.
 pub fn node_hours(h: f64) -> String {
     if h < 10.0 {
@@ -396,17 +293,19 @@ impl Cost {
                 )
             })
             .unwrap_or_default();
-        let window = if self.rungs.is_empty() {
-            format!("{} window", human(self.window))
-        } else {
-            let each = |f: fn(&(u32, Duration)) -> String| {
-                self.rungs.iter().map(f).collect::<Vec<_>>().join(", ")
-            };
-            format!(
-                "a {} window in rungs of {} trials",
-                each(|r| human(r.1)),
-                each(|r| r.0.to_string())
-            )
+        let window = match self.schedule.stage {
+            None => format!("{} window", human(self.window)),
+            Some(stage) => {
+                let each = |f: fn(&crate::strategies::schedule::Stage) -> String| {
+                    let all: Vec<String> = self.schedule.stages.iter().map(f).collect();
+                    all.join(", ")
+                };
+                format!(
+                    "a {} window in {stage}s of {} trials",
+                    each(|s| human(s.window)),
+                    each(|s| s.trials.expected.to_string())
+                )
+            }
         };
         format!(
             "{count} x (about {} warm-up + {window}): about {} node-hours, {} at most (every warm-up at its {} limit); {} at a time: about {} wall-clock, {} at most{grid}",
@@ -445,31 +344,6 @@ mod tests {
         assert_eq!(
             c.summary(),
             "5 trials x (about 2h warm-up + 12h window): about 70 node-hours, 80 at most (every warm-up at its 4h limit); 3 at a time: about 28h wall-clock, 32h at most"
-        );
-    }
-
-    /// The quickstart's question at 64 GiB: 23 values, 128Gi to 1536Gi.
-    #[test]
-    fn a_bisection_costs_a_fraction_of_the_grid() {
-        let values: Vec<String> = (2..=24).map(|i| format!("{}Gi", i * 64)).collect();
-        let s = spec(&format!(
-            "template: {{agave: {{image: a}}}}\nsweep: {{memory: [{}]}}\nstrategy: {{bisection: {{}}}}\ntrial: {{warmup: {{timeout: 4h}}, measurement: {{duration: 12h}}}}\nparallelism: 3\n",
-            values.join(", ")
-        ));
-        let c = plan_cost(&s, None).unwrap();
-        let grid = c.grid.clone().unwrap();
-        assert_eq!(grid.trials, 23);
-        assert_eq!((c.trials.expected, c.trials.worst), (9, 11));
-        // Every trial here runs its whole window (an estimate before anything ran): the
-        // search costs 9/23 of the grid's node-hours and half its wall-clock.
-        assert!(c.node_hours.expected * 2.5 <= grid.node_hours, "{c:?}");
-        assert!(c.wall_clock.expected * 2 <= grid.wall_clock, "{c:?}");
-        assert!(
-            c.summary().contains(
-                "; a grid of the same points: 23 trials, about 322 node-hours, 112h wall-clock"
-            ),
-            "{}",
-            c.summary()
         );
     }
 
@@ -517,15 +391,8 @@ mod tests {
         assert_eq!(e.field, "spec.trial.measurement.duration");
     }
 
-    #[test]
-    fn durations_read_as_people_write_them() {
-        assert_eq!(human(Duration::from_secs(90 * MIN)), "1h30m");
-        assert_eq!(human(Duration::from_secs(36 * HOUR)), "36h");
-        assert_eq!(human(Duration::from_secs(45)), "45s");
-        assert_eq!(human(Duration::ZERO), "0s");
-    }
-
-    /// Every example's header states its cost as `valtune plan` computes it.
+    /// A trial that started, reached its window and finished at these seconds (None: not
+    /// yet).
     fn trial(started: Option<i64>, window: Option<i64>, finished: Option<i64>) -> ValidatorTrial {
         let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         let at = |h: Option<i64>| {
@@ -601,27 +468,6 @@ mod tests {
     }
 
     /// The grid's figure is every point with a whole window, whatever the strategy: the
-    /// Successive halving: 9 Firedancer bench layouts, eta 3, 30-minute warm-ups: rungs
-    /// of 9, 3 and 1 trials at 80 minutes, 4 hours and 12 hours.
-    #[test]
-    fn successive_halving_costs_its_rungs_windows() {
-        let s = spec(
-            "template: {firedancer: {image: f, workload: bench}}\nsweep: {threads: [{name: verifyTiles, values: [2, 4, 6]}, {name: bankTiles, values: [2, 4, 6]}]}\nstrategy: {successiveHalving: {}}\ntrial: {warmup: {timeout: 1h}, measurement: {duration: 12h}}\nparallelism: 3\n",
-        );
-        let c = plan_cost(&s, None).unwrap();
-        assert_eq!(c.trials.expected, 13);
-        // 9 x (0.5 + 4/3) + 3 x (0.5 + 4) + 1 x (0.5 + 12): 16.5 + 13.5 + 12.5.
-        assert!((c.node_hours.expected - 42.5).abs() < 1e-9, "{c:?}");
-        // 3 waves of the first rung, 1 of the second, 1 of the last.
-        assert_eq!(
-            c.wall_clock.expected,
-            Duration::from_secs(3 * 6600 + 16200 + 45000)
-        );
-        let grid = c.grid.unwrap();
-        assert_eq!(grid.trials, 9);
-        assert!((grid.node_hours - 112.5).abs() < 1e-9, "{grid:?}");
-    }
-
     /// bisection example's 21 sizes, at its observed warm-up or the client's typical one.
     #[test]
     fn a_grid_of_the_same_points_costs_every_point_a_whole_window() {
@@ -650,6 +496,7 @@ mod tests {
         );
     }
 
+    /// Every example's header states its cost as `valtune plan` computes it.
     #[test]
     fn every_example_header_states_its_computed_cost() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/examples");

@@ -1,6 +1,6 @@
 //! The CRDs valtune serves, as committed under crds/ and templated into the chart: the
 //! API types' schemas, plus the admission rules of every client's knob table and
-//! profile (generated, so rules and rendering come from one table).
+//! profile (generated, so rules and rendering come from one table) and of every strategy.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
@@ -11,7 +11,7 @@ use crate::api::{Validator, ValidatorExperiment, ValidatorTrial};
 pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
     let mut experiment = ValidatorExperiment::crd();
     add_spec_rules(&mut experiment, crate::clients::admission_rules());
-    add_spec_rules(&mut experiment, crate::api::strategy::rules());
+    add_spec_rules(&mut experiment, crate::strategies::admission::rules());
     add_spec_rules(&mut experiment, crate::api::comparison::rules());
     let validator = validator_crd(&experiment);
     vec![

@@ -7,7 +7,10 @@ pub mod clients;
 pub mod controller;
 pub mod cost;
 pub mod crd;
+#[cfg(test)]
+mod module_cycles;
 pub mod operator_metrics;
+pub mod readiness;
 pub mod report;
 pub mod results;
 pub mod runtime;

@@ -10,7 +10,7 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::Pod;
 use valtune::api::ValidatorExperiment;
 use valtune::clients::{self, RenderInput, client_for};
-use valtune::controller::experiment::build_trial;
+use valtune::strategies::build::build_trial;
 use valtune::strategies::plan::plan;
 use valtune_lab::sim::clients::{self as sim, Started};
 use valtune_lab::sim::clock::Clock;

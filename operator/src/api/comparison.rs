@@ -128,11 +128,6 @@ pub fn rules() -> Vec<kube::core::Rule> {
     // reconciled (controller/experiment/decide.rs): comparing the baseline's values with
     // the sweep's in CEL costs 27 times the API server's per-rule budget.
     vec![
-        Rule::new(format!(
-            "{when}!has(self.strategy) || !has(self.strategy.bisection)"
-        ))
-        .message("comparison cannot be combined with strategy.bisection (a bisection compares values by whether they keep up, not against a baseline): remove comparison, or remove strategy.bisection to run the grid against the baseline")
-        .field_path(".comparison"),
         Rule::new(format!("{when}{b}.all(k, {known})"))
             .message("comparison.baseline names a parameter the sweep does not vary: name only swept parameters (memory, cpu, allocator, heap, ..., a thread knob's or a knob's name)")
             .field_path(".comparison.baseline"),

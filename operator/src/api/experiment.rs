@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::comparison::ComparisonSpec;
 use super::settings::{MetricsSettings, TrialSettings};
 use super::strategy::StrategySpec;
-use super::sweep::{SweepSpec, cel_swept, trial_count_cel};
+use super::sweep::{SweepSpec, cel_swept};
 use super::template::ValidatorTemplate;
 
 /// The hard cap on `maxTrials`: keeps an experiment's trials listable and its status small.
@@ -18,20 +18,6 @@ pub const MAX_TRIALS_CAP: i32 = 1024;
 pub const MAX_NAME_LEN: usize = 40;
 /// Status rows kept per experiment (one per point, most informative first).
 pub const MAX_SUMMARY_ROWS: usize = 32;
-
-fn max_trials_rule() -> kube::core::Rule {
-    // A messageExpression quoting the count would be clearer, but the API server's cost
-    // estimate for string() in it exceeds the budget, so the message explains the sum.
-    // A bisection runs a part of the sweep: maxTrials bounds it instead.
-    kube::core::Rule::new(format!(
-        "(has(self.strategy) && has(self.strategy.bisection)) || {} <= self.maxTrials",
-        trial_count_cel()
-    ))
-        .message(format!(
-            "the sweep asks for more trials than maxTrials (trials = the product of the swept value counts times trial.repetitions): sweep fewer values, lower trial.repetitions, or raise maxTrials (at most {MAX_TRIALS_CAP})"
-        ).as_str())
-        .field_path(".maxTrials")
-}
 
 /// A tuning experiment: one trial per point of the sweep, each a validator pod on its own
 /// bare-metal node, measured through Prometheus.
@@ -64,7 +50,6 @@ fn max_trials_rule() -> kube::core::Rule {
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
-    validation = max_trials_rule(),
     validation = Rule::new(format!("has(self.template.resources.memory) || {}", cel_swept("memory")))
         .message("no memory given: set template.resources.memory or sweep it with sweep.memory")
         .field_path(".template.resources.memory"),

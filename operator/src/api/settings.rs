@@ -92,6 +92,24 @@ pub fn parse_duration(value: &str) -> Result<std::time::Duration, DurationError>
 #[error("{0:?} is not a duration such as 90s, 30m or 12h")]
 pub struct DurationError(pub String);
 
+/// A duration as people write it (and `parse_duration` reads it): "12h", "1h30m", "10m",
+/// "45s", to the second.
+pub fn human(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    let (h, m, sec) = (s / 3600, s % 3600 / 60, s % 60);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if sec > 0 || out.is_empty() {
+        out.push_str(&format!("{sec}s"));
+    }
+    out
+}
+
 impl Default for TrialSettings {
     fn default() -> Self {
         Self {
@@ -409,6 +427,19 @@ impl Default for MetricsSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        use std::time::Duration;
+        assert_eq!(human(Duration::from_secs(90 * 60)), "1h30m");
+        assert_eq!(human(Duration::from_secs(36 * 3600)), "36h");
+        assert_eq!(human(Duration::from_secs(45)), "45s");
+        assert_eq!(human(Duration::ZERO), "0s");
+        assert_eq!(
+            parse_duration(&human(Duration::from_secs(5405))),
+            Ok(Duration::from_secs(5405))
+        );
+    }
 
     #[test]
     fn remote_write_is_the_url_given_else_the_receiver_of_a_prometheus() {

@@ -18,6 +18,10 @@ pub struct StrategySpec {
     /// longer one, until one is left, which runs the full window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub successive_halving: Option<SuccessiveHalvingSpec>,
+    /// Tests only: the toy strategy (strategies/toy.rs).
+    #[cfg(test)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toy: Option<crate::strategies::toy::ToySpec>,
 }
 
 /// Successive halving: rungs of windows growing by `eta` up to `trial.measurement.duration`.
@@ -83,79 +87,6 @@ impl Default for BisectionSpec {
 pub enum Seek {
     Least,
     Most,
-}
-
-/// The sweep fields a bisection can search: their values have an order.
-pub const ORDERED_FIELDS: [&str; 8] = [
-    "memory",
-    "cpu",
-    "hugepages1Gi",
-    "programCacheEntries",
-    "threads",
-    "mallocArenaMax",
-    "heap",
-    "memoryPressure",
-];
-
-/// Swept fields whose values are names, with no order to bisect.
-pub const UNORDERED_FIELDS: [&str; 4] = ["allocator", "databaseMapMode", "sigverify", "knobs"];
-
-/// The experiment-level admission rules of strategies (on `ValidatorExperimentSpec`).
-pub fn rules() -> Vec<kube::core::Rule> {
-    use kube::core::Rule;
-    let has = |f: &str| format!("has(self.sweep.{f})");
-    // Lists of ordered fields, each thread knob, and each range (a range names an
-    // ordered parameter: its own rules refuse the others).
-    let lists: Vec<String> = ORDERED_FIELDS
-        .iter()
-        .filter(|f| **f != "threads")
-        .map(|f| has(f))
-        .collect();
-    let ordered_count = format!(
-        "[{}].filter(x, x).size() + (has(self.sweep.threads) ? size(self.sweep.threads) : 0) + (has(self.sweep.ranges) ? size(self.sweep.ranges) : 0)",
-        lists.join(", ")
-    );
-    let mut rules = vec![
-        Rule::new(format!(
-            "!has(self.strategy) || !has(self.strategy.bisection) || {ordered_count} == 1"
-        ))
-        .message(format!(
-            "strategy.bisection searches exactly one ordered parameter: sweep one of {} (one thread knob), as a list or a range, or remove strategy.bisection to run the grid",
-            ORDERED_FIELDS.join(", ")
-        ).as_str())
-        .field_path(".strategy.bisection"),
-        Rule::new("!has(self.strategy) || !has(self.strategy.bisection) || self.trial.repetitions == 1")
-            .message("strategy.bisection runs each point once and repeats the answer in its confirmation round: set trial.repetitions to 1")
-            .field_path(".trial.repetitions"),
-    ];
-    let halving = "has(self.strategy) && has(self.strategy.successiveHalving)";
-    rules.extend([
-        Rule::new(format!("!({halving}) || !has(self.strategy.bisection)"))
-            .message("set one strategy: strategy.bisection searches one ordered parameter, strategy.successiveHalving finds the best point of any sweep")
-            .field_path(".strategy"),
-        Rule::new(format!("!({halving}) || self.trial.repetitions == 1"))
-            .message("strategy.successiveHalving runs each surviving point again with a longer window (its repetitions are its rungs): set trial.repetitions to 1")
-            .field_path(".trial.repetitions"),
-        Rule::new(format!("!({halving}) || !has(self.comparison)"))
-            .message("strategy.successiveHalving ranks points by the client's objective, not against a baseline: remove comparison (or the strategy, for a paired comparison)")
-            .field_path(".comparison"),
-    ]);
-    for f in UNORDERED_FIELDS {
-        rules.push(
-            Rule::new(format!(
-                "!has(self.strategy) || !has(self.strategy.bisection) || !{}",
-                has(f)
-            ))
-            .message(
-                format!(
-                    "strategy.bisection cannot search sweep.{f}: its values have no order; remove strategy.bisection (the grid runs every value) or sweep an ordered parameter"
-                )
-                .as_str(),
-            )
-            .field_path(format!(".sweep.{f}").as_str()),
-        );
-    }
-    rules
 }
 
 impl BisectionSpec {

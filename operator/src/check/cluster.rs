@@ -18,7 +18,7 @@ use super::{Finding, Status};
 use crate::api::ValidatorExperiment;
 use crate::api::template::ValidatorTemplate;
 use crate::clients::RenderInput;
-use crate::controller::experiment::build_trial;
+use crate::strategies::build::build_trial;
 use crate::strategies::plan::plan;
 
 /// The label and taint docs/prepare-cluster.md puts on every validator machine, which the

@@ -9,9 +9,10 @@
 //! (`/api/v1/nodes/NODE/proxy/configz`, which needs `get nodes/proxy`).
 
 mod cluster;
-pub mod nodes;
-pub mod prometheus;
 pub mod selection;
+
+// The node and Prometheus reads the operator shares (readiness/), under their old names.
+pub use crate::readiness::{nodes, prometheus};
 
 pub use cluster::{Options, beyond_baseline, failed, run};
 

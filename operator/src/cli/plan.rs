@@ -1,13 +1,13 @@
 //! `valtune plan FILE`: an experiment's trials, node-hours and wall-clock, before
-//! anything runs (operator/src/cost.rs computes them).
+//! anything runs (its strategy's schedule, priced by operator/src/cost.rs).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
 use valtune::api::ValidatorExperiment;
-use valtune::cost::{Cost, human, node_hours, plan_cost};
-use valtune::strategies::plan::plan;
+use valtune::api::settings::human;
+use valtune::cost::{Cost, node_hours, plan_cost};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -40,55 +40,12 @@ pub fn render(vx: &ValidatorExperiment, cost: &Cost) -> String {
     let client = valtune::clients::client_for(&vx.spec.template)
         .map(|c| c.display().to_string())
         .unwrap_or_else(|e| e.to_string());
-    let n = cost.trials.expected;
-    let planned = plan(&vx.spec.sweep, vx.spec.trial.repetitions);
-    let mut out = match &cost.grid {
-        // A search: the values it chooses among, and its trials wherever the answer is.
-        Some(grid) if !cost.rungs.is_empty() => {
-            let rungs: Vec<String> = cost
-                .rungs
-                .iter()
-                .map(|(n, w)| format!("{n} x {}", human(*w)))
-                .collect();
-            let mut out = format!(
-                "experiment {name} ({client}): successive halving over {} points, {n} trials in rungs of {}, each up to {} at a time (a grid: {} trials)\n",
-                planned.len(),
-                rungs.join(", then "),
-                cost.parallelism,
-                grid.trials
-            );
-            let values: Vec<String> = planned.iter().map(|t| t.point.describe()).collect();
-            out.push_str(&format!("  points: {}\n", values.join(", ")));
-            out
-        }
-        Some(grid) => {
-            let mut out = format!(
-                "experiment {name} ({client}): a bisection over {} values, about {n} trials ({} at most) wherever the answer lies, {} at a time (a grid: {} trials)\n",
-                planned.len(),
-                cost.trials.worst,
-                cost.parallelism,
-                grid.trials
-            );
-            let values: Vec<String> = planned.iter().map(|t| t.point.describe()).collect();
-            out.push_str(&format!("  values: {}\n", values.join(", ")));
-            out
-        }
-        None => {
-            let mut out = format!(
-                "experiment {name} ({client}): {n} {}, {} at a time\n",
-                if n == 1 { "trial" } else { "trials" },
-                cost.parallelism
-            );
-            for t in &planned {
-                out.push_str(&format!(
-                    "  {:<48} repetition {}\n",
-                    t.point.describe(),
-                    t.repetition
-                ));
-            }
-            out
-        }
-    };
+    // What the strategy runs, in its words.
+    let strategy = valtune::strategies::strategy_for(&vx.spec);
+    let mut out = format!(
+        "experiment {name} ({client}): {}",
+        strategy.describe(&vx.spec, &cost.schedule, cost.parallelism)
+    );
     let r = &vx.spec.template.resources;
     let memory = vx
         .spec
@@ -103,29 +60,28 @@ pub fn render(vx: &ValidatorExperiment, cost: &Cost) -> String {
         "each trial holds one node ({} CPUs, up to {memory} of memory) for its warm-up (at most {}) and {}\n",
         r.cpu,
         human(cost.warmup_limit),
-        if cost.rungs.is_empty() {
-            format!("a {} window", human(cost.window))
-        } else {
-            format!("its rung's window (the last {})", human(cost.window))
+        match cost.schedule.stage {
+            None => format!("a {} window", human(cost.window)),
+            Some(stage) => format!("its {stage}'s window (the last {})", human(cost.window)),
         }
     ));
-    // A trial runs its warm-up and its window: successive halving's rungs, each its own.
+    // A trial runs its warm-up and its window: a stage's own, where its strategy has them.
     let per_trial = |per: Duration| {
-        if cost.rungs.is_empty() {
+        if cost.schedule.stage.is_none() {
             human(per)
         } else {
             let each: Vec<String> = cost
-                .rungs
+                .schedule
+                .stages
                 .iter()
-                .map(|(_, w)| human(per.saturating_sub(cost.window) + *w))
+                .map(|s| human(per.saturating_sub(cost.window) + s.window))
                 .collect();
             each.join(", ")
         }
     };
-    let header = if cost.rungs.is_empty() {
-        "PER TRIAL"
-    } else {
-        "PER TRIAL (BY RUNG)"
+    let header = match cost.schedule.stage {
+        None => "PER TRIAL".to_string(),
+        Some(stage) => format!("PER TRIAL (BY {})", stage.to_uppercase()),
     };
     let width = [cost.per_trial.expected, cost.per_trial.worst]
         .map(|p| per_trial(p).len())

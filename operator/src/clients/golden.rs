@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use crate::api::ValidatorExperiment;
 use crate::api::trial::ValidatorTrial;
 use crate::clients::RenderInput;
-use crate::controller::experiment::build_trial;
+use crate::strategies::build::build_trial;
 
 /// The trial of an experiment's `index`-th planned point (the operator's own builder).
 pub fn trial(yaml: &str, index: usize) -> ValidatorTrial {

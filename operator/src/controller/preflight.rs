@@ -6,7 +6,7 @@
 //! a receiver known to be off holds trials back; an unreachable Prometheus is the trials'
 //! own business (they wait out outages: docs/metrics.md).
 //!
-//! The probe is `valtune check`'s (check/prometheus.rs), answered from a cache so a
+//! The probe is `valtune check`'s (readiness/prometheus.rs), answered from a cache so a
 //! reconcile costs no request while an answer is fresh.
 
 use std::collections::HashMap;
@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use super::Context;
 use super::status::condition;
 use crate::api::experiment::ValidatorExperiment;
-use crate::check::prometheus::{Reach, Receiver, receiver};
+use crate::readiness::prometheus::{Reach, Receiver, receiver};
 
 /// How long a probe's answer is trusted.
 const FRESH: Duration = Duration::from_secs(30);
@@ -108,7 +108,7 @@ pub fn verdict(answer: &Receiver, url: &str, vx: &ValidatorExperiment, now: Time
                 "RemoteWriteReceiverOff",
                 format!(
                     "waiting to start trials: this client's datapoints are remote-written to {url}, which answered \"{said}\"; its trials would measure nothing. Turn the receiver on ({}), or point spec.metrics.remoteWriteUrl at one that accepts writes",
-                    crate::check::prometheus::RECEIVER_FIX
+                    crate::readiness::prometheus::RECEIVER_FIX
                 ),
             ),
         },

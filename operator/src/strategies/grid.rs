@@ -1,7 +1,10 @@
 //! The grid: every point of the sweep, `repetitions` times, in plan order (every point
 //! once before any repeats), up to `parallelism` at a time.
 
+use std::time::Duration;
+
 use super::plan::plan;
+use super::schedule::Schedule;
 use super::{Decision, Done, Strategy, TrialGroup, room};
 use crate::api::experiment::ValidatorExperimentSpec;
 use crate::results::dataset::Dataset;
@@ -11,6 +14,10 @@ pub struct Grid;
 impl Strategy for Grid {
     fn name(&self) -> &'static str {
         "grid"
+    }
+
+    fn runs(&self, _spec: &ValidatorExperimentSpec) -> bool {
+        true
     }
 
     fn decide(
@@ -45,6 +52,17 @@ impl Strategy for Grid {
             stop: Vec::new(),
             done,
         }
+    }
+
+    /// Every trial of the plan, in waves of `parallelism`.
+    fn schedule(
+        &self,
+        spec: &ValidatorExperimentSpec,
+        parallelism: u32,
+        window: Duration,
+    ) -> Schedule {
+        let n = plan(&spec.sweep, spec.trial.repetitions).len() as u32;
+        Schedule::all(n, parallelism, window)
     }
 }
 

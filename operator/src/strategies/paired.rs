@@ -7,8 +7,10 @@
 //! `parallelism` counts pairs.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use super::plan::{PairSlot, PlannedTrial};
+use super::schedule::{Bounds, Schedule, Stage};
 use super::{Decision, Done, Strategy, TrialGroup, failed_limit_reached};
 use crate::api::experiment::ValidatorExperimentSpec;
 use crate::api::sweep::TrialPoint;
@@ -70,6 +72,10 @@ pub fn plan_pairs(spec: &ValidatorExperimentSpec, baseline: &TrialPoint) -> Vec<
 impl Strategy for Paired {
     fn name(&self) -> &'static str {
         "paired"
+    }
+
+    fn runs(&self, spec: &ValidatorExperimentSpec) -> bool {
+        spec.comparison.as_ref().is_some_and(|c| c.paired())
     }
 
     fn decide(
@@ -186,6 +192,29 @@ impl Strategy for Paired {
             start,
             stop: Vec::new(),
             done,
+        }
+    }
+
+    /// Two trials a pair, `parallelism` pairs at a time: each other point against the
+    /// baseline, and the A/A pair, per repetition.
+    fn schedule(
+        &self,
+        spec: &ValidatorExperimentSpec,
+        parallelism: u32,
+        window: Duration,
+    ) -> Schedule {
+        let aa = spec.comparison.as_ref().is_some_and(|c| c.aa_calibration);
+        let pairs = (spec.sweep.points() as u32).saturating_sub(1) + u32::from(aa);
+        let pairs = pairs * spec.trial.repetitions.max(1) as u32;
+        let waves = pairs.div_ceil(parallelism.max(1));
+        Schedule {
+            stages: vec![Stage {
+                trials: Bounds::exactly(2 * pairs),
+                waves: Bounds::exactly(waves),
+                window,
+            }],
+            stage: None,
+            searches: false,
         }
     }
 }

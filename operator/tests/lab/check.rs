@@ -11,7 +11,7 @@ use serde_json::json;
 use valtune::api::ValidatorExperiment;
 use valtune::api::experiment::ExperimentPhase;
 use valtune::api::trial::{TrialOutcome, ValidatorTrial};
-use valtune::controller::experiment::build_trial;
+use valtune::strategies::build::build_trial;
 use valtune::strategies::plan::plan;
 
 use crate::common::{Lab, create, example, lab, merge, repo_root, trials, wait_finished, wait_for};

@@ -99,7 +99,7 @@ async fn the_bisection_example_finds_the_least_memory_that_keeps_up_and_confirms
         "{tried:?}"
     );
     // Rounds placed low (384Gi and 768Gi; then 448Gi and 576Gi), 512Gi alone, then the
-    // confirmation: 7 trials of the 21 a grid runs (strategies/placement.rs), and no
+    // confirmation: 7 trials of the 21 a grid runs (strategies/bisection/placement.rs), and no
     // trial below 384Gi or above 768Gi.
     assert_eq!(all.len(), 7, "{tried:?}");
     for m in [

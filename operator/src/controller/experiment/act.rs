@@ -200,7 +200,7 @@ mod tests {
         crate::strategies::plan::plan(&vx.spec.sweep, 16)
             .iter()
             .take(n)
-            .map(|p| super::super::build_trial(&vx, p).unwrap())
+            .map(|p| crate::strategies::build::build_trial(&vx, p).unwrap())
             .collect()
     }
 

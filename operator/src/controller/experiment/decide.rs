@@ -7,13 +7,13 @@ use std::collections::BTreeSet;
 use jiff::Timestamp;
 use kube::ResourceExt;
 
-use super::build::build_trial;
 use super::summary::compute_status;
 use crate::api::experiment::{ValidatorExperiment, ValidatorExperimentStatus};
 use crate::api::trial::{TrialPhase, ValidatorTrial};
 use crate::clients;
 use crate::cost;
 use crate::results::dataset::{Dataset, NodeSlot};
+use crate::strategies::build::build_trial;
 use crate::strategies::{Decision, Done, failed_limit_reached, strategy_for};
 
 /// What a pass does.

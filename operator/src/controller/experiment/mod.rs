@@ -3,7 +3,6 @@
 //! (create and delete trials, events) -> the status, pure, written when it changed.
 
 mod act;
-mod build;
 mod compare;
 mod decide;
 mod observe;
@@ -16,7 +15,6 @@ use kube::runtime::controller::Action;
 
 use super::{Context, Error, Result, name_of, now};
 use crate::api::experiment::ValidatorExperiment;
-pub use build::build_trial;
 pub use summary::{compute_status, recommend};
 
 pub async fn reconcile(vx: Arc<ValidatorExperiment>, ctx: Arc<Context>) -> Result<Action> {

@@ -12,9 +12,9 @@ use super::kube_err;
 use crate::api::labels;
 use crate::api::template::Placement;
 use crate::api::{ValidatorExperiment, ValidatorTrial};
-use crate::check::nodes::{eligible, ready};
 use crate::clients::pod::EXCLUSIVE_LABEL;
 use crate::controller::{Context, Error, Result};
+use crate::readiness::nodes::{eligible, ready};
 use crate::results::dataset::{HOSTNAME_LABEL, NodeSlot};
 
 /// The trials labelled with the experiment's name that it owns (by uid: the trials of an
@@ -159,7 +159,7 @@ mod unseen_tests {
         )
         .unwrap();
         let planned = crate::strategies::plan::plan(&vx.spec.sweep, 1);
-        let mut t = super::super::build_trial(&vx, &planned[0]).unwrap();
+        let mut t = crate::strategies::build::build_trial(&vx, &planned[0]).unwrap();
         t.metadata.name = Some(name.into());
         t
     }

@@ -12,15 +12,12 @@ use crate::api::experiment::{
     ValidatorExperiment, ValidatorExperimentStatus,
 };
 use crate::api::quantity::{Bytes, parse_quantity};
-use crate::api::strategy::{BisectionSpec, Seek};
 use crate::api::trial::TrialResults;
 use crate::controller::status::condition;
 use crate::results::analysis::round2;
 use crate::results::dataset::{Dataset, Point};
 use crate::results::stats;
-use crate::strategies::bisection::{self, Evidence};
-use crate::strategies::successive_halving;
-use crate::strategies::{Decision, failed_limit_reached};
+use crate::strategies::{Answer, Decision, failed_limit_reached, strategy_for};
 
 /// The experiment's status from its strategy's decision and its trials. Pure.
 pub fn compute_status(
@@ -237,8 +234,9 @@ fn summarize(data: &Dataset) -> (Vec<SummaryRow>, bool) {
     (rows, truncated)
 }
 
-/// The smallest memory whose every finished repetition kept up (memory sweeps), or the
-/// best mean of the client's objective among points that kept up (other sweeps). Pure.
+/// The strategy's own answer, if it has one; else the smallest memory whose every finished
+/// repetition kept up (memory sweeps), or the best mean of the client's objective among
+/// points that kept up (other sweeps). Pure.
 pub fn recommend(
     vx: &ValidatorExperiment,
     data: &Dataset,
@@ -258,24 +256,8 @@ pub fn recommend(
     };
     // The trial a recommendation names: its point's first finished repetition.
     let first_trial = |p: &Point| p.finished().next().map(|t| t.name.clone());
-    if let Some((settings, seek)) = bisection::of(&vx.spec, data) {
-        return bisection_answer(data, &settings, seek, &provisional);
-    }
-    if vx.spec.strategy.successive_halving.is_some() {
-        // Its answer is the point that survived every rung, measured over the full
-        // window; until then, none (a short window's leader is not an answer).
-        let (best, value, trial) = successive_halving::winner(&vx.spec, data)?;
-        let objective = successive_halving::objective(&vx.spec);
-        return Some(Recommendation {
-            summary: best.point.describe(),
-            reason: format!(
-                "the best {} ({value} over the full window) after every rung of successive halving{provisional}",
-                objective.name
-            ),
-            trial,
-            support: best.kept_up_support(),
-            point: Some(best.point.clone()),
-        });
+    if let Answer::Own(answer) = strategy_for(&vx.spec).answer(&vx.spec, data, &provisional) {
+        return answer;
     }
     if vx.spec.sweep.resolved().memory.is_some() {
         let best = kept_up.iter().min_by_key(|p| memory_of(p))?;
@@ -372,52 +354,6 @@ pub fn recommend(
             objective.name
         ),
         trial: first_trial(best)?,
-        support: (!support.is_empty()).then_some(support),
-        point: Some(best.point.clone()),
-    })
-}
-
-/// A bisection's answer: the boundary value its trials show, with the value beyond it.
-fn bisection_answer(
-    data: &Dataset,
-    settings: &BisectionSpec,
-    seek: Seek,
-    provisional: &str,
-) -> Option<Recommendation> {
-    let points = bisection::ordered(data, seek);
-    let evidence: Vec<Evidence> = points.iter().map(|p| Evidence::of(p)).collect();
-    let b = bisection::boundary(&evidence, settings.retries);
-    let best = points[b.hi?];
-    let end = match seek {
-        Seek::Least => "least",
-        Seek::Most => "most",
-    };
-    let mut reason = format!("the {end} value that kept up with the chain");
-    if let Some(lo) = b.lo {
-        reason.push_str(&format!("; {} did not", points[lo].point.describe()));
-    }
-    if !b.non_monotone.is_empty() {
-        let values: Vec<String> = b
-            .non_monotone
-            .iter()
-            .map(|i| points[*i].point.describe())
-            .collect();
-        reason.push_str(&format!(
-            "; non-monotone: {} kept up too",
-            values.join(", ")
-        ));
-    }
-    reason.push_str(provisional);
-    let support = [Some(best), b.lo.map(|l| points[l])]
-        .into_iter()
-        .flatten()
-        .filter_map(|p| Some(format!("{}: {}", p.point.describe(), p.kept_up_support()?)))
-        .collect::<Vec<_>>()
-        .join("; ");
-    Some(Recommendation {
-        summary: best.point.describe(),
-        reason,
-        trial: best.finished().next()?.name.clone(),
         support: (!support.is_empty()).then_some(support),
         point: Some(best.point.clone()),
     })

@@ -1,6 +1,5 @@
 use std::collections::BTreeMap;
 
-use super::build::build_trial;
 use super::decide::{decide, never_hang, status};
 use crate::api::experiment::{
     ExperimentPhase, MAX_SUMMARY_ROWS, ValidatorExperiment, ValidatorExperimentStatus,
@@ -8,6 +7,7 @@ use crate::api::experiment::{
 use crate::api::trial::TrialOutcome;
 use crate::api::trial::{TrialPhase, TrialResults, ValidatorTrial, ValidatorTrialStatus};
 use crate::results::dataset::Dataset;
+use crate::strategies::build::build_trial;
 use crate::strategies::plan::{PlannedTrial, plan};
 use crate::strategies::{Decision, TrialGroup};
 use jiff::Timestamp;

@@ -153,9 +153,58 @@ fn plan(known: &[Plan], n: usize, p: usize, fail: f64) -> Plan {
     best
 }
 
+/// A round's picks among `open` (sorted indices, between `lo` and `hi`) for `parallelism`
+/// points: the placement of least expected cost ([`placement`]), or the k-section's even
+/// spread where that is not computed.
+pub fn picks(
+    open: &[usize],
+    lo: Option<usize>,
+    hi: usize,
+    parallelism: usize,
+    fail: f64,
+) -> Vec<usize> {
+    if parallelism == 0 {
+        return Vec::new();
+    }
+    match placement(open.len(), parallelism, fail) {
+        Some(positions) => positions.into_iter().map(|i| open[i]).collect(),
+        None => spread(open, lo, hi, parallelism),
+    }
+}
+
+/// Up to `k` of `open` (sorted), spread evenly over (lo, hi): the k-section's picks.
+pub fn spread(open: &[usize], lo: Option<usize>, hi: usize, k: usize) -> Vec<usize> {
+    let k = k.min(open.len());
+    let lo = lo.map_or(-1.0, |l| l as f64);
+    let mut picked: Vec<usize> = Vec::with_capacity(k);
+    for j in 1..=k {
+        let target = lo + (hi as f64 - lo) * j as f64 / (k + 1) as f64;
+        if let Some(best) = open.iter().filter(|i| !picked.contains(i)).min_by(|a, b| {
+            (**a as f64 - target)
+                .abs()
+                .total_cmp(&(**b as f64 - target).abs())
+                .then(a.cmp(b))
+        }) {
+            picked.push(*best);
+        }
+    }
+    picked.sort_unstable();
+    picked
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_round_spreads_its_points_evenly() {
+        let all: Vec<usize> = (0..23).collect();
+        assert_eq!(spread(&all, None, 23, 3), [5, 11, 17]);
+        assert_eq!(spread(&all, None, 23, 1), [11]);
+        assert_eq!(spread(&[6, 7, 8, 9, 10], Some(5), 11, 3), [6, 8, 9]);
+        assert_eq!(spread(&[6], Some(5), 7, 3), [6]);
+        assert_eq!(spread(&[6, 7], Some(5), 8, 0), Vec::<usize>::new());
+    }
 
     /// The rounds a search over `n` values takes at worst when every round is placed.
     fn worst(n: usize, p: usize, fail: f64) -> usize {

@@ -13,10 +13,13 @@
 
 use std::time::Duration;
 
+use kube::core::Rule;
+
 use super::plan::PlannedTrial;
-use super::{Decision, Done, Strategy, TrialGroup, room};
-use crate::api::experiment::ValidatorExperimentSpec;
-use crate::api::settings::parse_duration;
+use super::schedule::{Bounds, Schedule, Stage};
+use super::{Answer, Decision, Done, Setting, Strategy, TrialGroup, room};
+use crate::api::experiment::{Recommendation, ValidatorExperimentSpec};
+use crate::api::settings::{TrialSettings, human, parse_duration};
 use crate::api::trial::{TrialOutcome, TrialPhase, TrialResults};
 use crate::clients::profile::Objective;
 use crate::results::dataset::{Dataset, Point, TrialRecord};
@@ -171,6 +174,31 @@ impl Strategy for SuccessiveHalving {
         "successiveHalving"
     }
 
+    fn runs(&self, spec: &ValidatorExperimentSpec) -> bool {
+        spec.strategy.successive_halving.is_some()
+    }
+
+    fn setting(&self) -> Option<Setting> {
+        Some(Setting {
+            field: "successiveHalving",
+            does: "finds the best point of any sweep",
+        })
+    }
+
+    /// Its rungs are its repetitions; it ranks points by the objective, not against a
+    /// baseline.
+    fn rules(&self) -> Vec<Rule> {
+        let halving = "has(self.strategy) && has(self.strategy.successiveHalving)";
+        vec![
+            Rule::new(format!("!({halving}) || self.trial.repetitions == 1"))
+                .message("strategy.successiveHalving runs each surviving point again with a longer window (its repetitions are its rungs): set trial.repetitions to 1")
+                .field_path(".trial.repetitions"),
+            Rule::new(format!("!({halving}) || !has(self.comparison)"))
+                .message("strategy.successiveHalving ranks points by the client's objective, not against a baseline: remove comparison (or the strategy, for a paired comparison)")
+                .field_path(".comparison"),
+        ]
+    }
+
     fn decide(
         &self,
         experiment: &str,
@@ -238,6 +266,105 @@ impl Strategy for SuccessiveHalving {
             done,
         }
     }
+
+    /// Each rung's trials at its own window, the rung's waves of `parallelism` one after
+    /// the other.
+    fn schedule(
+        &self,
+        spec: &ValidatorExperimentSpec,
+        parallelism: u32,
+        window: Duration,
+    ) -> Schedule {
+        let eta = spec
+            .strategy
+            .successive_halving
+            .clone()
+            .unwrap_or_default()
+            .eta();
+        let sizes = rungs(spec.sweep.points(), eta);
+        let stages = sizes
+            .iter()
+            .enumerate()
+            .map(|(r, size)| Stage {
+                trials: Bounds::exactly(*size as u32),
+                waves: Bounds::exactly(size.div_ceil(parallelism.max(1) as usize) as u32),
+                window: rung_window(window, eta, r, sizes.len()),
+            })
+            .collect();
+        Schedule {
+            stages,
+            stage: Some("rung"),
+            searches: true,
+        }
+    }
+
+    fn describe(
+        &self,
+        spec: &ValidatorExperimentSpec,
+        schedule: &Schedule,
+        parallelism: u32,
+    ) -> String {
+        let points: Vec<String> = super::plan::plan(&spec.sweep, spec.trial.repetitions)
+            .iter()
+            .map(|t| t.point.describe())
+            .collect();
+        let rungs: Vec<String> = schedule
+            .stages
+            .iter()
+            .map(|s| format!("{} x {}", s.trials.expected, human(s.window)))
+            .collect();
+        format!(
+            "successive halving over {} points, {} trials in rungs of {}, each up to {parallelism} at a time (a grid: {} trials)\n  points: {}\n",
+            points.len(),
+            schedule.trials().expected,
+            rungs.join(", then "),
+            points.len(),
+            points.join(", ")
+        )
+    }
+
+    /// A rung's trials measure over its window.
+    fn trial_settings(
+        &self,
+        spec: &ValidatorExperimentSpec,
+        trial: &PlannedTrial,
+    ) -> TrialSettings {
+        let mut settings = spec.trial.clone();
+        if let Some(window) = window(spec, trial.repetition) {
+            settings.measurement.duration = window;
+        }
+        settings
+    }
+
+    /// The point that survived every rung, measured over the full window; until then
+    /// none (a short window's leader is not an answer).
+    fn answer(
+        &self,
+        spec: &ValidatorExperimentSpec,
+        trials: &Dataset,
+        provisional: &str,
+    ) -> Answer {
+        Answer::Own(answer(spec, trials, provisional))
+    }
+}
+
+/// The winner as the recommendation, once the last rung has measured it.
+fn answer(
+    spec: &ValidatorExperimentSpec,
+    data: &Dataset,
+    provisional: &str,
+) -> Option<Recommendation> {
+    let (best, value, trial) = winner(spec, data)?;
+    Some(Recommendation {
+        summary: best.point.describe(),
+        reason: format!(
+            "the best {} ({value} over the full window) after every rung of successive halving{provisional}",
+            objective(spec).name
+        ),
+        trial,
+        support: best.kept_up_support(),
+        point: Some(best.point.clone()),
+    })
 }
 
 /// The halving's conclusion once its last reached rung has finished.
@@ -278,264 +405,4 @@ fn finished(points: &[&Point], s: &Standing, sizes: &[usize], objective: &Object
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::trial::TrialPhase::*;
-
-    const EXPERIMENT: &str = "alloc";
-
-    /// Besu: 4 points (allocator x arenas), a 12h window.
-    fn spec(extra: &str) -> ValidatorExperimentSpec {
-        serde_saphyr::from_str(&format!(
-            "template: {{besu: {{image: hyperledger/besu:25.12.0}}}}\nsweep: {{allocator: [jemalloc, glibc], mallocArenaMax: [1, 4]}}\nstrategy: {{successiveHalving: {{eta: 2}}}}\ntrial: {{measurement: {{duration: 12h}}}}\n{extra}"
-        ))
-        .unwrap()
-    }
-
-    #[test]
-    fn rungs_keep_a_fraction_down_to_one() {
-        // (points, eta, sizes)
-        let cases: [(usize, usize, &[usize]); 6] = [
-            (4, 2, &[4, 2, 1]),
-            (4, 3, &[4, 1]),
-            (9, 3, &[9, 3, 1]),
-            (10, 3, &[10, 3, 1]),
-            (2, 4, &[2, 1]),
-            (1, 3, &[1]),
-        ];
-        for (points, eta, sizes) in cases {
-            assert_eq!(rungs(points, eta), sizes, "{points} points, eta {eta}");
-        }
-    }
-
-    #[test]
-    fn windows_grow_by_eta_to_the_full_window() {
-        let full = Duration::from_secs(12 * 3600);
-        let w: Vec<String> = (0..3)
-            .map(|r| duration_text(rung_window(full, 2, r, 3)))
-            .collect();
-        assert_eq!(w, ["3h", "6h", "12h"]);
-        assert_eq!(duration_text(Duration::from_millis(3333)), "3333ms");
-        let s = spec("");
-        assert_eq!(window(&s, 1).as_deref(), Some("3h"));
-        assert_eq!(window(&s, 3).as_deref(), Some("12h"));
-        let mut grid = spec("");
-        grid.strategy.successive_halving = None;
-        assert_eq!(window(&grid, 1), None);
-    }
-
-    /// Block processing p95 (ms) per point in the sweep's order: jemalloc/1, jemalloc/4,
-    /// glibc/1, glibc/4 (lower is better).
-    const P95: [f64; 4] = [100.0, 101.0, 108.0, 103.0];
-
-    fn trial(
-        s: &ValidatorExperimentSpec,
-        index: usize,
-        rung: usize,
-        phase: TrialPhase,
-        outcome: Option<TrialOutcome>,
-    ) -> TrialRecord {
-        let p = PlannedTrial {
-            point: s.sweep.expand()[index].clone(),
-            repetition: rung as i32 + 1,
-            pair: None,
-        };
-        let mut results = TrialResults::default();
-        results.figures.insert(
-            crate::clients::besu::profile::P95.into(),
-            P95[index] + rung as f64,
-        );
-        TrialRecord {
-            name: p.name(EXPERIMENT),
-            point: p.point,
-            repetition: p.repetition,
-            phase,
-            outcome,
-            results: Some(results),
-            ..Default::default()
-        }
-    }
-
-    fn kept(s: &ValidatorExperimentSpec, index: usize, rung: usize) -> TrialRecord {
-        trial(s, index, rung, Succeeded, Some(TrialOutcome::KeptUp))
-    }
-
-    fn started(d: &Decision) -> Vec<String> {
-        d.start
-            .iter()
-            .flat_map(|g| &g.0)
-            .map(|p| format!("{} {}", p.point.describe(), p.repetition))
-            .collect()
-    }
-
-    /// The table: the trials there are, what it starts, whether it is done, and the trial
-    /// count it expects.
-    #[test]
-    fn successive_halving_decides() {
-        type Trials = fn(&ValidatorExperimentSpec) -> Vec<TrialRecord>;
-        // (case, spec additions, trials, started, done's reason, expected)
-        type Case = (
-            &'static str,
-            &'static str,
-            Trials,
-            &'static [&'static str],
-            Option<&'static str>,
-            usize,
-        );
-        let cases: [Case; 8] = [
-            (
-                "the first rung, side by side",
-                "parallelism: 4",
-                |_| vec![],
-                &[
-                    "allocator=jemalloc mallocArenaMax=1 1",
-                    "allocator=jemalloc mallocArenaMax=4 1",
-                    "allocator=glibc mallocArenaMax=1 1",
-                    "allocator=glibc mallocArenaMax=4 1",
-                ],
-                None,
-                7,
-            ),
-            (
-                "never more than parallelism",
-                "parallelism: 2",
-                |_| vec![],
-                &[
-                    "allocator=jemalloc mallocArenaMax=1 1",
-                    "allocator=jemalloc mallocArenaMax=4 1",
-                ],
-                None,
-                7,
-            ),
-            (
-                "a rung waits for its last trial",
-                "parallelism: 4",
-                |s| {
-                    vec![
-                        kept(s, 0, 0),
-                        kept(s, 1, 0),
-                        kept(s, 2, 0),
-                        trial(s, 3, 0, Measuring, None),
-                    ]
-                },
-                &[],
-                None,
-                7,
-            ),
-            (
-                "the best half goes on with a longer window",
-                "parallelism: 4",
-                |s| (0..4).map(|i| kept(s, i, 0)).collect(),
-                &[
-                    "allocator=jemalloc mallocArenaMax=1 2",
-                    "allocator=jemalloc mallocArenaMax=4 2",
-                ],
-                None,
-                7,
-            ),
-            (
-                "a point that fell behind is out, whatever its figure",
-                "parallelism: 4",
-                |s| {
-                    vec![
-                        trial(s, 0, 0, Succeeded, Some(TrialOutcome::FellBehind)),
-                        kept(s, 1, 0),
-                        kept(s, 2, 0),
-                        kept(s, 3, 0),
-                    ]
-                },
-                &[
-                    "allocator=jemalloc mallocArenaMax=4 2",
-                    "allocator=glibc mallocArenaMax=4 2",
-                ],
-                None,
-                7,
-            ),
-            (
-                "the winner runs the full window",
-                "parallelism: 4",
-                |s| {
-                    vec![
-                        kept(s, 0, 0),
-                        kept(s, 1, 0),
-                        kept(s, 2, 0),
-                        kept(s, 3, 0),
-                        kept(s, 0, 1),
-                        kept(s, 1, 1),
-                    ]
-                },
-                &["allocator=jemalloc mallocArenaMax=1 3"],
-                None,
-                7,
-            ),
-            (
-                "then it is the answer",
-                "parallelism: 4",
-                |s| {
-                    vec![
-                        kept(s, 0, 0),
-                        kept(s, 1, 0),
-                        kept(s, 2, 0),
-                        kept(s, 3, 0),
-                        kept(s, 0, 1),
-                        kept(s, 1, 1),
-                        kept(s, 0, 2),
-                    ]
-                },
-                &[],
-                Some("BestFound"),
-                7,
-            ),
-            (
-                "nothing kept up: it ends without an answer",
-                "parallelism: 4",
-                |s| {
-                    (0..4)
-                        .map(|i| trial(s, i, 0, Succeeded, Some(TrialOutcome::OOMKilled)))
-                        .collect()
-                },
-                &[],
-                Some("NoValuePasses"),
-                7,
-            ),
-        ];
-        for (case, extra, trials, want, done, expected) in cases {
-            let s = spec(extra);
-            let d = SuccessiveHalving.decide(EXPERIMENT, &s, &Dataset::new(&s.sweep, trials(&s)));
-            assert_eq!(started(&d), want, "{case}");
-            assert_eq!(
-                d.done.as_ref().map(|d| d.reason),
-                done,
-                "{case}: {:?}",
-                d.done
-            );
-            assert_eq!(d.expected, expected, "{case}");
-            assert!(d.stop.is_empty());
-        }
-    }
-
-    #[test]
-    fn the_winner_and_its_full_window_trial() {
-        let s = spec("parallelism: 4");
-        let trials = vec![
-            kept(&s, 0, 0),
-            kept(&s, 1, 0),
-            kept(&s, 2, 0),
-            kept(&s, 3, 0),
-            kept(&s, 0, 1),
-            kept(&s, 1, 1),
-            kept(&s, 0, 2),
-        ];
-        let data = Dataset::new(&s.sweep, trials.clone());
-        let (p, value, trial) = winner(&s, &data).unwrap();
-        assert_eq!(p.point.describe(), "allocator=jemalloc mallocArenaMax=1");
-        assert_eq!(value, 102.0);
-        assert_eq!(trial, trials[6].name);
-        let d = SuccessiveHalving.decide(EXPERIMENT, &s, &data);
-        assert!(
-            d.done.unwrap().message.starts_with("allocator=jemalloc mallocArenaMax=1 is the best by block processing p95 (ms) (102 over the full window) after 3 rungs (7 trials for 4 points"),
-        );
-        // Before the last rung has measured, there is no winner.
-        assert!(winner(&s, &Dataset::new(&s.sweep, trials[..6].to_vec())).is_none());
-    }
-}
+mod tests;

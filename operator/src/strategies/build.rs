@@ -12,6 +12,7 @@ use crate::api::trial::{TrialPair, ValidatorTrial, ValidatorTrialSpec};
 use crate::api::tuning::PointValueError;
 use crate::results::dataset::HOSTNAME_LABEL;
 use crate::strategies::plan::PlannedTrial;
+use crate::strategies::strategy_for;
 
 /// An error names a point value its setting cannot hold (a strategy's bug: the sweep's
 /// values all can).
@@ -29,11 +30,8 @@ pub fn build_trial(
             .node_selector
             .insert(HOSTNAME_LABEL.into(), node);
     }
-    // Successive halving: the trial's rung sets its window.
-    let mut settings = vx.spec.trial.clone();
-    if let Some(window) = crate::strategies::successive_halving::window(&vx.spec, p.repetition) {
-        settings.measurement.duration = window;
-    }
+    // How its strategy runs this trial (a window of its own, or the experiment's).
+    let settings = strategy_for(&vx.spec).trial_settings(&vx.spec, p);
     let spec = ValidatorTrialSpec {
         experiment: name.clone(),
         point: p.point.clone(),
