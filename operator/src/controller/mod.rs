@@ -9,6 +9,7 @@ pub mod leader;
 pub mod pod_monitor;
 pub mod preflight;
 pub mod status;
+pub mod step;
 pub mod trial;
 pub mod validator;
 
