@@ -7,116 +7,123 @@ use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret};
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 
-use super::decide::Decision;
+use super::decide::{Act, Step};
 use super::observe::Observed;
 use crate::api::validator::{IDENTITY_LABEL, IDENTITY_REQUEST, identity_label};
 use crate::api::{FIELD_MANAGER, Validator, labels};
+use crate::clients::Rendered;
 use crate::controller::status::apply_status;
 use crate::controller::trial::act::random_bytes;
 use crate::controller::{Context, Error, Result, name_of};
 
-pub async fn act(v: &Validator, ctx: &Context, obs: &Observed, d: &Decision) -> Result<()> {
+pub async fn act(v: &Validator, ctx: &Context, obs: &Observed, step: &Step) -> Result<()> {
     let ns = v.namespace().unwrap_or_default();
     let name = v.name_any();
     let client = &ctx.client;
-    if let Some(lease) = &d.take_lease {
-        take_lease(v, ctx, lease).await?;
-    }
-    super::pdb::ensure(v, ctx).await?;
-    if d.create_pod
-        && let Ok(r) = &obs.rendered
-    {
-        let created = |e: kube::Error, what: String| match e {
-            kube::Error::Api(s) if s.code == 409 => Ok(()),
-            e => Err(Error::kube(what, e)),
-        };
-        let pp = PostParams::default();
-        let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
-        for c in &r.claims {
-            if let Err(e) = claims.create(&pp, c).await {
-                created(e, format!("creating claim {ns}/{}", c.name_any()))?;
-            }
-        }
-        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-        for g in &r.secrets {
-            let random = random_bytes(g.bytes)
-                .map_err(|e| Error::Invalid(format!("reading /dev/urandom: {e}")))?;
-            if let Err(e) = secrets.create(&pp, &g.secret(&random)).await {
-                created(
-                    e,
-                    format!(
-                        "creating Secret {ns}/{}",
-                        g.metadata.name.clone().unwrap_or_default()
-                    ),
-                )?;
-            }
-        }
-        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-        let apply = PatchParams::apply(FIELD_MANAGER).force();
-        for cm in &r.config_maps {
-            cms.patch(&cm.name_any(), &apply, &Patch::Apply(cm))
-                .await
-                .map_err(|e| {
-                    Error::kube(format!("applying ConfigMap {ns}/{}", cm.name_any()), e)
-                })?;
-        }
-        // Created, never applied over: the name is the guard against a second pod, and a
-        // create fails while any pod of that name exists, terminating or not.
-        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-        match pods.create(&pp, &r.pod).await {
-            Ok(_) => {
-                ctx.publish(
-                    v,
-                    false,
-                    "PodCreated",
-                    &format!("pod {name} created on {}", v.spec.node_name),
-                    false,
-                )
-                .await
-            }
-            Err(e) => created(e, format!("creating pod {ns}/{name}"))?,
-        }
-    }
-    if d.delete_pod {
-        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-        // The long-running grace period, named (the client closes its databases and, for
-        // Agave, its tower and ledger), never a forced deletion.
-        let dp = DeleteParams {
-            grace_period_seconds: Some(
-                crate::clients::input::Lifecycle::LongRunning {
-                    node: v.spec.node_name.clone(),
+    for a in &step.acts {
+        match a {
+            Act::TakeLease(lease) => take_lease(v, ctx, lease).await?,
+            Act::EnsureBudget => super::pdb::ensure(v, ctx).await?,
+            Act::CreatePod => {
+                if let Ok(r) = &obs.rendered {
+                    create_pod(v, ctx, r).await?
                 }
-                .grace_period_seconds() as u32,
-            ),
-            ..DeleteParams::default()
-        };
-        match pods.delete(&name, &dp).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(Error::kube(format!("deleting pod {ns}/{name}"), e)),
+            }
+            Act::DeletePod => {
+                let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+                // The long-running grace period, named (the client closes its databases
+                // and, for Agave, its tower and ledger), never a forced deletion.
+                let dp = DeleteParams {
+                    grace_period_seconds: Some(
+                        crate::clients::input::Lifecycle::LongRunning {
+                            node: v.spec.node_name.clone(),
+                        }
+                        .grace_period_seconds() as u32,
+                    ),
+                    ..DeleteParams::default()
+                };
+                match pods.delete(&name, &dp).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(Error::kube(format!("deleting pod {ns}/{name}"), e)),
+                }
+            }
+            Act::Annotate { pod, request } => {
+                let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+                let patch =
+                    serde_json::json!({"metadata": {"annotations": {IDENTITY_REQUEST: request}}});
+                pods.patch(pod, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(|e| Error::kube(format!("asking pod {ns}/{pod} ({request})"), e))?;
+            }
+            Act::MoveLease { lease, to } => move_lease(ctx, &ns, lease, to).await?,
+            Act::Event(note) => {
+                ctx.publish(v, note.warning, &note.reason, &note.text, true)
+                    .await
+            }
         }
-    }
-    if !d.annotate.is_empty() {
-        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-        for (pod, request) in &d.annotate {
-            let patch =
-                serde_json::json!({"metadata": {"annotations": {IDENTITY_REQUEST: request}}});
-            pods.patch(pod, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(|e| Error::kube(format!("asking pod {ns}/{pod} ({request})"), e))?;
-        }
-    }
-    if let Some((lease, to)) = &d.move_lease {
-        move_lease(ctx, &ns, lease, to).await?;
-    }
-    for (warning, reason, text) in &d.events {
-        ctx.publish(v, *warning, reason, text, true).await;
     }
     let api: Api<Validator> = Api::namespaced(client.clone(), &ns);
-    apply_status(&api, v, &d.status)
+    apply_status(&api, v, &step.status)
         .await
         .map(|_| ())
         .map_err(|e| Error::kube(format!("writing the status of {}", name_of(v)), e))
+}
+
+/// Creates the claims, generated Secrets and pod, and applies the ConfigMaps.
+async fn create_pod(v: &Validator, ctx: &Context, r: &Rendered) -> Result<()> {
+    let ns = v.namespace().unwrap_or_default();
+    let name = v.name_any();
+    let client = &ctx.client;
+    let created = |e: kube::Error, what: String| match e {
+        kube::Error::Api(s) if s.code == 409 => Ok(()),
+        e => Err(Error::kube(what, e)),
+    };
+    let pp = PostParams::default();
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    for c in &r.claims {
+        if let Err(e) = claims.create(&pp, c).await {
+            created(e, format!("creating claim {ns}/{}", c.name_any()))?;
+        }
+    }
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    for g in &r.secrets {
+        let random = random_bytes(g.bytes)
+            .map_err(|e| Error::Invalid(format!("reading /dev/urandom: {e}")))?;
+        if let Err(e) = secrets.create(&pp, &g.secret(&random)).await {
+            created(
+                e,
+                format!(
+                    "creating Secret {ns}/{}",
+                    g.metadata.name.clone().unwrap_or_default()
+                ),
+            )?;
+        }
+    }
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let apply = PatchParams::apply(FIELD_MANAGER).force();
+    for cm in &r.config_maps {
+        cms.patch(&cm.name_any(), &apply, &Patch::Apply(cm))
+            .await
+            .map_err(|e| Error::kube(format!("applying ConfigMap {ns}/{}", cm.name_any()), e))?;
+    }
+    // Created, never applied over: the name is the guard against a second pod, and a
+    // create fails while any pod of that name exists, terminating or not.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    match pods.create(&pp, &r.pod).await {
+        Ok(_) => {
+            ctx.publish(
+                v,
+                false,
+                "PodCreated",
+                &format!("pod {name} created on {}", v.spec.node_name),
+                false,
+            )
+            .await;
+            Ok(())
+        }
+        Err(e) => created(e, format!("creating pod {ns}/{name}")),
+    }
 }
 
 /// Creates the identity's Lease held by `v` and owned by it (it goes with the Validator).
