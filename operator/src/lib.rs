@@ -7,6 +7,8 @@ pub mod clients;
 pub mod controller;
 pub mod cost;
 pub mod crd;
+#[cfg(test)]
+pub mod fixtures;
 pub mod operator_metrics;
 pub mod report;
 pub mod results;

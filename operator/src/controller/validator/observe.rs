@@ -63,6 +63,7 @@ pub struct Observed {
 
 /// The identity's Lease as seen.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(test, derive(serde::Deserialize), serde(rename_all = "camelCase"))]
 pub enum LeaseState {
     /// No identity given: nothing to hold.
     NoIdentity,
@@ -74,7 +75,12 @@ pub enum LeaseState {
     HeldBy { name: String, holder: String },
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
+#[cfg_attr(
+    test,
+    derive(serde::Deserialize),
+    serde(rename_all = "camelCase", default)
+)]
 pub struct PodState {
     pub name: String,
     /// The hash of what it was rendered from.

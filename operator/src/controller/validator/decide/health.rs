@@ -102,3 +102,140 @@ pub(super) fn apply(pass: &mut Pass<'_>, health: Health, obs: &Observed) {
         pass.requeue = Duration::from_secs(3);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::validator::observed;
+    use crate::fixtures::yaml;
+
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Row {
+        what: String,
+        role: ValidatorRole,
+        /// What the pass observed ([`observed`]): the answer.
+        observed: serde_json::Value,
+        expect: Expect,
+    }
+
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    struct Expect {
+        phase: ValidatorPhase,
+        /// Ready's and CaughtUp's (status, reason).
+        ready: (bool, String),
+        caught_up: (bool, String),
+        /// The answer in status.
+        said: Option<String>,
+    }
+
+    #[test]
+    fn the_table() {
+        let rows: Vec<Row> = yaml(
+            r#"
+            - what: no answer yet
+              role: voting
+              observed: {}
+              expect: {phase: Starting, ready: [false, NoAnswer], caughtUp: [false, NoAnswer]}
+            - what: Besu says UP
+              role: nonVoting
+              observed:
+                answer: {code: 200, body: "{\n  \"status\" : \"UP\"\n}", health: healthy}
+              expect:
+                phase: Running
+                ready: [true, Healthy]
+                caughtUp: [true, Healthy]
+                said: 'HTTP 200: { "status" : "UP" }'
+            - what: a healthy standby is a standby
+              role: standby
+              observed:
+                answer: {code: 200, body: '{"jsonrpc":"2.0","result":"ok","id":1}', health: healthy}
+              expect:
+                phase: Standby
+                ready: [true, Healthy]
+                caughtUp: [true, Healthy]
+                said: 'HTTP 200: {"jsonrpc":"2.0","result":"ok","id":1}'
+            - what: Agave behind catches up
+              role: voting
+              observed:
+                answer:
+                  code: 200
+                  body: '{"jsonrpc":"2.0","error":{"code":-32005,"message":"Node is behind by 42 slots","data":{"numSlotsBehind":42}},"id":1}'
+                  health: behind
+              expect:
+                phase: CatchingUp
+                ready: [false, Behind]
+                caughtUp: [false, Behind]
+                said: 'HTTP 200: {"jsonrpc":"2.0","error":{"code":-32005,"message":"Node is behind by 42 slots","data":{"numSlotsBehind":42}},"id":1}'
+            - what: Besu not ready, for a reason it does not give
+              role: nonVoting
+              observed:
+                answer: {code: 503, body: "{\n  \"status\" : \"DOWN\"\n}", health: unknown}
+              expect:
+                phase: Starting
+                ready: [false, Unknown]
+                caughtUp: [false, Unknown]
+                said: 'HTTP 503: { "status" : "DOWN" }'
+            "#,
+        );
+        for row in rows {
+            let what = &row.what;
+            let obs = observed(&serde_json::to_string(&row.observed).unwrap());
+            let h = judge(row.role, obs.answer.as_ref());
+            assert_eq!(h.phase, row.expect.phase, "{what}");
+            assert_eq!(
+                (h.ready.0, h.ready.1),
+                (row.expect.ready.0, row.expect.ready.1.as_str()),
+                "{what}"
+            );
+            assert_eq!(
+                (h.caught_up.0, h.caught_up.1),
+                (row.expect.caught_up.0, row.expect.caught_up.1.as_str()),
+                "{what}"
+            );
+            assert_eq!(h.said, row.expect.said, "{what}");
+        }
+    }
+
+    /// A long answer keeps its first 512 characters, on one line.
+    #[test]
+    fn a_long_answer_is_cut_to_one_line() {
+        let body = format!(
+            "{{\n \"head_block_num\": 1,\n \"x\": \"{}\"\n}}",
+            "a".repeat(600)
+        );
+        let a = Answer {
+            code: 200,
+            body,
+            health: Said::Healthy,
+        };
+        let said = verbatim(&a);
+        assert!(
+            said.starts_with("HTTP 200: { \"head_block_num\": 1, \"x\": \"aaa"),
+            "{said}"
+        );
+        assert_eq!(said.chars().count(), "HTTP 200: ".len() + 512);
+        assert!(!said.contains('\n'));
+    }
+
+    /// While a change waits the phase says so, and a pod that is not yet Running or
+    /// Standby is looked at again sooner.
+    #[test]
+    fn a_pending_change_shows_in_the_phase() {
+        let previous = Default::default();
+        let mut pass = Pass::new(&previous, Some(1), "2026-11-27T22:00:00Z".parse().unwrap());
+        pass.out.pending_change = Some(crate::api::validator::PendingChange {
+            hash: "h1".into(),
+            waiting_for: "waiting: the window".into(),
+            snapshot_slot: None,
+            incremental_seen: false,
+        });
+        let obs = observed("position: [100, 3]");
+        apply(&mut pass, judge(ValidatorRole::Voting, None), &obs);
+        let step = pass.done();
+        assert_eq!(step.status.phase, ValidatorPhase::RestartPending);
+        assert_eq!((step.status.head, step.status.lag), (Some(100), Some(3)));
+        assert_eq!(step.requeue, Some(Duration::from_secs(3)));
+    }
+}

@@ -100,3 +100,148 @@ pub(super) fn held_back(pass: &mut Pass<'_>, why: String) {
     pass.event(true, "IdentityHeldElsewhere", why);
     pass.requeue = Duration::from_secs(15);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::yaml;
+
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    struct Row {
+        what: String,
+        identity: Option<String>,
+        lease: LeaseState,
+        #[serde(default)]
+        pair: bool,
+        #[serde(default)]
+        others: Vec<String>,
+        expect: Expect,
+    }
+
+    /// The Lease taken, IdentityHeld's reason and (part of) its message; or (part of)
+    /// why the pass is held back.
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    enum Expect {
+        Clear {
+            take: Option<String>,
+            held: bool,
+            reason: String,
+            says: String,
+        },
+        HeldBack(String),
+    }
+
+    #[test]
+    fn the_table() {
+        let rows: Vec<Row> = yaml(
+            r#"
+            - what: no identity given, nothing to hold
+              lease: noIdentity
+              expect: {clear: {held: true, reason: NoIdentity, says: nothing to hold}}
+            - what: a free Lease is taken
+              identity: node-key
+              lease: {free: {name: valtune-identity-node-key}}
+              expect:
+                clear:
+                  take: valtune-identity-node-key
+                  held: true
+                  reason: Taken
+                  says: this Validator holds Lease valtune-identity-node-key
+            - what: its own Lease is held, not taken again
+              identity: node-key
+              lease: {ours: {name: valtune-identity-node-key}}
+              expect: {clear: {held: true, reason: Held, says: holds Lease valtune-identity-node-key}}
+            - what: a Lease another Validator holds keeps this one from starting a pod
+              identity: node-key
+              lease: {heldBy: {name: valtune-identity-node-key, holder: first}}
+              expect:
+                heldBack: >-
+                  identity Secret node-key is held by Validator first (Lease
+                  valtune-identity-node-key): no pod starts for this Validator while that
+                  one holds it
+            - what: a pair member runs its spare identity while another holds the staked one
+              identity: spare-a
+              lease: {heldBy: {name: valtune-identity-staked, holder: b}}
+              pair: true
+              expect: {clear: {held: false, reason: Spare, says: Lease valtune-identity-staked is held by Validator b}}
+            - what: another pod of the identity holds back even a free Lease
+              identity: node-key
+              lease: {free: {name: valtune-identity-node-key}}
+              others: [besu-old]
+              expect:
+                heldBack: >-
+                  pod besu-old still runs with identity Secret node-key: no second pod
+                  starts until it is gone
+            - what: and a Lease of its own
+              identity: node-key
+              lease: {ours: {name: valtune-identity-node-key}}
+              others: [besu-old]
+              expect: {heldBack: pod besu-old still runs}
+            "#,
+        );
+        for row in rows {
+            let got = judge(row.identity.as_deref(), &row.lease, row.pair, &row.others);
+            let what = &row.what;
+            match (got, row.expect) {
+                (
+                    Identity::Clear {
+                        take,
+                        held: (held, reason, message),
+                    },
+                    Expect::Clear {
+                        take: want_take,
+                        held: want_held,
+                        reason: want_reason,
+                        says,
+                    },
+                ) => {
+                    assert_eq!(take, want_take, "{what}");
+                    assert_eq!((held, reason), (want_held, want_reason.as_str()), "{what}");
+                    assert!(message.contains(&says), "{what}: {message}");
+                }
+                (Identity::HeldBack(why), Expect::HeldBack(want)) => {
+                    assert!(why.contains(&want), "{what}: {why}")
+                }
+                (got, _) => panic!("{what}: {got:?}"),
+            }
+        }
+    }
+
+    /// Held back: no Lease taken, no pod, the reason in both conditions and an event.
+    #[test]
+    fn held_back_takes_nothing_and_says_why_twice() {
+        let previous = Default::default();
+        let mut pass = Pass::new(&previous, Some(1), "2026-11-27T22:00:00Z".parse().unwrap());
+        pass.out.pod = Some("v".into());
+        held_back(
+            &mut pass,
+            "identity Secret node-key is held by Validator first".into(),
+        );
+        let step = pass.done();
+        assert_eq!(step.status.phase, ValidatorPhase::Starting);
+        assert_eq!(step.status.pod, None);
+        let reasons: Vec<(&str, &str)> = step
+            .status
+            .conditions
+            .iter()
+            .map(|c| (c.type_.as_str(), c.reason.as_str()))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                ("IdentityHeld", "HeldElsewhere"),
+                ("Ready", "IdentityHeldElsewhere")
+            ]
+        );
+        assert!(
+            step.acts
+                .iter()
+                .all(|a| matches!(a, Act::EnsureBudget | Act::Event(_))),
+            "{:?}",
+            step.acts
+        );
+        assert_eq!(step.requeue, Some(Duration::from_secs(15)));
+    }
+}

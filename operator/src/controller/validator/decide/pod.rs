@@ -85,3 +85,136 @@ pub(super) fn apply(pass: &mut Pass<'_>, life: Life<'_>) {
         Life::Runs(_) => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::yaml;
+
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Row {
+        what: String,
+        pod: Option<PodState>,
+        expect: Expect,
+    }
+
+    /// The step's decision, with (part of) its reason.
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    enum Expect {
+        Create,
+        Runs,
+        Stopping(String),
+        NodeSilent(String),
+        Ended(String),
+    }
+
+    #[test]
+    fn the_table() {
+        let rows: Vec<Row> = yaml(
+            "
+            - what: no pod, so one is created
+              expect: create
+            - what: running on a node that answers
+              pod: {name: v, phase: Running, node: bm-01, nodeReady: true}
+              expect: runs
+            - what: not bound to a node yet
+              pod: {name: v, phase: Pending}
+              expect: runs
+            - what: stopping on a node that answers
+              pod: {name: v, phase: Running, node: bm-01, nodeReady: true, terminating: true}
+              expect: {stopping: waiting for pod v to stop on bm-01}
+            - what: stopping on a node that does not answer, so not replaced
+              pod: {name: v, phase: Running, node: bm-01, nodeReady: false, terminating: true}
+              expect:
+                stopping: >-
+                  node bm-01 does not answer: pod v is not replaced until it is confirmed
+                  gone
+            - what: on a node that does not answer, so it may still run
+              pod: {name: v, phase: Running, node: bm-01, nodeReady: false}
+              expect:
+                nodeSilent: >-
+                  node bm-01 does not answer: its pod v may still run, so no other starts
+                  until it is confirmed gone
+            - what: on a node gone from the cluster
+              pod: {name: v, phase: Running, node: bm-01, nodeReady: false}
+              expect: {nodeSilent: kubectl delete pod v --force --grace-period=0}
+            - what: evicted, so its name is freed
+              pod: {name: v, phase: Failed, node: bm-01, nodeReady: true}
+              expect: {ended: pod v ended (Failed)}
+            - what: ended by itself
+              pod: {name: v, phase: Succeeded, node: bm-01, nodeReady: true}
+              expect: {ended: pod v ended (Succeeded)}
+            ",
+        );
+        for row in rows {
+            let what = &row.what;
+            match (judge(row.pod.as_ref()), row.expect) {
+                (Life::Create, Expect::Create) => {}
+                (Life::Runs(p), Expect::Runs) => assert_eq!(Some(p), row.pod.as_ref()),
+                (Life::Stopping(why), Expect::Stopping(want))
+                | (Life::NodeSilent(why), Expect::NodeSilent(want))
+                | (Life::Ended(why), Expect::Ended(want)) => {
+                    assert!(why.contains(&want), "{what}: {why}")
+                }
+                (got, _) => panic!("{what}: {got:?}"),
+            }
+        }
+    }
+
+    /// What each life asks of the API server and says in status.
+    #[test]
+    fn each_life_acts_and_says() {
+        let previous = crate::api::validator::ValidatorStatus {
+            phase: ValidatorPhase::Running,
+            ..Default::default()
+        };
+        let run = |life: Life<'_>| {
+            let mut pass = Pass::new(&previous, Some(1), "2026-11-27T22:00:00Z".parse().unwrap());
+            apply(&mut pass, life);
+            pass.done()
+        };
+        let ready = |s: &super::super::Step| {
+            let c = s.status.conditions.iter().find(|c| c.type_ == "Ready");
+            c.map(|c| c.reason.clone()).unwrap_or_default()
+        };
+        type Row<'a> = (Life<'a>, &'a [Act], ValidatorPhase, &'a str, u64);
+        let rows: Vec<Row> = vec![
+            (
+                Life::Create,
+                &[Act::EnsureBudget, Act::CreatePod],
+                ValidatorPhase::Starting,
+                "PodCreated",
+                2,
+            ),
+            (
+                Life::Stopping("waiting".into()),
+                &[Act::EnsureBudget],
+                ValidatorPhase::Restarting,
+                "Restarting",
+                2,
+            ),
+            (
+                Life::Ended("ended".into()),
+                &[Act::EnsureBudget, Act::DeletePod],
+                ValidatorPhase::Restarting,
+                "PodEnded",
+                2,
+            ),
+        ];
+        for (life, acts, phase, reason, requeue) in rows {
+            let what = format!("{life:?}");
+            let s = run(life);
+            assert_eq!(s.acts, acts, "{what}");
+            assert_eq!(s.status.phase, phase, "{what}");
+            assert_eq!(ready(&s), reason, "{what}");
+            assert_eq!(s.requeue, Some(Duration::from_secs(requeue)), "{what}");
+        }
+        // A node that does not answer: the phase it had, nothing done, a warning.
+        let s = run(Life::NodeSilent("node bm-01 does not answer".into()));
+        assert_eq!(s.status.phase, ValidatorPhase::Running);
+        assert_eq!(ready(&s), "NodeNotAnswering");
+        assert!(matches!(&s.acts[..], [Act::EnsureBudget, Act::Event(n)] if n.warning));
+    }
+}
