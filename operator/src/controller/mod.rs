@@ -3,6 +3,7 @@
 //! lives in status as a timestamp, so a restarted operator resumes exactly where the
 //! last one stopped.
 
+pub mod apply;
 pub mod events;
 pub mod experiment;
 pub mod leader;

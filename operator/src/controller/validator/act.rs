@@ -3,17 +3,17 @@
 //! the pod (each created once: an existing one is kept), a deletion, events, status.
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 
 use super::decide::{Act, Step};
 use super::observe::Observed;
 use crate::api::validator::{IDENTITY_LABEL, IDENTITY_REQUEST, identity_label};
-use crate::api::{FIELD_MANAGER, Validator, labels};
+use crate::api::{Validator, labels};
 use crate::clients::Rendered;
+use crate::controller::apply::{Applied, Applier, PodWrite, Refused};
 use crate::controller::status::apply_status;
-use crate::controller::trial::act::random_bytes;
 use crate::controller::{Context, Error, Result, name_of};
 
 pub async fn act(v: &Validator, ctx: &Context, obs: &Observed, step: &Step) -> Result<()> {
@@ -70,59 +70,33 @@ pub async fn act(v: &Validator, ctx: &Context, obs: &Observed, step: &Step) -> R
         .map_err(|e| Error::kube(format!("writing the status of {}", name_of(v)), e))
 }
 
-/// Creates the claims, generated Secrets and pod, and applies the ConfigMaps.
+/// Creates the claims, generated Secrets and pod, and applies the ConfigMaps
+/// ([`Applier`]); a pod that exists is kept.
 async fn create_pod(v: &Validator, ctx: &Context, r: &Rendered) -> Result<()> {
     let ns = v.namespace().unwrap_or_default();
-    let name = v.name_any();
-    let client = &ctx.client;
-    let created = |e: kube::Error, what: String| match e {
-        kube::Error::Api(s) if s.code == 409 => Ok(()),
-        e => Err(Error::kube(what, e)),
+    let applier = Applier {
+        client: &ctx.client,
+        namespace: &ns,
+        pod: PodWrite::Create,
+        secrets_once: false,
     };
-    let pp = PostParams::default();
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
-    for c in &r.claims {
-        if let Err(e) = claims.create(&pp, c).await {
-            created(e, format!("creating claim {ns}/{}", c.name_any()))?;
-        }
-    }
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    for g in &r.secrets {
-        let random = random_bytes(g.bytes)
-            .map_err(|e| Error::Invalid(format!("reading /dev/urandom: {e}")))?;
-        if let Err(e) = secrets.create(&pp, &g.secret(&random)).await {
-            created(
-                e,
-                format!(
-                    "creating Secret {ns}/{}",
-                    g.metadata.name.clone().unwrap_or_default()
-                ),
-            )?;
-        }
-    }
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let apply = PatchParams::apply(FIELD_MANAGER).force();
-    for cm in &r.config_maps {
-        cms.patch(&cm.name_any(), &apply, &Patch::Apply(cm))
-            .await
-            .map_err(|e| Error::kube(format!("applying ConfigMap {ns}/{}", cm.name_any()), e))?;
-    }
-    // Created, never applied over: the name is the guard against a second pod, and a
-    // create fails while any pod of that name exists, terminating or not.
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    match pods.create(&pp, &r.pod).await {
-        Ok(_) => {
+    match applier.apply(r).await {
+        Ok(Applied::Pod) => {
             ctx.publish(
                 v,
                 false,
                 "PodCreated",
-                &format!("pod {name} created on {}", v.spec.node_name),
+                &format!("pod {} created on {}", v.name_any(), v.spec.node_name),
                 false,
             )
             .await;
             Ok(())
         }
-        Err(e) => created(e, format!("creating pod {ns}/{name}")),
+        Ok(Applied::PodKept) => Ok(()),
+        Err(Refused::Api { what, source }) => Err(Error::kube(what, source)),
+        Err(Refused::Random { source, .. }) => {
+            Err(Error::Invalid(format!("reading /dev/urandom: {source}")))
+        }
     }
 }
 
