@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
+use super::decide::Observed;
 use super::kube_err;
 use crate::api::labels;
 use crate::api::template::Placement;
@@ -16,6 +17,20 @@ use crate::check::nodes::{eligible, ready};
 use crate::clients::pod::EXCLUSIVE_LABEL;
 use crate::controller::{Context, Error, Result};
 use crate::results::dataset::{HOSTNAME_LABEL, NodeSlot};
+
+/// What a pass observes.
+pub async fn observe(
+    vx: &ValidatorExperiment,
+    ctx: &Context,
+    now: jiff::Timestamp,
+) -> Result<Observed> {
+    Ok(Observed {
+        trials: trials(vx, ctx).await?,
+        nodes: nodes(vx, ctx).await?,
+        pipeline: crate::controller::preflight::check(ctx, vx, now).await,
+        pod_monitors: ctx.pod_monitors,
+    })
+}
 
 /// The trials labelled with the experiment's name that it owns (by uid: the trials of an
 /// earlier experiment of the same name, still being collected, are not its own), from
@@ -153,17 +168,6 @@ pub fn node_slots(
 mod unseen_tests {
     use super::*;
 
-    fn trial(name: &str) -> ValidatorTrial {
-        let vx: ValidatorExperiment = serde_saphyr::from_str(
-            "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {name: ram, namespace: ns, uid: u1}\nspec:\n  template:\n    agave: {image: agave}\n    storage: [{role: ledger, size: 1Ti}]\n  sweep: {memory: [128Gi]}\n",
-        )
-        .unwrap();
-        let planned = crate::strategies::plan::plan(&vx.spec.sweep, 1);
-        let mut t = super::super::build_trial(&vx, &planned[0]).unwrap();
-        t.metadata.name = Some(name.into());
-        t
-    }
-
     fn names(v: &[ValidatorTrial]) -> Vec<String> {
         v.iter().map(|t| t.name_any()).collect()
     }
@@ -173,11 +177,14 @@ mod unseen_tests {
     #[test]
     fn created_trials_count_until_the_watch_holds_them() {
         let now = Instant::now();
-        let mut own = vec![trial("t-1")];
+        let mut own = vec![ValidatorTrial::test().named("t-1")];
         let mut mine = vec![
-            (now, trial("t-1")),
-            (now, trial("t-2")),
-            (now - UNSEEN_FOR - Duration::from_secs(1), trial("t-3")),
+            (now, ValidatorTrial::test().named("t-1")),
+            (now, ValidatorTrial::test().named("t-2")),
+            (
+                now - UNSEEN_FOR - Duration::from_secs(1),
+                ValidatorTrial::test().named("t-3"),
+            ),
         ];
         with_unseen(&mut own, &mut mine, now);
         assert_eq!(names(&own), ["t-1", "t-2"]);
@@ -186,7 +193,10 @@ mod unseen_tests {
             ["t-2"]
         );
         // The watch delivers t-2: nothing left to remember.
-        let mut own = vec![trial("t-1"), trial("t-2")];
+        let mut own = vec![
+            ValidatorTrial::test().named("t-1"),
+            ValidatorTrial::test().named("t-2"),
+        ];
         with_unseen(&mut own, &mut mine, now);
         assert_eq!(names(&own), ["t-1", "t-2"]);
         assert!(mine.is_empty());

@@ -541,21 +541,10 @@ mod tests {
     fn the_snapshot_reference_is_the_mean_of_the_downloads() {
         use crate::api::trial::{SnapshotStart, TrialResults};
         let trial = |snapshot: Option<SnapshotStart>| {
-            let mut t = ValidatorTrial::new(
-                "t",
-                serde_saphyr::from_str(
-                    "experiment: x\npoint: {}\nrepetition: 1\ntemplate: {agave: {image: a}}\nsettings: {}\nmetrics: {}",
-                )
-                .unwrap(),
-            );
-            t.status = Some(ValidatorTrialStatus {
-                results: Some(TrialResults {
-                    snapshot,
-                    ..Default::default()
-                }),
+            ValidatorTrial::test().results(TrialResults {
+                snapshot,
                 ..Default::default()
-            });
-            t
+            })
         };
         let trials = [
             trial(Some(SnapshotStart::of(false, 300.0, None))),
