@@ -4,6 +4,7 @@
 //! last one stopped.
 
 pub mod apply;
+pub mod error;
 pub mod events;
 pub mod experiment;
 pub mod leader;
@@ -32,49 +33,7 @@ use tracing::{debug, info, warn};
 use crate::api::{Validator, ValidatorExperiment, ValidatorTrial, labels};
 use crate::operator_metrics::OperatorMetrics;
 use crate::results::prometheus::Prometheus;
-
-/// A reconcile that could not finish; each names the step and the object.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("{step}: {source}")]
-    Kube {
-        step: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("{0}")]
-    Invalid(String),
-}
-
-impl Error {
-    pub fn kube(step: impl Into<String>, source: kube::Error) -> Self {
-        Error::Kube {
-            step: step.into(),
-            source,
-        }
-    }
-
-    /// A short label for the errors-by-kind metric.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Error::Kube {
-                source: kube::Error::Api(e),
-                ..
-            } if e.code == 403 => "forbidden",
-            // A status decided from a stale copy: run again on the fresh object.
-            Error::Kube {
-                source: kube::Error::Api(e),
-                ..
-            } if e.code == 409 => "conflict",
-            Error::Kube {
-                source: kube::Error::Api(_),
-                ..
-            } => "api",
-            Error::Kube { .. } => "kube",
-            Error::Invalid(_) => "invalid",
-        }
-    }
-}
+pub use error::Error;
 
 /// An API error that retrying cannot fix: the object itself is refused.
 pub fn is_permanent(e: &kube::Error) -> Option<&str> {

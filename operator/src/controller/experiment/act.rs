@@ -35,7 +35,7 @@ pub async fn act(
         match a {
             Act::EnsurePodMonitor => {
                 let client = clients::client_for(&vx.spec.template)
-                    .map_err(|e| Error::Invalid(e.to_string()))?;
+                    .map_err(|e| Error::InvalidObject(e.to_string()))?;
                 let endpoints = client.profile(&vx.spec.template).endpoints;
                 pod_monitor::ensure(ctx, vx, &endpoints).await?;
             }
@@ -44,7 +44,13 @@ pub async fn act(
                 match api.delete(name, &DeleteParams::default()).await {
                     Ok(_) => {}
                     Err(kube::Error::Api(e)) if e.code == 404 => {}
-                    Err(e) => return Err(kube_err(vx, "deleting a trial that left the sweep")(e)),
+                    Err(e) => {
+                        return Err(kube_err(
+                            vx,
+                            Error::DeleteTrial,
+                            "deleting a trial that left the sweep",
+                        )(e));
+                    }
                 }
             }
             Act::CreateTrials(_) if failed.is_some() => {}
@@ -55,14 +61,15 @@ pub async fn act(
                         Ok(t) => created.push(t),
                         // Created by an earlier pass whose store did not hold it yet: fine.
                         Err(kube::Error::Api(e)) if e.code == 409 => {
-                            let read = api
-                                .get_opt(&name)
-                                .await
-                                .map_err(kube_err(vx, "reading a trial"))?;
+                            let read = api.get_opt(&name).await.map_err(kube_err(
+                                vx,
+                                Error::CreateTrial,
+                                "reading a trial",
+                            ))?;
                             found.push((name, read));
                         }
                         Err(e) => {
-                            failed = Some(kube_err(vx, "creating a trial")(e));
+                            failed = Some(kube_err(vx, Error::CreateTrial, "creating a trial")(e));
                             break;
                         }
                     }
@@ -155,9 +162,11 @@ pub async fn write_status(
     }
     let api: Api<ValidatorExperiment> =
         Api::namespaced(ctx.client.clone(), &vx.namespace().unwrap_or_default());
-    ctx.write_status(&api, vx, st)
-        .await
-        .map_err(kube_err(vx, "writing the status"))?;
+    ctx.write_status(&api, vx, st).await.map_err(kube_err(
+        vx,
+        Error::WriteStatus,
+        "writing the status",
+    ))?;
     ctx.status_written
         .lock()
         .expect("lock")

@@ -47,10 +47,14 @@ pub async fn reconcile(vx: Arc<ValidatorExperiment>, ctx: Arc<Context>) -> Resul
     Ok(step.action())
 }
 
-/// An API error in one step of a pass, naming the step and the experiment.
-fn kube_err(vx: &ValidatorExperiment, step: &str) -> impl FnOnce(kube::Error) -> Error {
-    let what = format!("{step} of experiment {}", name_of(vx));
-    move |e| Error::kube(what, e)
+/// An API error in one step of a pass, naming what it did and the experiment.
+fn kube_err(
+    vx: &ValidatorExperiment,
+    step: fn(String, kube::Error) -> Error,
+    what: &str,
+) -> impl FnOnce(kube::Error) -> Error {
+    let what = format!("{what} of experiment {}", name_of(vx));
+    move |e| step(what, e)
 }
 
 #[cfg(test)]

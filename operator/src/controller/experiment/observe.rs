@@ -42,7 +42,7 @@ pub async fn trials(vx: &ValidatorExperiment, ctx: &Context) -> Result<Vec<Valid
         .clone()
         .wait_for(|ready| *ready)
         .await
-        .map_err(|_| Error::Invalid("the watch of trials stopped before its first list".into()))?;
+        .map_err(|_| Error::WatchStopped("trials"))?;
     let uid = vx.metadata.uid.clone().unwrap_or_default();
     let (ns, name) = (vx.namespace(), vx.name_any());
     let mut own: Vec<ValidatorTrial> = ctx
@@ -108,13 +108,17 @@ pub async fn nodes(vx: &ValidatorExperiment, ctx: &Context) -> Result<Option<Vec
     let listed = nodes
         .list(&ListParams::default())
         .await
-        .map_err(kube_err(vx, "listing the nodes"))?
+        .map_err(kube_err(vx, Error::ListNodes, "listing the nodes"))?
         .items;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &vx.namespace().unwrap_or_default());
     let held: Vec<String> = pods
         .list(&ListParams::default().labels(&format!("{EXCLUSIVE_LABEL}=true")))
         .await
-        .map_err(kube_err(vx, "listing the pods that hold nodes"))?
+        .map_err(kube_err(
+            vx,
+            Error::ListPods,
+            "listing the pods that hold nodes",
+        ))?
         .items
         .into_iter()
         .filter(|p| {

@@ -70,16 +70,14 @@ async fn start_attempt(
     match applier.apply(&rendered).await {
         Ok(_) => Ok(Ok(())),
         Err(Refused::Api { what, source }) => refused_or_retry(source, what),
-        Err(Refused::Random { what, source }) => Err(Error::Invalid(format!(
-            "{what}: reading /dev/urandom: {source}"
-        ))),
+        Err(Refused::Random { what, source }) => Err(Error::GenerateSecret(what, source)),
     }
 }
 
 fn refused_or_retry(e: kube::Error, step: String) -> Result<Result<(), String>> {
     match is_permanent(&e) {
         Some(msg) => Ok(Err(format!("the API server refused {step}: {msg}"))),
-        None => Err(Error::kube(step, e)),
+        None => Err(Error::ApplyRendered(step, e)),
     }
 }
 
@@ -121,13 +119,11 @@ async fn delete_pods(trial: &ValidatorTrial, ctx: &Context) -> Result<()> {
     let ns = trial.namespace().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let step = || format!("deleting the pods of trial {}", name_of(trial));
-    for pod in pods_of(trial, ctx, &api)
-        .await
-        .map_err(|e| Error::kube(step(), e))?
-    {
+    let failed = |e| Error::DeletePods(step(), e);
+    for pod in pods_of(trial, ctx, &api).await.map_err(failed)? {
         if pod.metadata.deletion_timestamp.is_none() {
             ignore_gone(api.delete(&pod.name_any(), &DeleteParams::default()).await)
-                .map_err(|e| Error::kube(step(), e))?;
+                .map_err(failed)?;
         }
     }
     Ok(())
@@ -139,10 +135,8 @@ async fn stop_pods(trial: &ValidatorTrial, ctx: &Context) -> Result<()> {
     let ns = trial.namespace().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let step = || format!("stopping the pods of trial {}", name_of(trial));
-    for pod in pods_of(trial, ctx, &api)
-        .await
-        .map_err(|e| Error::kube(step(), e))?
-    {
+    let failed = |e| Error::StopPods(step(), e);
+    for pod in pods_of(trial, ctx, &api).await.map_err(failed)? {
         let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
         let has_deadline = pod
             .spec
@@ -166,7 +160,7 @@ async fn stop_pods(trial: &ValidatorTrial, ctx: &Context) -> Result<()> {
                 )
                 .await,
             )
-            .map_err(|e| Error::kube(step(), e))?;
+            .map_err(failed)?;
         }
     }
     Ok(())

@@ -100,7 +100,7 @@ pub async fn reconcile(trial: Arc<ValidatorTrial>, ctx: Arc<Context>) -> Result<
         ctx.write_status(&api, trial.as_ref(), &st)
             .await
             .map_err(|e| {
-                Error::kube(
+                Error::WriteStatus(
                     format!("writing the status of trial {}", name_of(trial.as_ref())),
                     e,
                 )

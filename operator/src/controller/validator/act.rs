@@ -45,7 +45,9 @@ pub async fn act(v: &Validator, ctx: &Context, obs: &Observed, step: &Step) -> R
                 match pods.delete(&name, &dp).await {
                     Ok(_) => {}
                     Err(kube::Error::Api(s)) if s.code == 404 => {}
-                    Err(e) => return Err(Error::kube(format!("deleting pod {ns}/{name}"), e)),
+                    Err(e) => {
+                        return Err(Error::DeletePods(format!("deleting pod {ns}/{name}"), e));
+                    }
                 }
             }
             Act::Annotate { pod, request } => {
@@ -54,7 +56,9 @@ pub async fn act(v: &Validator, ctx: &Context, obs: &Observed, step: &Step) -> R
                     serde_json::json!({"metadata": {"annotations": {IDENTITY_REQUEST: request}}});
                 pods.patch(pod, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
-                    .map_err(|e| Error::kube(format!("asking pod {ns}/{pod} ({request})"), e))?;
+                    .map_err(|e| {
+                        Error::AnnotatePod(format!("asking pod {ns}/{pod} ({request})"), e)
+                    })?;
             }
             Act::MoveLease { lease, to } => move_lease(ctx, &ns, lease, to).await?,
             Act::Event(note) => {
@@ -67,7 +71,7 @@ pub async fn act(v: &Validator, ctx: &Context, obs: &Observed, step: &Step) -> R
     apply_status(&api, v, &step.status)
         .await
         .map(|_| ())
-        .map_err(|e| Error::kube(format!("writing the status of {}", name_of(v)), e))
+        .map_err(|e| Error::WriteStatus(format!("writing the status of {}", name_of(v)), e))
 }
 
 /// Creates the claims, generated Secrets and pod, and applies the ConfigMaps
@@ -93,10 +97,8 @@ async fn create_pod(v: &Validator, ctx: &Context, r: &Rendered) -> Result<()> {
             Ok(())
         }
         Ok(Applied::PodKept) => Ok(()),
-        Err(Refused::Api { what, source }) => Err(Error::kube(what, source)),
-        Err(Refused::Random { source, .. }) => {
-            Err(Error::Invalid(format!("reading /dev/urandom: {source}")))
-        }
+        Err(Refused::Api { what, source }) => Err(Error::ApplyRendered(what, source)),
+        Err(Refused::Random { what, source }) => Err(Error::GenerateSecret(what, source)),
     }
 }
 
@@ -135,7 +137,7 @@ async fn take_lease(v: &Validator, ctx: &Context, lease: &str) -> Result<()> {
         .create(&PostParams::default(), &obj)
         .await
         .map(|_| ())
-        .map_err(|e| Error::kube(format!("taking Lease {ns}/{lease}"), e))
+        .map_err(|e| Error::TakeLease(format!("taking Lease {ns}/{lease}"), e))
 }
 
 /// Hands the staked identity's Lease to the Validator `to` (holder and owner: it goes
@@ -145,7 +147,7 @@ async fn move_lease(ctx: &Context, ns: &str, lease: &str, to: &str) -> Result<()
     let standby = vs
         .get(to)
         .await
-        .map_err(|e| Error::kube(format!("reading Validator {ns}/{to}"), e))?;
+        .map_err(|e| Error::MoveLease(format!("reading Validator {ns}/{to}"), e))?;
     let owner = standby.controller_owner_ref(&());
     let patch = serde_json::json!({
         "metadata": {"ownerReferences": owner.into_iter().collect::<Vec<_>>()},
@@ -156,5 +158,5 @@ async fn move_lease(ctx: &Context, ns: &str, lease: &str, to: &str) -> Result<()
         .patch(lease, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map(|_| ())
-        .map_err(|e| Error::kube(format!("moving Lease {ns}/{lease} to {to}"), e))
+        .map_err(|e| Error::MoveLease(format!("moving Lease {ns}/{lease} to {to}"), e))
 }
