@@ -249,7 +249,8 @@ fn on_error<K: Resource<DynamicType = ()>>(
     err: &Error,
     ctx: &Context,
 ) -> Action {
-    ctx.metrics.reconcile_error(controller, err.kind());
+    ctx.metrics
+        .reconcile_error(controller, err.step(), err.kind());
     if err.kind() == "conflict" {
         debug!(%controller, name = %obj.meta().name.clone().unwrap_or_default(), "decided from a stale copy; again on the fresh object");
         return Action::requeue(std::time::Duration::from_millis(200));
