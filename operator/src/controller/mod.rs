@@ -242,7 +242,28 @@ where
     }
 }
 
-/// The common error policy: log, count, back off.
+/// What a failed pass does next.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Retry {
+    /// At once: a status decided from a stale copy runs again on the fresh object.
+    Soon,
+    /// The object cannot be reconciled as it is: retrying cannot fix it, a change of it
+    /// (which wakes its controller) can.
+    AwaitChange,
+    /// Later, longer each time ([`Context::backoff`]): an API server that refused or did
+    /// not answer may answer later (an RBAC rule restored, a quota freed).
+    BackOff,
+}
+
+fn retry(err: &Error) -> Retry {
+    match err {
+        Error::InvalidObject(_) => Retry::AwaitChange,
+        _ if err.kind() == "conflict" => Retry::Soon,
+        _ => Retry::BackOff,
+    }
+}
+
+/// The common error policy: log, count, then [`retry`].
 fn on_error<K: Resource<DynamicType = ()>>(
     controller: &'static str,
     obj: &K,
@@ -251,14 +272,32 @@ fn on_error<K: Resource<DynamicType = ()>>(
 ) -> Action {
     ctx.metrics
         .reconcile_error(controller, err.step(), err.kind());
-    if err.kind() == "conflict" {
-        debug!(%controller, name = %obj.meta().name.clone().unwrap_or_default(), "decided from a stale copy; again on the fresh object");
-        return Action::requeue(std::time::Duration::from_millis(200));
+    let name = name_of_meta(obj.meta());
+    match retry(err) {
+        Retry::Soon => {
+            debug!(%controller, %name, "decided from a stale copy; again on the fresh object");
+            Action::requeue(std::time::Duration::from_millis(200))
+        }
+        Retry::AwaitChange => {
+            warn!(%controller, %name, error = %err, "cannot be reconciled as it is: waiting for a change of it");
+            Action::await_change()
+        }
+        Retry::BackOff => {
+            let key = obj.meta().uid.clone().unwrap_or_default();
+            let wait = ctx.backoff(&key);
+            warn!(%controller, %name, error = %err, retry_in = ?wait, "reconcile failed");
+            Action::requeue(wait)
+        }
     }
-    let key = obj.meta().uid.clone().unwrap_or_default();
-    let wait = ctx.backoff(&key);
-    warn!(%controller, name = %obj.meta().name.clone().unwrap_or_default(), error = %err, retry_in = ?wait, "reconcile failed");
-    Action::requeue(wait)
+}
+
+/// namespace/name of an object's metadata.
+fn name_of_meta(m: &kube::api::ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        m.namespace.clone().unwrap_or_default(),
+        m.name.clone().unwrap_or_default()
+    )
 }
 
 /// Runs the three controllers until `shutdown` resolves; in-flight reconciles finish first.
@@ -489,6 +528,33 @@ mod tests {
             }
             .boxed(),
         )
+    }
+
+    /// An object that cannot be reconciled as it is waits for a change of it; a stale
+    /// copy runs again at once; anything else backs off.
+    #[test]
+    fn an_invalid_object_waits_for_a_change_and_other_errors_retry() {
+        assert_eq!(
+            retry(&Error::InvalidObject(
+                "trial ns/t: spec.repetition: invalid value".into()
+            )),
+            Retry::AwaitChange
+        );
+        assert_eq!(
+            retry(&Error::WriteStatus(
+                "writing the status".into(),
+                api(409, "conflict")
+            )),
+            Retry::Soon
+        );
+        assert_eq!(
+            retry(&Error::ApplyRendered(
+                "applying pod".into(),
+                api(403, "forbidden")
+            )),
+            Retry::BackOff
+        );
+        assert_eq!(retry(&Error::WatchStopped("trials")), Retry::BackOff);
     }
 
     /// What retrying cannot fix ends the trial; what an admin or time can fix is retried.

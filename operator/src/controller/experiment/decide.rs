@@ -111,14 +111,16 @@ pub fn decide_with(
             )));
         }
     }
+    // An experiment that cannot run as written waits for a change of it.
+    let requeue = match (waiting, &plan.blocked) {
+        (true, _) => Some(preflight::RECHECK),
+        (false, Some(_)) => None,
+        (false, None) => Some(Duration::from_secs(300)),
+    };
     Step {
         status,
         acts,
-        requeue: Some(if waiting {
-            preflight::RECHECK
-        } else {
-            Duration::from_secs(300)
-        }),
+        requeue,
     }
 }
 
@@ -414,5 +416,30 @@ mod step_tests {
         };
         let step = decide(&vx, &obs, &Default::default(), t0());
         assert!(step.acts.is_empty(), "{:?}", names(&step.acts));
+    }
+
+    /// An experiment that cannot run as written waits for a change of it: looking again
+    /// cannot help (its trials changing wake it too).
+    #[test]
+    fn a_blocked_experiment_waits_for_a_change() {
+        let vx = ValidatorExperiment::test().with(
+            "
+            spec:
+              comparison: {baseline: {memory: 3Ti}}
+            ",
+        );
+        let step = decide(&vx, &Observed::default(), &Default::default(), t0());
+        assert!(
+            step.status
+                .conditions
+                .iter()
+                .any(|c| c.message.contains("is not a point of the sweep")),
+            "{:?}",
+            step.status.conditions
+        );
+        assert_eq!(step.requeue, None);
+        assert!(
+            matches!(step.action(), a if a == kube::runtime::controller::Action::await_change())
+        );
     }
 }

@@ -99,7 +99,7 @@ pub(super) fn apply(pass: &mut Pass<'_>, health: Health, obs: &Observed) {
         health.phase
     };
     if health.phase != ValidatorPhase::Running && health.phase != ValidatorPhase::Standby {
-        pass.requeue = Duration::from_secs(3);
+        pass.requeue = Some(Duration::from_secs(3));
     }
 }
 

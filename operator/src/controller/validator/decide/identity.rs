@@ -98,7 +98,7 @@ pub(super) fn held_back(pass: &mut Pass<'_>, why: String) {
     pass.set("IdentityHeld", false, "HeldElsewhere", why.clone());
     pass.set("Ready", false, "IdentityHeldElsewhere", why.clone());
     pass.event(true, "IdentityHeldElsewhere", why);
-    pass.requeue = Duration::from_secs(15);
+    pass.requeue = Some(Duration::from_secs(15));
 }
 
 #[cfg(test)]

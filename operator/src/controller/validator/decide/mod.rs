@@ -68,7 +68,8 @@ pub(super) struct Pass<'a> {
     now: Timestamp,
     out: ValidatorStatus,
     acts: Vec<Act>,
-    requeue: Duration,
+    /// None waits for a change.
+    requeue: Option<Duration>,
 }
 
 impl<'a> Pass<'a> {
@@ -83,7 +84,7 @@ impl<'a> Pass<'a> {
                 ..Default::default()
             },
             acts: vec![Act::EnsureBudget],
-            requeue: Duration::from_secs(10),
+            requeue: Some(Duration::from_secs(10)),
         }
     }
 
@@ -119,7 +120,7 @@ impl<'a> Pass<'a> {
         Step {
             status: self.out,
             acts: self.acts,
-            requeue: Some(self.requeue),
+            requeue: self.requeue,
         }
     }
 }
@@ -165,7 +166,9 @@ fn steps(pass: &mut Pass<'_>, spec: &ValidatorSpec, obs: &Observed) {
 }
 
 /// Admission refuses what it can judge; what only rendering can (a config key of the
-/// version's table, no Prometheus for Besu's block times) ends here.
+/// version's table, no Prometheus for Besu's block times) ends here, and waits for a
+/// change of the Validator (or of the experiment it takes its tuning from, which wakes
+/// it too): rendering again cannot help.
 fn cannot_render(pass: &mut Pass<'_>, why: &str) {
     pass.out.phase = ValidatorPhase::Failed;
     pass.set(
@@ -175,7 +178,7 @@ fn cannot_render(pass: &mut Pass<'_>, why: &str) {
         format!("the pod cannot be rendered: {why}"),
     );
     pass.event(true, "CannotRender", why);
-    pass.requeue = Duration::from_secs(60);
+    pass.requeue = None;
 }
 
 /// A failover pair member: who signs with the staked identity, the failover's step.
@@ -189,7 +192,8 @@ fn pair(pass: &mut Pass<'_>, view: &super::pair::View) {
         p => p,
     };
     if out.failover.as_ref().is_some_and(|f| !f.done) {
-        pass.requeue = pass.requeue.min(Duration::from_secs(2));
+        let soon = Duration::from_secs(2);
+        pass.requeue = Some(pass.requeue.map_or(soon, |r| r.min(soon)));
     }
     pass.out.failover = out.failover;
     for (pod, request) in out.annotate {

@@ -64,12 +64,12 @@ pub(super) fn apply(pass: &mut Pass<'_>, life: Life<'_>) {
                 "UpToDate",
                 "the pod runs what is rendered",
             );
-            pass.requeue = Duration::from_secs(2);
+            pass.requeue = Some(Duration::from_secs(2));
         }
         Life::Stopping(why) => {
             pass.out.phase = ValidatorPhase::Restarting;
             pass.set("Ready", false, "Restarting", why);
-            pass.requeue = Duration::from_secs(2);
+            pass.requeue = Some(Duration::from_secs(2));
         }
         Life::NodeSilent(why) => {
             pass.out.phase = pass.previous.phase;
@@ -80,7 +80,7 @@ pub(super) fn apply(pass: &mut Pass<'_>, life: Life<'_>) {
             pass.act(Act::DeletePod);
             pass.out.phase = ValidatorPhase::Restarting;
             pass.set("Ready", false, "PodEnded", why);
-            pass.requeue = Duration::from_secs(2);
+            pass.requeue = Some(Duration::from_secs(2));
         }
         Life::Runs(_) => {}
     }

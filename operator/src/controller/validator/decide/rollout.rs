@@ -198,7 +198,7 @@ pub(super) fn apply(pass: &mut Pass<'_>, rollout: Rollout, pod: &PodState) -> bo
                     pod.name
                 ),
             );
-            pass.requeue = Duration::from_secs(2);
+            pass.requeue = Some(Duration::from_secs(2));
             false
         }
         Rollout::Wait(pending) => {
@@ -210,7 +210,7 @@ pub(super) fn apply(pass: &mut Pass<'_>, rollout: Rollout, pod: &PodState) -> bo
             );
             pass.out.pending_change = Some(pending);
             // The window is a matter of slots (400 ms each): look again soon.
-            pass.requeue = Duration::from_secs(2);
+            pass.requeue = Some(Duration::from_secs(2));
             true
         }
     }

@@ -604,6 +604,22 @@ fn what_cannot_render_fails_with_the_reason() {
     assert!(cond(&d, "Ready").2.contains("no Prometheus"));
 }
 
+/// What cannot render waits for a change of the Validator: rendering again cannot help.
+#[test]
+fn what_cannot_render_waits_for_a_change() {
+    let mut obs = observed(ours(), None, None);
+    obs.rendered = Err("no Prometheus is configured".into());
+    let step = super::decide(
+        &spec(SPEC),
+        Some(1),
+        &ValidatorStatus::default(),
+        &obs,
+        at(),
+    );
+    assert_eq!(step.status.phase, ValidatorPhase::Failed);
+    assert_eq!(step.requeue, None);
+}
+
 /// The experiment's point shows in status once the pod runs it; before, the
 /// condition says it waits; a refusal says why and keeps nothing applied.
 #[test]
