@@ -9,6 +9,8 @@ pub mod cost;
 pub mod crd;
 #[cfg(test)]
 mod module_cycles;
+#[cfg(test)]
+pub mod fixtures;
 pub mod operator_metrics;
 pub mod readiness;
 pub mod report;

@@ -60,6 +60,9 @@ pub struct ControllerLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
     pub controller: String,
+    /// The step of the pass that failed (controller/error.rs `Error::step`).
+    pub step: String,
+    /// What the API server answered (`Error::kind`).
     pub kind: String,
 }
 
@@ -184,7 +187,7 @@ impl OperatorMetrics {
         registry.register("reconciles", "Reconciles started", reconciles.clone());
         registry.register(
             "reconcile_errors",
-            "Reconciles that failed, by error kind",
+            "Reconciles that failed, by the step that failed and what the API server answered",
             errors.clone(),
         );
         registry.register(
@@ -304,10 +307,11 @@ impl OperatorMetrics {
         }
     }
 
-    pub fn reconcile_error(&self, controller: &str, kind: &str) {
+    pub fn reconcile_error(&self, controller: &str, step: &str, kind: &str) {
         self.errors
             .get_or_create(&ErrorLabels {
                 controller: controller.into(),
+                step: step.into(),
                 kind: kind.into(),
             })
             .inc();
@@ -460,7 +464,7 @@ mod tests {
     fn counts_reconciles_errors_and_durations() {
         let m = OperatorMetrics::new();
         drop(m.reconcile_started("trial"));
-        m.reconcile_error("trial", "api");
+        m.reconcile_error("trial", "apply_rendered", "api");
         m.trial_transition("Measuring");
         let text = m.encode();
         assert!(
@@ -468,7 +472,9 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("valtune_reconcile_errors_total{controller=\"trial\",kind=\"api\"} 1")
+            text.contains(
+                "valtune_reconcile_errors_total{controller=\"trial\",step=\"apply_rendered\",kind=\"api\"} 1"
+            )
         );
         assert!(text.contains("valtune_reconcile_duration_seconds_count{controller=\"trial\"} 1"));
         assert!(text.contains("valtune_trial_phase_transitions_total{phase=\"Measuring\"} 1"));

@@ -43,7 +43,7 @@ fn operator_series() -> BTreeSet<String> {
     .unwrap();
     m.count_validators(&[std::sync::Arc::new(v)]);
     drop(m.reconcile_started("trial"));
-    m.reconcile_error("trial", "forbidden");
+    m.reconcile_error("trial", "read_pod", "forbidden");
     let mut names = BTreeSet::new();
     for line in m.encode().lines() {
         let Some(rest) = line.strip_prefix("# TYPE ") else {

@@ -3,12 +3,15 @@
 //! lives in status as a timestamp, so a restarted operator resumes exactly where the
 //! last one stopped.
 
+pub mod apply;
+pub mod error;
 pub mod events;
 pub mod experiment;
 pub mod leader;
 pub mod pod_monitor;
 pub mod preflight;
 pub mod status;
+pub mod step;
 pub mod trial;
 pub mod validator;
 
@@ -30,49 +33,7 @@ use tracing::{debug, info, warn};
 use crate::api::{Validator, ValidatorExperiment, ValidatorTrial, labels};
 use crate::operator_metrics::OperatorMetrics;
 use crate::results::prometheus::Prometheus;
-
-/// A reconcile that could not finish; each names the step and the object.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("{step}: {source}")]
-    Kube {
-        step: String,
-        #[source]
-        source: kube::Error,
-    },
-    #[error("{0}")]
-    Invalid(String),
-}
-
-impl Error {
-    pub fn kube(step: impl Into<String>, source: kube::Error) -> Self {
-        Error::Kube {
-            step: step.into(),
-            source,
-        }
-    }
-
-    /// A short label for the errors-by-kind metric.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Error::Kube {
-                source: kube::Error::Api(e),
-                ..
-            } if e.code == 403 => "forbidden",
-            // A status decided from a stale copy: run again on the fresh object.
-            Error::Kube {
-                source: kube::Error::Api(e),
-                ..
-            } if e.code == 409 => "conflict",
-            Error::Kube {
-                source: kube::Error::Api(_),
-                ..
-            } => "api",
-            Error::Kube { .. } => "kube",
-            Error::Invalid(_) => "invalid",
-        }
-    }
-}
+pub use error::Error;
 
 /// An API error that retrying cannot fix: the object itself is refused.
 pub fn is_permanent(e: &kube::Error) -> Option<&str> {
@@ -281,22 +242,62 @@ where
     }
 }
 
-/// The common error policy: log, count, back off.
+/// What a failed pass does next.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Retry {
+    /// At once: a status decided from a stale copy runs again on the fresh object.
+    Soon,
+    /// The object cannot be reconciled as it is: retrying cannot fix it, a change of it
+    /// (which wakes its controller) can.
+    AwaitChange,
+    /// Later, longer each time ([`Context::backoff`]): an API server that refused or did
+    /// not answer may answer later (an RBAC rule restored, a quota freed).
+    BackOff,
+}
+
+fn retry(err: &Error) -> Retry {
+    match err {
+        Error::InvalidObject(_) => Retry::AwaitChange,
+        _ if err.kind() == "conflict" => Retry::Soon,
+        _ => Retry::BackOff,
+    }
+}
+
+/// The common error policy: log, count, then [`retry`].
 fn on_error<K: Resource<DynamicType = ()>>(
     controller: &'static str,
     obj: &K,
     err: &Error,
     ctx: &Context,
 ) -> Action {
-    ctx.metrics.reconcile_error(controller, err.kind());
-    if err.kind() == "conflict" {
-        debug!(%controller, name = %obj.meta().name.clone().unwrap_or_default(), "decided from a stale copy; again on the fresh object");
-        return Action::requeue(std::time::Duration::from_millis(200));
+    ctx.metrics
+        .reconcile_error(controller, err.step(), err.kind());
+    let name = name_of_meta(obj.meta());
+    match retry(err) {
+        Retry::Soon => {
+            debug!(%controller, %name, "decided from a stale copy; again on the fresh object");
+            Action::requeue(std::time::Duration::from_millis(200))
+        }
+        Retry::AwaitChange => {
+            warn!(%controller, %name, error = %err, "cannot be reconciled as it is: waiting for a change of it");
+            Action::await_change()
+        }
+        Retry::BackOff => {
+            let key = obj.meta().uid.clone().unwrap_or_default();
+            let wait = ctx.backoff(&key);
+            warn!(%controller, %name, error = %err, retry_in = ?wait, "reconcile failed");
+            Action::requeue(wait)
+        }
     }
-    let key = obj.meta().uid.clone().unwrap_or_default();
-    let wait = ctx.backoff(&key);
-    warn!(%controller, name = %obj.meta().name.clone().unwrap_or_default(), error = %err, retry_in = ?wait, "reconcile failed");
-    Action::requeue(wait)
+}
+
+/// namespace/name of an object's metadata.
+fn name_of_meta(m: &kube::api::ObjectMeta) -> String {
+    format!(
+        "{}/{}",
+        m.namespace.clone().unwrap_or_default(),
+        m.name.clone().unwrap_or_default()
+    )
 }
 
 /// Runs the three controllers until `shutdown` resolves; in-flight reconciles finish first.
@@ -527,6 +528,33 @@ mod tests {
             }
             .boxed(),
         )
+    }
+
+    /// An object that cannot be reconciled as it is waits for a change of it; a stale
+    /// copy runs again at once; anything else backs off.
+    #[test]
+    fn an_invalid_object_waits_for_a_change_and_other_errors_retry() {
+        assert_eq!(
+            retry(&Error::InvalidObject(
+                "trial ns/t: spec.repetition: invalid value".into()
+            )),
+            Retry::AwaitChange
+        );
+        assert_eq!(
+            retry(&Error::WriteStatus(
+                "writing the status".into(),
+                api(409, "conflict")
+            )),
+            Retry::Soon
+        );
+        assert_eq!(
+            retry(&Error::ApplyRendered(
+                "applying pod".into(),
+                api(403, "forbidden")
+            )),
+            Retry::BackOff
+        );
+        assert_eq!(retry(&Error::WatchStopped("trials")), Retry::BackOff);
     }
 
     /// What retrying cannot fix ends the trial; what an admin or time can fix is retried.

@@ -83,7 +83,7 @@ pub async fn ensure(ctx: &Context, vx: &ValidatorExperiment, endpoints: &[Endpoi
     let current = api
         .get_opt(&vx.name_any())
         .await
-        .map_err(|e| Error::kube(step(), e))?;
+        .map_err(|e| Error::EnsurePodMonitor(step(), e))?;
     let same = current.is_some_and(|c| {
         let labels = serde_json::to_value(c.metadata.labels.unwrap_or_default()).ok();
         labels.as_ref() == desired["metadata"].get("labels")
@@ -96,7 +96,7 @@ pub async fn ensure(ctx: &Context, vx: &ValidatorExperiment, endpoints: &[Endpoi
             &Patch::Apply(&desired),
         )
         .await
-        .map_err(|e| Error::kube(step(), e))?;
+        .map_err(|e| Error::EnsurePodMonitor(step(), e))?;
     }
     ctx.applied_monitors.lock().expect("lock").insert(key, hash);
     Ok(())

@@ -374,7 +374,7 @@ async fn without_one_rbac_rule_the_operator_fails_with_the_api_servers_forbidden
     let page = metrics_of(&pod).await.unwrap();
     let errors = sample(
         &page,
-        "valtune_reconcile_errors_total{controller=\"trial\",kind=\"forbidden\"}",
+        "valtune_reconcile_errors_total{controller=\"trial\",step=\"apply_rendered\",kind=\"forbidden\"}",
     );
     assert!(errors.is_some_and(|n| n >= 1.0), "{page}");
     let tapi: Api<ValidatorTrial> = Api::namespaced(lab.client.clone(), &ns);

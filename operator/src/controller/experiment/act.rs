@@ -8,7 +8,7 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Resource, ResourceExt};
 use tracing::info;
 
-use super::decide::Step;
+use super::decide::{Act, Step};
 use super::kube_err;
 use crate::api::experiment::{
     ExperimentPhase, NodeHours, ValidatorExperiment, ValidatorExperimentStatus,
@@ -17,79 +17,102 @@ use crate::api::trial::ValidatorTrial;
 use crate::clients;
 use crate::controller::{Context, Error, Result, pod_monitor};
 
-/// Acts on `step`; returns `trials` with those it created (as the API server returned
-/// them). A group's trials are created one after the other: a pass that fails between
-/// two leaves the rest to the next pass, whose strategy sees the part that exists.
+/// Does the step's acts, in order; returns the trials a create found existing, as read
+/// back (decide.rs `decide_with` counts them so). A pass that fails to create a trial
+/// creates no more: the rest is left to the next pass, whose strategy sees the part that
+/// exists.
 pub async fn act(
     vx: &ValidatorExperiment,
     ctx: &Context,
     step: &Step,
-    mut trials: Vec<ValidatorTrial>,
-) -> Result<Vec<ValidatorTrial>> {
-    if step.blocked.is_some() {
-        return Ok(trials);
-    }
-    if vx.spec.metrics.pod_monitor && ctx.pod_monitors {
-        let client =
-            clients::client_for(&vx.spec.template).map_err(|e| Error::Invalid(e.to_string()))?;
-        let endpoints = client.profile(&vx.spec.template).endpoints;
-        pod_monitor::ensure(ctx, vx, &endpoints).await?;
-    }
+) -> Result<Vec<(String, Option<ValidatorTrial>)>> {
     let api: Api<ValidatorTrial> =
         Api::namespaced(ctx.client.clone(), &vx.namespace().unwrap_or_default());
-    for name in &step.delete {
-        info!(trial = %name, "removing a trial whose point left the sweep");
-        match api.delete(name, &DeleteParams::default()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => return Err(kube_err(vx, "deleting a trial that left the sweep")(e)),
-        }
-    }
     let mut created: Vec<ValidatorTrial> = Vec::new();
+    let mut found = Vec::new();
     let mut failed = None;
-    let before = trials.len();
-    for trial in step.create.iter().flatten() {
-        let name = trial.name_any();
-        match api.create(&PostParams::default(), trial).await {
-            Ok(t) => {
-                created.push(t.clone());
-                trials.push(t);
+    for a in &step.acts {
+        match a {
+            Act::EnsurePodMonitor => {
+                let client = clients::client_for(&vx.spec.template)
+                    .map_err(|e| Error::InvalidObject(e.to_string()))?;
+                let endpoints = client.profile(&vx.spec.template).endpoints;
+                pod_monitor::ensure(ctx, vx, &endpoints).await?;
             }
-            // Created by an earlier pass whose store did not hold it yet: fine.
-            Err(kube::Error::Api(e)) if e.code == 409 => {
-                if let Some(t) = api
-                    .get_opt(&name)
-                    .await
-                    .map_err(kube_err(vx, "reading a trial"))?
-                {
-                    trials.push(t);
+            Act::DeleteTrial(name) => {
+                info!(trial = %name, "removing a trial whose point left the sweep");
+                match api.delete(name, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) => {
+                        return Err(kube_err(
+                            vx,
+                            Error::DeleteTrial,
+                            "deleting a trial that left the sweep",
+                        )(e));
+                    }
                 }
             }
-            Err(e) => {
-                failed = Some(kube_err(vx, "creating a trial")(e));
-                break;
+            Act::CreateTrials(_) if failed.is_some() => {}
+            Act::CreateTrials(group) => {
+                for trial in group {
+                    let name = trial.name_any();
+                    match api.create(&PostParams::default(), trial).await {
+                        Ok(t) => created.push(t),
+                        // Created by an earlier pass whose store did not hold it yet: fine.
+                        Err(kube::Error::Api(e)) if e.code == 409 => {
+                            let read = api.get_opt(&name).await.map_err(kube_err(
+                                vx,
+                                Error::CreateTrial,
+                                "reading a trial",
+                            ))?;
+                            found.push((name, read));
+                        }
+                        Err(e) => {
+                            failed = Some(kube_err(vx, Error::CreateTrial, "creating a trial")(e));
+                            break;
+                        }
+                    }
+                }
+            }
+            // Only a pass that creates nothing has one (decide.rs: while it waits for
+            // its pipeline).
+            Act::Event(note) => {
+                ctx.publish(vx, note.warning, &note.reason, &note.text, true)
+                    .await
             }
         }
     }
-    // One event for the trials a pass created (not one each: the Recorder would patch
-    // the first one's count and drop the others' notes, a write per trial).
+    finish_creating(vx, ctx, &created, &found).await;
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(found),
+    }
+}
+
+/// One event for the trials a pass created (not one each: the Recorder would patch the
+/// first one's count and drop the others' notes, a write per trial); what it created or
+/// found counts for the next pass before the watch delivers it.
+async fn finish_creating(
+    vx: &ValidatorExperiment,
+    ctx: &Context,
+    created: &[ValidatorTrial],
+    found: &[(String, Option<ValidatorTrial>)],
+) {
     if let Some(first) = created.first() {
         ctx.publish_related(
             vx,
             Some(first.object_ref(&())),
             false,
             "TrialCreated",
-            &created_note(&created),
+            &created_note(created),
             false,
         )
         .await;
     }
-    // What it created counts for the next pass before the watch delivers it.
-    super::observe::remember(vx, ctx, &trials[before..]);
-    match failed {
-        Some(e) => Err(e),
-        None => Ok(trials),
-    }
+    let mut made: Vec<ValidatorTrial> = created.to_vec();
+    made.extend(found.iter().filter_map(|(_, t)| t.clone()));
+    super::observe::remember(vx, ctx, &made);
 }
 
 /// What an event says of the trials a pass created: each one's name, point and
@@ -139,9 +162,11 @@ pub async fn write_status(
     }
     let api: Api<ValidatorExperiment> =
         Api::namespaced(ctx.client.clone(), &vx.namespace().unwrap_or_default());
-    ctx.write_status(&api, vx, st)
-        .await
-        .map_err(kube_err(vx, "writing the status"))?;
+    ctx.write_status(&api, vx, st).await.map_err(kube_err(
+        vx,
+        Error::WriteStatus,
+        "writing the status",
+    ))?;
     ctx.status_written
         .lock()
         .expect("lock")

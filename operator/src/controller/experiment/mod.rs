@@ -1,6 +1,8 @@
-//! The experiment reconciler: observe its trials -> a pure [`decide::decide`] (its
-//! strategy's decision: which trials start, which unstarted ones left the sweep) -> act
-//! (create and delete trials, events) -> the status, pure, written when it changed.
+//! The experiment reconciler: observe (its trials, the nodes of a paired comparison, its
+//! metrics pipeline) -> a pure [`decide::decide`] (its strategy's decision: which trials
+//! start, which unstarted ones left the sweep; the status once that is done) -> act
+//! (the PodMonitor, create and delete trials, events) -> the status, written when it
+//! changed.
 
 mod act;
 mod compare;
@@ -9,7 +11,6 @@ mod observe;
 mod summary;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use kube::runtime::controller::Action;
 
@@ -27,46 +28,31 @@ pub async fn reconcile(vx: Arc<ValidatorExperiment>, ctx: Arc<Context>) -> Resul
     }
     let old = vx.status.clone().unwrap_or_default();
     let now = now();
-    // Observe (client): the trials the experiment owns, and whether its Prometheus can
-    // receive what its client sends (controller/preflight.rs).
-    let observed = observe::trials(&vx, &ctx).await?;
-    let nodes = observe::nodes(&vx, &ctx).await?;
-    let pipeline = super::preflight::check(&ctx, &vx, now).await;
-    let waiting = pipeline.as_ref().is_some_and(|p| p.wait);
-    // Decide (pure): what its strategy starts, which unstarted trials left the sweep;
-    // nothing starts past maxNodeHours, nor while the pipeline would leave trials blind.
-    let mut step = decide::decide(&vx, &observed, nodes);
-    decide::hold_to_budget(&mut step, &vx, crate::cost::spent(&observed, now));
-    if waiting {
-        step.create.clear();
+    // Observe (client): the trials the experiment owns, the nodes a paired comparison
+    // matches, whether its Prometheus can receive what its client sends.
+    let obs = observe::observe(&vx, &ctx, now).await?;
+    // Decide (pure): what its strategy starts and deletes, the status once that is done.
+    let mut step = decide::decide(&vx, &obs, &old, now);
+    // Act (client): the PodMonitor, deletes, creates, events; a create that found its
+    // trial existing restates the status with the trial as it is.
+    let found = act::act(&vx, &ctx, &step).await?;
+    if !found.is_empty() {
+        step.status = decide::decide_with(&vx, &obs, &old, now, &found).status;
     }
-    // Act (client): the PodMonitor, deletes and creates; the trials as they are now.
-    let trials = act::act(&vx, &ctx, &step, observed).await?;
-    // The status (pure), written when it changed (client), an event when its phase did.
-    let mut status = decide::status(&vx, &step, &trials, &old, now);
-    if let Some(p) = &pipeline {
-        status.conditions.push(p.condition.clone());
-        if p.wait {
-            let text = &p.condition.message;
-            ctx.publish(vx.as_ref(), true, "RemoteWriteReceiverOff", text, true)
-                .await;
-        }
-    }
-    act::write_status(&vx, &ctx, &old, &status).await?;
+    // The status, written when it changed, an event when its phase did.
+    act::write_status(&vx, &ctx, &old, &step.status).await?;
     ctx.succeeded(&vx.metadata.uid.clone().unwrap_or_default());
-    // Trials wake the experiment when they change; this is only a safety net (sooner
-    // while it waits for its Prometheus: nothing else would wake it).
-    Ok(Action::requeue(if waiting {
-        super::preflight::RECHECK
-    } else {
-        Duration::from_secs(300)
-    }))
+    Ok(step.action())
 }
 
-/// An API error in one step of a pass, naming the step and the experiment.
-fn kube_err(vx: &ValidatorExperiment, step: &str) -> impl FnOnce(kube::Error) -> Error {
-    let what = format!("{step} of experiment {}", name_of(vx));
-    move |e| Error::kube(what, e)
+/// An API error in one step of a pass, naming what it did and the experiment.
+fn kube_err(
+    vx: &ValidatorExperiment,
+    step: fn(String, kube::Error) -> Error,
+    what: &str,
+) -> impl FnOnce(kube::Error) -> Error {
+    let what = format!("{what} of experiment {}", name_of(vx));
+    move |e| step(what, e)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
+use super::decide::Observed;
 use super::kube_err;
 use crate::api::labels;
 use crate::api::template::Placement;
@@ -16,6 +17,20 @@ use crate::clients::pod::EXCLUSIVE_LABEL;
 use crate::controller::{Context, Error, Result};
 use crate::readiness::nodes::{eligible, ready};
 use crate::results::dataset::{HOSTNAME_LABEL, NodeSlot};
+
+/// What a pass observes.
+pub async fn observe(
+    vx: &ValidatorExperiment,
+    ctx: &Context,
+    now: jiff::Timestamp,
+) -> Result<Observed> {
+    Ok(Observed {
+        trials: trials(vx, ctx).await?,
+        nodes: nodes(vx, ctx).await?,
+        pipeline: crate::controller::preflight::check(ctx, vx, now).await,
+        pod_monitors: ctx.pod_monitors,
+    })
+}
 
 /// The trials labelled with the experiment's name that it owns (by uid: the trials of an
 /// earlier experiment of the same name, still being collected, are not its own), from
@@ -27,7 +42,7 @@ pub async fn trials(vx: &ValidatorExperiment, ctx: &Context) -> Result<Vec<Valid
         .clone()
         .wait_for(|ready| *ready)
         .await
-        .map_err(|_| Error::Invalid("the watch of trials stopped before its first list".into()))?;
+        .map_err(|_| Error::WatchStopped("trials"))?;
     let uid = vx.metadata.uid.clone().unwrap_or_default();
     let (ns, name) = (vx.namespace(), vx.name_any());
     let mut own: Vec<ValidatorTrial> = ctx
@@ -93,13 +108,17 @@ pub async fn nodes(vx: &ValidatorExperiment, ctx: &Context) -> Result<Option<Vec
     let listed = nodes
         .list(&ListParams::default())
         .await
-        .map_err(kube_err(vx, "listing the nodes"))?
+        .map_err(kube_err(vx, Error::ListNodes, "listing the nodes"))?
         .items;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &vx.namespace().unwrap_or_default());
     let held: Vec<String> = pods
         .list(&ListParams::default().labels(&format!("{EXCLUSIVE_LABEL}=true")))
         .await
-        .map_err(kube_err(vx, "listing the pods that hold nodes"))?
+        .map_err(kube_err(
+            vx,
+            Error::ListPods,
+            "listing the pods that hold nodes",
+        ))?
         .items
         .into_iter()
         .filter(|p| {
@@ -153,17 +172,6 @@ pub fn node_slots(
 mod unseen_tests {
     use super::*;
 
-    fn trial(name: &str) -> ValidatorTrial {
-        let vx: ValidatorExperiment = serde_saphyr::from_str(
-            "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {name: ram, namespace: ns, uid: u1}\nspec:\n  template:\n    agave: {image: agave}\n    storage: [{role: ledger, size: 1Ti}]\n  sweep: {memory: [128Gi]}\n",
-        )
-        .unwrap();
-        let planned = crate::strategies::plan::plan(&vx.spec.sweep, 1);
-        let mut t = crate::strategies::build::build_trial(&vx, &planned[0]).unwrap();
-        t.metadata.name = Some(name.into());
-        t
-    }
-
     fn names(v: &[ValidatorTrial]) -> Vec<String> {
         v.iter().map(|t| t.name_any()).collect()
     }
@@ -173,11 +181,14 @@ mod unseen_tests {
     #[test]
     fn created_trials_count_until_the_watch_holds_them() {
         let now = Instant::now();
-        let mut own = vec![trial("t-1")];
+        let mut own = vec![ValidatorTrial::test().named("t-1")];
         let mut mine = vec![
-            (now, trial("t-1")),
-            (now, trial("t-2")),
-            (now - UNSEEN_FOR - Duration::from_secs(1), trial("t-3")),
+            (now, ValidatorTrial::test().named("t-1")),
+            (now, ValidatorTrial::test().named("t-2")),
+            (
+                now - UNSEEN_FOR - Duration::from_secs(1),
+                ValidatorTrial::test().named("t-3"),
+            ),
         ];
         with_unseen(&mut own, &mut mine, now);
         assert_eq!(names(&own), ["t-1", "t-2"]);
@@ -186,7 +197,10 @@ mod unseen_tests {
             ["t-2"]
         );
         // The watch delivers t-2: nothing left to remember.
-        let mut own = vec![trial("t-1"), trial("t-2")];
+        let mut own = vec![
+            ValidatorTrial::test().named("t-1"),
+            ValidatorTrial::test().named("t-2"),
+        ];
         with_unseen(&mut own, &mut mine, now);
         assert_eq!(names(&own), ["t-1", "t-2"]);
         assert!(mine.is_empty());

@@ -1,42 +1,22 @@
 use std::collections::BTreeMap;
 
-use super::decide::{decide, never_hang, status};
+use super::decide::{choose, never_hang, status};
 use crate::api::experiment::{
     ExperimentPhase, MAX_SUMMARY_ROWS, ValidatorExperiment, ValidatorExperimentStatus,
 };
 use crate::api::trial::TrialOutcome;
-use crate::api::trial::{TrialPhase, TrialResults, ValidatorTrial, ValidatorTrialStatus};
+use crate::api::trial::{TrialPhase, TrialResults, ValidatorTrial};
 use crate::results::dataset::Dataset;
-use crate::strategies::build::build_trial;
 use crate::strategies::plan::{PlannedTrial, plan};
 use crate::strategies::{Decision, TrialGroup};
 use jiff::Timestamp;
 
+/// [`ValidatorExperiment::test`], with `extra` (lines of its spec).
 fn experiment(extra: &str) -> ValidatorExperiment {
-    let yaml = format!(
-        "apiVersion: valtune.dev/v1alpha1\nkind: ValidatorExperiment\nmetadata: {{name: ram, namespace: ns, uid: u1, generation: 1}}\nspec:\n  template:\n    agave: {{image: agave}}\n    storage: [{{role: ledger, size: 1Ti}}]\n  sweep: {{memory: [128Gi, 256Gi, 512Gi, 1Ti]}}\n  parallelism: 2\n{extra}"
-    );
-    serde_saphyr::from_str(&yaml).unwrap()
-}
-
-fn trial(
-    vx: &ValidatorExperiment,
-    p: &PlannedTrial,
-    phase: TrialPhase,
-    outcome: Option<TrialOutcome>,
-    tps: f64,
-) -> ValidatorTrial {
-    let mut t = build_trial(vx, p).unwrap();
-    t.status = Some(ValidatorTrialStatus {
-        phase,
-        outcome,
-        results: outcome.map(|_| TrialResults {
-            avg_tps: Some(tps),
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
-    t
+    match extra.trim() {
+        "" => ValidatorExperiment::test(),
+        _ => ValidatorExperiment::test().with(&format!("spec:\n{extra}")),
+    }
 }
 
 fn t0() -> Timestamp {
@@ -52,7 +32,7 @@ fn next_to_start(
     vx: &ValidatorExperiment,
     existing: &BTreeMap<String, ValidatorTrial>,
 ) -> Vec<PlannedTrial> {
-    decide(vx, &listed(existing), None)
+    choose(vx, &listed(existing), None)
         .create
         .into_iter()
         .flatten()
@@ -72,7 +52,7 @@ fn compute_status(
     let trials = listed(existing);
     status(
         vx,
-        &decide(vx, &trials, None),
+        &choose(vx, &trials, None),
         &trials,
         &Default::default(),
         t0(),
@@ -90,20 +70,14 @@ fn starts_trials_in_plan_order_up_to_parallelism() {
     for p in &next {
         existing.insert(
             p.name("ram"),
-            trial(&vx, p, TrialPhase::Measuring, None, 0.0),
+            ValidatorTrial::planned(&vx, p).in_phase(TrialPhase::Measuring),
         );
     }
     assert!(next_to_start(&vx, &existing).is_empty());
     // One finishes: exactly one more starts, the next point in order.
     existing.insert(
         planned[0].name("ram"),
-        trial(
-            &vx,
-            &planned[0],
-            TrialPhase::Succeeded,
-            Some(TrialOutcome::OOMKilled),
-            1.0,
-        ),
+        ValidatorTrial::planned(&vx, &planned[0]).ended(TrialOutcome::OOMKilled, 1.0),
     );
     let next = next_to_start(&vx, &existing);
     assert_eq!(next.len(), 1);
@@ -117,23 +91,11 @@ fn a_deleted_trial_is_recreated_because_trials_are_compared_by_name() {
     let mut existing = BTreeMap::new();
     existing.insert(
         planned[1].name("ram"),
-        trial(
-            &vx,
-            &planned[1],
-            TrialPhase::Succeeded,
-            Some(TrialOutcome::KeptUp),
-            1.0,
-        ),
+        ValidatorTrial::planned(&vx, &planned[1]).ended(TrialOutcome::KeptUp, 1.0),
     );
     existing.insert(
         planned[2].name("ram"),
-        trial(
-            &vx,
-            &planned[2],
-            TrialPhase::Succeeded,
-            Some(TrialOutcome::KeptUp),
-            1.0,
-        ),
+        ValidatorTrial::planned(&vx, &planned[2]).ended(TrialOutcome::KeptUp, 1.0),
     );
     // Two finished, none active: the two missing ones start, whatever the count says.
     let next: Vec<_> = next_to_start(&vx, &existing)
@@ -152,13 +114,7 @@ fn suspend_and_the_failure_limit_stop_new_trials() {
     let mut existing = BTreeMap::new();
     existing.insert(
         planned[0].name("ram"),
-        trial(
-            &vx,
-            &planned[0],
-            TrialPhase::Failed,
-            Some(TrialOutcome::Crashed),
-            0.0,
-        ),
+        ValidatorTrial::planned(&vx, &planned[0]).ended(TrialOutcome::Crashed, 0.0),
     );
     assert!(next_to_start(&vx, &existing).is_empty());
     let st = compute_status(&vx, &existing);
@@ -186,7 +142,7 @@ fn recommends_the_smallest_memory_that_kept_up() {
         .map(|(p, o)| {
             (
                 p.name("ram"),
-                trial(&vx, p, TrialPhase::Succeeded, Some(o), 4600.0),
+                ValidatorTrial::planned(&vx, p).ended(o, 4600.0),
             )
         })
         .collect();
@@ -218,13 +174,7 @@ fn an_experiment_at_the_cap_with_every_trial_finished_stays_under_64_kib() {
     let existing: BTreeMap<_, _> = planned
         .iter()
         .map(|p| {
-            let mut t = trial(
-                &vx,
-                p,
-                TrialPhase::Succeeded,
-                Some(TrialOutcome::KeptUp),
-                4600.0,
-            );
+            let mut t = ValidatorTrial::planned(&vx, p).ended(TrialOutcome::KeptUp, 4600.0);
             t.status.as_mut().unwrap().results = Some(TrialResults {
                 avg_tps: Some(4598.12),
                 max_tps: Some(120790.77),
@@ -252,13 +202,7 @@ fn the_summary_is_capped() {
         .map(|p| {
             (
                 p.name("ram"),
-                trial(
-                    &vx,
-                    p,
-                    TrialPhase::Succeeded,
-                    Some(TrialOutcome::KeptUp),
-                    1.0,
-                ),
+                ValidatorTrial::planned(&vx, p).ended(TrialOutcome::KeptUp, 1.0),
             )
         })
         .collect();
@@ -277,13 +221,13 @@ fn left_the_sweep(vx: &ValidatorExperiment, memory: &str, phase: TrialPhase) -> 
         repetition: 1,
         pair: None,
     };
-    trial(vx, &p, phase, None, 0.0)
+    ValidatorTrial::planned(vx, &p).in_phase(phase)
 }
 
 #[test]
 fn created_trials_count_as_running_in_the_status_of_the_pass_that_creates_them() {
     let vx = experiment("");
-    let step = decide(&vx, &[], None);
+    let step = choose(&vx, &[], None);
     assert!(step.delete.is_empty());
     let created: Vec<ValidatorTrial> = step.create.iter().flatten().cloned().collect();
     assert_eq!(created.len(), 2);
@@ -310,7 +254,7 @@ fn unstarted_trials_that_left_the_sweep_are_deleted_and_started_ones_run_to_thei
     going.metadata.deletion_timestamp =
         Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t0()));
     let trials = vec![unstarted.clone(), started, going];
-    let step = decide(&vx, &trials, None);
+    let step = choose(&vx, &trials, None);
     assert_eq!(step.delete, vec![unstarted.metadata.name.clone().unwrap()]);
     // Until it is gone, the deleted one still counts as holding a node, as the started
     // one does: parallelism 2 leaves no room.
@@ -327,13 +271,7 @@ fn unstarted_trials_that_left_the_sweep_are_deleted_and_started_ones_run_to_thei
 fn a_strategy_with_nothing_to_propose_and_nothing_running_ends_the_experiment() {
     let vx = experiment("");
     let planned = plan(&vx.spec.sweep, 1);
-    let finished = trial(
-        &vx,
-        &planned[0],
-        TrialPhase::Succeeded,
-        Some(TrialOutcome::KeptUp),
-        1.0,
-    );
+    let finished = ValidatorTrial::planned(&vx, &planned[0]).ended(TrialOutcome::KeptUp, 1.0);
     let silent = Decision {
         trials: vec![planned[0].name("ram")],
         start: Vec::new(),
@@ -347,7 +285,7 @@ fn a_strategy_with_nothing_to_propose_and_nothing_running_ends_the_experiment() 
     let data = Dataset::from_trials(&vx.spec.sweep, [&finished]);
     never_hang(&mut starting, "test", &vx, &data);
     assert_eq!(starting.done, None);
-    let running = trial(&vx, &planned[0], TrialPhase::Measuring, None, 0.0);
+    let running = ValidatorTrial::planned(&vx, &planned[0]).in_phase(TrialPhase::Measuring);
     let mut waiting = silent.clone();
     never_hang(
         &mut waiting,
@@ -385,11 +323,10 @@ fn timed(
     hours: i64,
     outcome: Option<TrialOutcome>,
 ) -> ValidatorTrial {
-    let phase = match outcome {
-        Some(_) => TrialPhase::Succeeded,
-        None => TrialPhase::Measuring,
+    let mut t = match outcome {
+        Some(o) => ValidatorTrial::planned(vx, p).ended(o, 4000.0),
+        None => ValidatorTrial::planned(vx, p).in_phase(TrialPhase::Measuring),
     };
-    let mut t = trial(vx, p, phase, outcome, 4000.0);
     let st = t.status.as_mut().unwrap();
     let at = |h: i64| {
         k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
@@ -417,7 +354,7 @@ fn max_node_hours_stops_new_trials_and_ends_the_experiment_with_the_reason() {
     let pass = |existing: &BTreeMap<String, ValidatorTrial>, now_h: i64| {
         let trials = listed(existing);
         let now = t0() + jiff::SignedDuration::from_hours(now_h);
-        let mut step = decide(&vx, &trials, None);
+        let mut step = choose(&vx, &trials, None);
         super::decide::hold_to_budget(&mut step, &vx, crate::cost::spent(&trials, now));
         let st = status(&vx, &step, &trials, &Default::default(), now);
         (step, st)
@@ -457,7 +394,7 @@ fn max_node_hours_stops_new_trials_and_ends_the_experiment_with_the_reason() {
     // Without a budget the same trials go on.
     let free = experiment("");
     let trials = listed(&existing);
-    let mut step = decide(&free, &trials, None);
+    let mut step = choose(&free, &trials, None);
     super::decide::hold_to_budget(&mut step, &free, 22.0);
     assert_eq!(step.create.len(), 2);
 }
@@ -468,7 +405,7 @@ fn max_node_hours_stops_new_trials_and_ends_the_experiment_with_the_reason() {
 #[test]
 fn a_baseline_outside_the_sweep_blocks_the_experiment_naming_the_field() {
     let vx = experiment("  comparison: {baseline: {memory: 768Gi}}\n");
-    let step = decide(&vx, &[], None);
+    let step = choose(&vx, &[], None);
     assert!(step.create.is_empty());
     let why = step.blocked.unwrap();
     assert!(
@@ -476,7 +413,7 @@ fn a_baseline_outside_the_sweep_blocks_the_experiment_naming_the_field() {
         "{why}"
     );
     let vx = experiment("  comparison: {baseline: {memory: 1024Gi}}\n");
-    let step = decide(&vx, &[], None);
+    let step = choose(&vx, &[], None);
     assert_eq!(step.blocked, None);
     // Paired: a pair of two trials per group, the baseline (1Ti) in each.
     assert!(

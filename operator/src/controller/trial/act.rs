@@ -5,14 +5,15 @@
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 
 use super::transition::{Act, Step, finish};
+use crate::api::labels;
 use crate::api::trial::{TrialOutcome, ValidatorTrial};
-use crate::api::{FIELD_MANAGER, labels};
 use crate::clients::{self, RenderInput};
+use crate::controller::apply::{Applier, PodWrite, Refused};
 use crate::controller::{Context, Error, Result, is_permanent, name_of, now};
 
 pub async fn act(
@@ -46,7 +47,8 @@ pub async fn act(
 }
 
 /// Creates the attempt's generated Secrets unless they exist, applies its ConfigMaps, then
-/// its pod. Ok(Err(why)) when the API server refuses one of them for good ([`is_permanent`]).
+/// its pod ([`Applier`]). Ok(Err(why)) when the API server refuses one of them for good
+/// ([`is_permanent`]).
 async fn start_attempt(
     trial: &ValidatorTrial,
     ctx: &Context,
@@ -59,72 +61,23 @@ async fn start_attempt(
         Err(e) => return Ok(Err(format!("cannot render the pod: {e}"))),
     };
     let ns = trial.namespace().unwrap_or_default();
-    let pp = PatchParams::apply(FIELD_MANAGER).force();
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &ns);
-    for generated in &rendered.secrets {
-        let name = generated.metadata.name.clone().unwrap_or_default();
-        // One create per Secret and operator process, not per attempt (each would count as
-        // an API write): later attempts, of this trial or another sharing it, skip it.
-        let owner = generated
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .map(|o| o.uid.clone())
-            .next()
-            .unwrap_or_default();
-        let key = format!("{ns}/{name}/{owner}");
-        if ENSURED_SECRETS.lock().is_ok_and(|s| s.contains(&key)) {
-            continue;
-        }
-        let step = format!("creating Secret {ns}/{name}");
-        let random = random_bytes(generated.bytes)
-            .map_err(|e| Error::Invalid(format!("{step}: reading /dev/urandom: {e}")))?;
-        // Created once and never changed: a secret shared by running pods stays what they
-        // read. Only `create` (no read of any Secret) is needed, and an existing one is kept.
-        match secrets
-            .create(&PostParams::default(), &generated.secret(&random))
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => return refused_or_retry(e, step),
-        }
-        if let Ok(mut s) = ENSURED_SECRETS.lock() {
-            s.insert(key);
-        }
-    }
-    let cms: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &ns);
-    for cm in &rendered.config_maps {
-        let name = cm.name_any();
-        if let Err(e) = cms.patch(&name, &pp, &Patch::Apply(cm)).await {
-            return refused_or_retry(e, format!("applying ConfigMap {ns}/{name}"));
-        }
-    }
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let name = rendered.pod.name_any();
-    match pods.patch(&name, &pp, &Patch::Apply(&rendered.pod)).await {
+    let applier = Applier {
+        client: &ctx.client,
+        namespace: &ns,
+        pod: PodWrite::Apply,
+        secrets_once: true,
+    };
+    match applier.apply(&rendered).await {
         Ok(_) => Ok(Ok(())),
-        Err(e) => refused_or_retry(e, format!("applying pod {ns}/{name}")),
+        Err(Refused::Api { what, source }) => refused_or_retry(source, what),
+        Err(Refused::Random { what, source }) => Err(Error::GenerateSecret(what, source)),
     }
-}
-
-/// Generated Secrets this process created or found (namespace/name/owner uid).
-static ENSURED_SECRETS: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<String>>> =
-    std::sync::LazyLock::new(Default::default);
-
-/// Random bytes from the kernel's CSPRNG.
-pub(crate) fn random_bytes(n: usize) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut buf = vec![0u8; n];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
-    Ok(buf)
 }
 
 fn refused_or_retry(e: kube::Error, step: String) -> Result<Result<(), String>> {
     match is_permanent(&e) {
         Some(msg) => Ok(Err(format!("the API server refused {step}: {msg}"))),
-        None => Err(Error::kube(step, e)),
+        None => Err(Error::ApplyRendered(step, e)),
     }
 }
 
@@ -166,13 +119,11 @@ async fn delete_pods(trial: &ValidatorTrial, ctx: &Context) -> Result<()> {
     let ns = trial.namespace().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let step = || format!("deleting the pods of trial {}", name_of(trial));
-    for pod in pods_of(trial, ctx, &api)
-        .await
-        .map_err(|e| Error::kube(step(), e))?
-    {
+    let failed = |e| Error::DeletePods(step(), e);
+    for pod in pods_of(trial, ctx, &api).await.map_err(failed)? {
         if pod.metadata.deletion_timestamp.is_none() {
             ignore_gone(api.delete(&pod.name_any(), &DeleteParams::default()).await)
-                .map_err(|e| Error::kube(step(), e))?;
+                .map_err(failed)?;
         }
     }
     Ok(())
@@ -184,10 +135,8 @@ async fn stop_pods(trial: &ValidatorTrial, ctx: &Context) -> Result<()> {
     let ns = trial.namespace().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let step = || format!("stopping the pods of trial {}", name_of(trial));
-    for pod in pods_of(trial, ctx, &api)
-        .await
-        .map_err(|e| Error::kube(step(), e))?
-    {
+    let failed = |e| Error::StopPods(step(), e);
+    for pod in pods_of(trial, ctx, &api).await.map_err(failed)? {
         let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
         let has_deadline = pod
             .spec
@@ -211,7 +160,7 @@ async fn stop_pods(trial: &ValidatorTrial, ctx: &Context) -> Result<()> {
                 )
                 .await,
             )
-            .map_err(|e| Error::kube(step(), e))?;
+            .map_err(failed)?;
         }
     }
     Ok(())

@@ -89,6 +89,7 @@ pub async fn reconcile(trial: Arc<ValidatorTrial>, ctx: Arc<Context>) -> Result<
     };
     act::act(&trial, &ctx, &mut step, now).await?;
 
+    let action = step.action();
     let mut st = step.status;
     st.observed_generation = trial.metadata.generation;
     st.point = Some(trial.spec.point.describe());
@@ -99,7 +100,7 @@ pub async fn reconcile(trial: Arc<ValidatorTrial>, ctx: Arc<Context>) -> Result<
         ctx.write_status(&api, trial.as_ref(), &st)
             .await
             .map_err(|e| {
-                Error::kube(
+                Error::WriteStatus(
                     format!("writing the status of trial {}", name_of(trial.as_ref())),
                     e,
                 )
@@ -118,10 +119,7 @@ pub async fn reconcile(trial: Arc<ValidatorTrial>, ctx: Arc<Context>) -> Result<
         }
     }
     ctx.succeeded(&trial.metadata.uid.clone().unwrap_or_default());
-    Ok(step
-        .requeue
-        .map(Action::requeue)
-        .unwrap_or_else(Action::await_change))
+    Ok(action)
 }
 
 /// Ready (finished with a measurement), Progressing, Degraded (finished without one),

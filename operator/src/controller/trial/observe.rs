@@ -229,7 +229,7 @@ async fn partner(trial: &ValidatorTrial, ctx: &Context, name: &str) -> Result<Pa
     let api: Api<ValidatorTrial> = Api::namespaced(ctx.client.clone(), &ns);
     let found = api.get_opt(name).await;
     let Some(p) =
-        found.map_err(|e| Error::kube(format!("reading its pair's trial {ns}/{name}"), e))?
+        found.map_err(|e| Error::ReadTrial(format!("reading its pair's trial {ns}/{name}"), e))?
     else {
         return Ok(Partner::Gone);
     };
@@ -257,7 +257,7 @@ async fn snapshot_reference(trial: &ValidatorTrial, ctx: &Context) -> Result<Opt
         .clone()
         .wait_for(|ready| *ready)
         .await
-        .map_err(|_| Error::Invalid("the watch of trials stopped before its first list".into()))?;
+        .map_err(|_| Error::WatchStopped("trials"))?;
     let ns = trial.namespace();
     let trials = ctx.trials.state();
     Ok(mean_download(trials.iter().map(|t| t.as_ref()).filter(
@@ -487,7 +487,7 @@ async fn pod_state(
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let pod = stored_or_read(&ctx.pods, ObjectRef::new(&name).within(&ns), &pods)
         .await
-        .map_err(|e| Error::kube(format!("reading pod {ns}/{name}"), e))?;
+        .map_err(|e| Error::ReadPod(format!("reading pod {ns}/{name}"), e))?;
     let node_name = pod
         .as_ref()
         .and_then(|p| p.spec.as_ref()?.node_name.clone());
@@ -499,7 +499,7 @@ async fn pod_state(
                 &Api::<Node>::all(ctx.client.clone()),
             )
             .await
-            .map_err(|e| Error::kube(format!("reading node {name}"), e))?,
+            .map_err(|e| Error::ReadNode(format!("reading node {name}"), e))?,
         ),
         None => None,
     };
@@ -553,21 +553,10 @@ mod tests {
     fn the_snapshot_reference_is_the_mean_of_the_downloads() {
         use crate::api::trial::{SnapshotStart, TrialResults};
         let trial = |snapshot: Option<SnapshotStart>| {
-            let mut t = ValidatorTrial::new(
-                "t",
-                serde_saphyr::from_str(
-                    "experiment: x\npoint: {}\nrepetition: 1\ntemplate: {agave: {image: a}}\nsettings: {}\nmetrics: {}",
-                )
-                .unwrap(),
-            );
-            t.status = Some(ValidatorTrialStatus {
-                results: Some(TrialResults {
-                    snapshot,
-                    ..Default::default()
-                }),
+            ValidatorTrial::test().results(TrialResults {
+                snapshot,
                 ..Default::default()
-            });
-            t
+            })
         };
         let trials = [
             trial(Some(SnapshotStart::of(false, 300.0, None))),

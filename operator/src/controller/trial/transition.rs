@@ -294,21 +294,10 @@ pub struct ReadError {
     pub transient: bool,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct Note {
-    pub warning: bool,
-    pub reason: String,
-    pub text: String,
-}
+pub use crate::controller::step::Note;
 
-/// The outcome of a pass.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Step {
-    pub status: ValidatorTrialStatus,
-    pub acts: Vec<Act>,
-    /// When to look again; None waits for a change of the trial or its pod.
-    pub requeue: Option<Duration>,
-}
+/// The outcome of a pass; None as its requeue waits for a change of the trial or its pod.
+pub type Step = crate::controller::step::Step<ValidatorTrialStatus, Act>;
 
 fn secs(d: SignedDuration) -> Duration {
     Duration::try_from(d).unwrap_or_default()

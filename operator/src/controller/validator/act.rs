@@ -3,120 +3,103 @@
 //! the pod (each created once: an existing one is kept), a deletion, events, status.
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 
-use super::decide::Decision;
+use super::decide::{Act, Step};
 use super::observe::Observed;
 use crate::api::validator::{IDENTITY_LABEL, IDENTITY_REQUEST, identity_label};
-use crate::api::{FIELD_MANAGER, Validator, labels};
+use crate::api::{Validator, labels};
+use crate::clients::Rendered;
+use crate::controller::apply::{Applied, Applier, PodWrite, Refused};
 use crate::controller::status::apply_status;
-use crate::controller::trial::act::random_bytes;
 use crate::controller::{Context, Error, Result, name_of};
 
-pub async fn act(v: &Validator, ctx: &Context, obs: &Observed, d: &Decision) -> Result<()> {
+pub async fn act(v: &Validator, ctx: &Context, obs: &Observed, step: &Step) -> Result<()> {
     let ns = v.namespace().unwrap_or_default();
     let name = v.name_any();
     let client = &ctx.client;
-    if let Some(lease) = &d.take_lease {
-        take_lease(v, ctx, lease).await?;
-    }
-    super::pdb::ensure(v, ctx).await?;
-    if d.create_pod
-        && let Ok(r) = &obs.rendered
-    {
-        let created = |e: kube::Error, what: String| match e {
-            kube::Error::Api(s) if s.code == 409 => Ok(()),
-            e => Err(Error::kube(what, e)),
-        };
-        let pp = PostParams::default();
-        let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
-        for c in &r.claims {
-            if let Err(e) = claims.create(&pp, c).await {
-                created(e, format!("creating claim {ns}/{}", c.name_any()))?;
-            }
-        }
-        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-        for g in &r.secrets {
-            let random = random_bytes(g.bytes)
-                .map_err(|e| Error::Invalid(format!("reading /dev/urandom: {e}")))?;
-            if let Err(e) = secrets.create(&pp, &g.secret(&random)).await {
-                created(
-                    e,
-                    format!(
-                        "creating Secret {ns}/{}",
-                        g.metadata.name.clone().unwrap_or_default()
-                    ),
-                )?;
-            }
-        }
-        let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-        let apply = PatchParams::apply(FIELD_MANAGER).force();
-        for cm in &r.config_maps {
-            cms.patch(&cm.name_any(), &apply, &Patch::Apply(cm))
-                .await
-                .map_err(|e| {
-                    Error::kube(format!("applying ConfigMap {ns}/{}", cm.name_any()), e)
-                })?;
-        }
-        // Created, never applied over: the name is the guard against a second pod, and a
-        // create fails while any pod of that name exists, terminating or not.
-        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-        match pods.create(&pp, &r.pod).await {
-            Ok(_) => {
-                ctx.publish(
-                    v,
-                    false,
-                    "PodCreated",
-                    &format!("pod {name} created on {}", v.spec.node_name),
-                    false,
-                )
-                .await
-            }
-            Err(e) => created(e, format!("creating pod {ns}/{name}"))?,
-        }
-    }
-    if d.delete_pod {
-        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-        // The long-running grace period, named (the client closes its databases and, for
-        // Agave, its tower and ledger), never a forced deletion.
-        let dp = DeleteParams {
-            grace_period_seconds: Some(
-                crate::clients::input::Lifecycle::LongRunning {
-                    node: v.spec.node_name.clone(),
+    for a in &step.acts {
+        match a {
+            Act::TakeLease(lease) => take_lease(v, ctx, lease).await?,
+            Act::EnsureBudget => super::pdb::ensure(v, ctx).await?,
+            Act::CreatePod => {
+                if let Ok(r) = &obs.rendered {
+                    create_pod(v, ctx, r).await?
                 }
-                .grace_period_seconds() as u32,
-            ),
-            ..DeleteParams::default()
-        };
-        match pods.delete(&name, &dp).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(Error::kube(format!("deleting pod {ns}/{name}"), e)),
+            }
+            Act::DeletePod => {
+                let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+                // The long-running grace period, named (the client closes its databases
+                // and, for Agave, its tower and ledger), never a forced deletion.
+                let dp = DeleteParams {
+                    grace_period_seconds: Some(
+                        crate::clients::input::Lifecycle::LongRunning {
+                            node: v.spec.node_name.clone(),
+                        }
+                        .grace_period_seconds() as u32,
+                    ),
+                    ..DeleteParams::default()
+                };
+                match pods.delete(&name, &dp).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => {
+                        return Err(Error::DeletePods(format!("deleting pod {ns}/{name}"), e));
+                    }
+                }
+            }
+            Act::Annotate { pod, request } => {
+                let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+                let patch =
+                    serde_json::json!({"metadata": {"annotations": {IDENTITY_REQUEST: request}}});
+                pods.patch(pod, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(|e| {
+                        Error::AnnotatePod(format!("asking pod {ns}/{pod} ({request})"), e)
+                    })?;
+            }
+            Act::MoveLease { lease, to } => move_lease(ctx, &ns, lease, to).await?,
+            Act::Event(note) => {
+                ctx.publish(v, note.warning, &note.reason, &note.text, true)
+                    .await
+            }
         }
-    }
-    if !d.annotate.is_empty() {
-        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-        for (pod, request) in &d.annotate {
-            let patch =
-                serde_json::json!({"metadata": {"annotations": {IDENTITY_REQUEST: request}}});
-            pods.patch(pod, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(|e| Error::kube(format!("asking pod {ns}/{pod} ({request})"), e))?;
-        }
-    }
-    if let Some((lease, to)) = &d.move_lease {
-        move_lease(ctx, &ns, lease, to).await?;
-    }
-    for (warning, reason, text) in &d.events {
-        ctx.publish(v, *warning, reason, text, true).await;
     }
     let api: Api<Validator> = Api::namespaced(client.clone(), &ns);
-    apply_status(&api, v, &d.status)
+    apply_status(&api, v, &step.status)
         .await
         .map(|_| ())
-        .map_err(|e| Error::kube(format!("writing the status of {}", name_of(v)), e))
+        .map_err(|e| Error::WriteStatus(format!("writing the status of {}", name_of(v)), e))
+}
+
+/// Creates the claims, generated Secrets and pod, and applies the ConfigMaps
+/// ([`Applier`]); a pod that exists is kept.
+async fn create_pod(v: &Validator, ctx: &Context, r: &Rendered) -> Result<()> {
+    let ns = v.namespace().unwrap_or_default();
+    let applier = Applier {
+        client: &ctx.client,
+        namespace: &ns,
+        pod: PodWrite::Create,
+        secrets_once: false,
+    };
+    match applier.apply(r).await {
+        Ok(Applied::Pod) => {
+            ctx.publish(
+                v,
+                false,
+                "PodCreated",
+                &format!("pod {} created on {}", v.name_any(), v.spec.node_name),
+                false,
+            )
+            .await;
+            Ok(())
+        }
+        Ok(Applied::PodKept) => Ok(()),
+        Err(Refused::Api { what, source }) => Err(Error::ApplyRendered(what, source)),
+        Err(Refused::Random { what, source }) => Err(Error::GenerateSecret(what, source)),
+    }
 }
 
 /// Creates the identity's Lease held by `v` and owned by it (it goes with the Validator).
@@ -154,7 +137,7 @@ async fn take_lease(v: &Validator, ctx: &Context, lease: &str) -> Result<()> {
         .create(&PostParams::default(), &obj)
         .await
         .map(|_| ())
-        .map_err(|e| Error::kube(format!("taking Lease {ns}/{lease}"), e))
+        .map_err(|e| Error::TakeLease(format!("taking Lease {ns}/{lease}"), e))
 }
 
 /// Hands the staked identity's Lease to the Validator `to` (holder and owner: it goes
@@ -164,7 +147,7 @@ async fn move_lease(ctx: &Context, ns: &str, lease: &str, to: &str) -> Result<()
     let standby = vs
         .get(to)
         .await
-        .map_err(|e| Error::kube(format!("reading Validator {ns}/{to}"), e))?;
+        .map_err(|e| Error::MoveLease(format!("reading Validator {ns}/{to}"), e))?;
     let owner = standby.controller_owner_ref(&());
     let patch = serde_json::json!({
         "metadata": {"ownerReferences": owner.into_iter().collect::<Vec<_>>()},
@@ -175,5 +158,5 @@ async fn move_lease(ctx: &Context, ns: &str, lease: &str, to: &str) -> Result<()
         .patch(lease, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map(|_| ())
-        .map_err(|e| Error::kube(format!("moving Lease {ns}/{lease} to {to}"), e))
+        .map_err(|e| Error::MoveLease(format!("moving Lease {ns}/{lease} to {to}"), e))
 }

@@ -35,9 +35,9 @@ pub async fn reconcile(v: Arc<Validator>, ctx: Arc<Context>) -> Result<Action> {
     }
     let obs = observe::observe(&v, &ctx).await?;
     let previous = v.status.clone().unwrap_or_default();
-    let decision = decide::decide(&v.spec, v.metadata.generation, &previous, &obs, now());
-    act::act(&v, &ctx, &obs, &decision).await?;
-    Ok(Action::requeue(decision.requeue))
+    let step = decide::decide(&v.spec, v.metadata.generation, &previous, &obs, now());
+    act::act(&v, &ctx, &obs, &step).await?;
+    Ok(step.action())
 }
 
 /// The Validators' controller, woken too by the experiments they name (a new

@@ -63,6 +63,7 @@ pub struct Observed {
 
 /// The identity's Lease as seen.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(test, derive(serde::Deserialize), serde(rename_all = "camelCase"))]
 pub enum LeaseState {
     /// No identity given: nothing to hold.
     NoIdentity,
@@ -74,7 +75,12 @@ pub enum LeaseState {
     HeldBy { name: String, holder: String },
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
+#[cfg_attr(
+    test,
+    derive(serde::Deserialize),
+    serde(rename_all = "camelCase", default)
+)]
 pub struct PodState {
     pub name: String,
     /// The hash of what it was rendered from.
@@ -266,7 +272,7 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
         let found = leases
             .get_opt(&lname)
             .await
-            .map_err(|e| Error::kube(format!("reading Lease {ns}/{lname}"), e))?;
+            .map_err(|e| Error::ReadLease(format!("reading Lease {ns}/{lname}"), e))?;
         let holder = found
             .and_then(|l| l.spec?.holder_identity)
             .filter(|h| !h.is_empty());
@@ -285,7 +291,9 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
         others = pods
             .list(&lp)
             .await
-            .map_err(|e| Error::kube(format!("listing pods of identity {}", id.secret_name), e))?
+            .map_err(|e| {
+                Error::ListPods(format!("listing pods of identity {}", id.secret_name), e)
+            })?
             .items
             .into_iter()
             .map(|p| p.name_any())
@@ -296,7 +304,7 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
     let pod = pods
         .get_opt(&name)
         .await
-        .map_err(|e| Error::kube(format!("reading pod {ns}/{name}"), e))?;
+        .map_err(|e| Error::ReadPod(format!("reading pod {ns}/{name}"), e))?;
     let mut state = None;
     let mut answer = None;
     let mut unanswered = None;
@@ -311,7 +319,7 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
                 let got = nodes
                     .get_opt(n)
                     .await
-                    .map_err(|e| Error::kube(format!("reading node {n}"), e))?;
+                    .map_err(|e| Error::ReadNode(format!("reading node {n}"), e))?;
                 Some(got.is_some_and(|n| node_is_ready(&n)))
             }
             None => None,
@@ -470,7 +478,7 @@ async fn pair_view(
         let o = vs
             .get_opt(h)
             .await
-            .map_err(|e| Error::kube(format!("reading Validator {ns}/{h}"), e))?;
+            .map_err(|e| Error::ReadValidator(format!("reading Validator {ns}/{h}"), e))?;
         let said = o.as_ref().map(|o| super::pair::incoming(o, &name));
         incoming = said == Some(Incoming::Moving);
         // Done: the holder moved the Lease here before recording the move done; the Lease
@@ -489,7 +497,7 @@ async fn pair_view(
         let other = vs
             .get_opt(to)
             .await
-            .map_err(|e| Error::kube(format!("reading Validator {ns}/{to}"), e))?;
+            .map_err(|e| Error::ReadValidator(format!("reading Validator {ns}/{to}"), e))?;
         let standby = match other {
             None => Err(format!("no Validator {to} in namespace {ns}")),
             Some(_) if *to == name => Err(format!("{to} is this Validator")),
@@ -501,7 +509,7 @@ async fn pair_view(
                     match pods
                         .get_opt(to)
                         .await
-                        .map_err(|e| Error::kube(format!("reading pod {ns}/{to}"), e))?
+                        .map_err(|e| Error::ReadPod(format!("reading pod {ns}/{to}"), e))?
                     {
                         Some(p) => Ok(Some(member_of(ctx, &p, rpc_port(&o)).await?)),
                         None => Ok(None),
@@ -537,7 +545,7 @@ async fn holder_of(ctx: &Context, ns: &str, lname: &str) -> Result<Option<String
     Ok(leases
         .get_opt(lname)
         .await
-        .map_err(|e| Error::kube(format!("reading Lease {ns}/{lname}"), e))?
+        .map_err(|e| Error::ReadLease(format!("reading Lease {ns}/{lname}"), e))?
         .and_then(|l| l.spec?.holder_identity)
         .filter(|h| !h.is_empty()))
 }
@@ -561,7 +569,7 @@ async fn member_of(ctx: &Context, p: &Pod, rpc_port: i32) -> Result<super::pair:
             let got = nodes
                 .get_opt(&n)
                 .await
-                .map_err(|e| Error::kube(format!("reading node {n}"), e))?;
+                .map_err(|e| Error::ReadNode(format!("reading node {n}"), e))?;
             Some(got.is_some_and(|n| node_is_ready(&n)))
         }
         None => None,
@@ -683,7 +691,7 @@ async fn tuning_of(v: &Validator, ctx: &Context) -> Result<Tuned> {
     let vx = vxs
         .get_opt(name)
         .await
-        .map_err(|e| Error::kube(format!("reading experiment {ns}/{name}"), e))?;
+        .map_err(|e| Error::ReadExperiment(format!("reading experiment {ns}/{name}"), e))?;
     let nodes: Api<Node> = Api::all(ctx.client.clone());
     let labels_of = |node: String| {
         let nodes = nodes.clone();
@@ -691,7 +699,7 @@ async fn tuning_of(v: &Validator, ctx: &Context) -> Result<Tuned> {
             nodes
                 .get_opt(&node)
                 .await
-                .map_err(|e| Error::kube(format!("reading node {node}"), e))
+                .map_err(|e| Error::ReadNode(format!("reading node {node}"), e))
                 .map(|n| n.map(|n| n.labels().clone()))
         }
     };
@@ -708,7 +716,7 @@ async fn tuning_of(v: &Validator, ctx: &Context) -> Result<Tuned> {
         let node = trials
             .get_opt(&trial)
             .await
-            .map_err(|e| Error::kube(format!("reading trial {ns}/{trial}"), e))?
+            .map_err(|e| Error::ReadTrial(format!("reading trial {ns}/{trial}"), e))?
             .and_then(|t| t.status?.node_name);
         if let Some(node) = node {
             seen.trial = labels_of(node).await?;

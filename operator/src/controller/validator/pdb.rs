@@ -70,7 +70,7 @@ pub async fn ensure(v: &Validator, ctx: &Context) -> Result<()> {
     if api
         .get_opt(&name)
         .await
-        .map_err(|e| Error::kube(step("reading"), e))?
+        .map_err(|e| Error::EnsureBudget(step("reading"), e))?
         .is_some()
     {
         return Ok(());
@@ -78,7 +78,7 @@ pub async fn ensure(v: &Validator, ctx: &Context) -> Result<()> {
     match api.create(&PostParams::default(), &budget(v)).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        Err(e) => Err(Error::kube(step("creating"), e)),
+        Err(e) => Err(Error::EnsureBudget(step("creating"), e)),
     }
 }
 
