@@ -23,6 +23,9 @@ pub mod profile;
 pub mod solana_load;
 #[cfg(test)]
 mod startup_tests;
+pub mod window;
+
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Node, Pod, Volume};
 use kube::core::Rule;
@@ -35,6 +38,7 @@ use crate::api::version::Version;
 pub use input::RenderInput;
 use knobs::{KnobError, KnobTable};
 use profile::MetricProfile;
+use window::RestartWindow;
 
 /// Every client valtune knows, in the order docs list them.
 pub static CLIENTS: [&dyn ValidatorClient; 4] = [
@@ -213,11 +217,11 @@ pub trait ValidatorClient: Send + Sync {
     fn position(&self, _t: &ValidatorTemplate) -> Option<health::PositionProbe> {
         None
     }
-    /// When a change of a long-running validator's pod may be applied.
-    fn restart_window(&self, _t: &ValidatorTemplate) -> health::RestartWindow {
-        health::RestartWindow::NotImplemented(
+    /// When a change of a long-running validator's pod may be applied (window.rs).
+    fn restart_window(&self, _t: &ValidatorTemplate) -> Arc<dyn RestartWindow> {
+        Arc::new(window::NotComputed(
             "valtune does not compute this client's restart window yet",
-        )
+        ))
     }
     /// Why the trial cannot run as measured on the node its pod was bound to, if it
     /// cannot (what the node gives it that admission could not know: e.g. the swap the

@@ -13,15 +13,19 @@ mod points;
 mod profile;
 mod render;
 mod snapshots;
+pub mod window;
+
+use std::sync::Arc;
 
 use kube::core::Rule;
 
 pub use profile::{profile, snapshot_figure};
 
-use super::health::{Health, HealthProbe, RestartWindow};
+use super::health::{Health, HealthProbe};
 use super::knobs::{Dim, KnobTable, Place};
 use super::pod::Skeleton;
 use super::profile::{Layout, MetricProfile, Objective};
+use super::window::{Immediate, RestartWindow};
 use super::{ClientPod, RenderError, RenderInput, ValidatorClient};
 use crate::api::agave::AgaveWorkload;
 use crate::api::settings::QueryKey;
@@ -257,12 +261,12 @@ impl ValidatorClient for Agave {
     }
 
     /// `agave-validator wait-for-restart-window`'s checks, over the same RPC.
-    fn restart_window(&self, t: &ValidatorTemplate) -> RestartWindow {
+    fn restart_window(&self, t: &ValidatorTemplate) -> Arc<dyn RestartWindow> {
         match t.client.agave.as_ref() {
-            Some(a) => RestartWindow::LeaderSchedule {
+            Some(a) => Arc::new(window::LeaderSchedule {
                 rpc_port: a.rpc_port,
-            },
-            None => RestartWindow::Immediate,
+            }),
+            None => Arc::new(Immediate),
         }
     }
 

@@ -10,12 +10,15 @@ pub mod options;
 pub mod profile;
 mod render;
 
+use std::sync::Arc;
+
 use kube::core::Rule;
 
-use super::health::{Health, HealthProbe, PositionProbe, RestartWindow};
+use super::health::{Health, HealthProbe, PositionProbe};
 use super::knobs::{Dim, KnobTable};
 use super::pod::{GeneratedSecret, Skeleton};
 use super::profile::{Layout, MetricProfile, Objective};
+use super::window::{Immediate, RestartWindow};
 use super::{ClientPod, RenderError, RenderInput, ValidatorClient};
 use crate::api::besu::BesuSpec;
 use crate::api::settings::QueryKey;
@@ -223,8 +226,8 @@ impl ValidatorClient for Besu {
 
     /// An execution client proposes nothing itself (the consensus client beside it
     /// does): a restart misses no slot of its own.
-    fn restart_window(&self, _t: &ValidatorTemplate) -> RestartWindow {
-        RestartWindow::Immediate
+    fn restart_window(&self, _t: &ValidatorTemplate) -> Arc<dyn RestartWindow> {
+        Arc::new(Immediate)
     }
 }
 

@@ -20,12 +20,15 @@ mod snapshots;
 mod start;
 mod versions;
 
+use std::sync::Arc;
+
 use kube::core::Rule;
 
-use super::health::{HealthProbe, RestartWindow};
+use super::health::HealthProbe;
 use super::knobs::KnobTable;
 use super::pod::Skeleton;
 use super::profile::{Layout, MetricProfile, Objective};
+use super::window::{NotComputed, RestartWindow};
 use super::{ClientPod, RenderError, RenderInput, ValidatorClient};
 use crate::api::firedancer::{FiredancerSpec, FiredancerWorkload};
 use crate::api::settings::QueryKey;
@@ -108,14 +111,14 @@ impl ValidatorClient for Firedancer {
     /// fdctl has no `wait-for-restart-window` (src/app/fdctl/main.c ACTIONS @v0.1106.40201;
     /// firedancer-io/firedancer#10617 asks for one "matching Agave's semantics"): its Agave
     /// child serves the same RPC methods, so the operator applies Agave's checks there.
-    fn restart_window(&self, t: &ValidatorTemplate) -> RestartWindow {
+    fn restart_window(&self, t: &ValidatorTemplate) -> Arc<dyn RestartWindow> {
         match t.client.firedancer.as_ref() {
-            Some(f) if !layout::full(f) => RestartWindow::LeaderSchedule {
+            Some(f) if !layout::full(f) => Arc::new(super::agave::window::LeaderSchedule {
                 rpc_port: f.rpc_port,
-            },
-            _ => RestartWindow::NotImplemented(
+            }),
+            _ => Arc::new(NotComputed(
                 "valtune computes no restart window for full Firedancer",
-            ),
+            )),
         }
     }
 

@@ -11,6 +11,9 @@ mod render;
 mod report;
 mod rules;
 pub mod swap;
+pub mod window;
+
+use std::sync::Arc;
 
 use kube::core::Rule;
 
@@ -19,6 +22,7 @@ pub use render::{CHAIN_EXPORTER, EXPORTER_SCRIPT, HOG_CONTAINER, STATE_TMPFS_LAB
 use super::knobs::KnobTable;
 use super::pod::Skeleton;
 use super::profile::{Layout, MetricProfile, Objective};
+use super::window::RestartWindow;
 use super::{ClientPod, RenderError, RenderInput, ValidatorClient};
 use crate::api::nodeos::{NodeosMapMode, NodeosSpec, StateMedium};
 use crate::api::quantity::parse_quantity;
@@ -149,17 +153,17 @@ impl ValidatorClient for Nodeos {
     }
 
     /// A producer restarts after its round, from the active schedule of
-    /// `get_producer_schedule` (controller/validator/round.rs); a non-producing node misses
+    /// `get_producer_schedule` (window.rs); a non-producing node misses
     /// no round and restarts at once. Either is stopped by the kubelet's SIGTERM, which
     /// nodeos takes as it takes SIGINT or SIGQUIT, a clean shutdown, within the 600 s
     /// grace that lets it close chainbase (killed before, its state is dirty and needs a
     /// replay: spring v1.2.2 docs/01_nodeos/08_troubleshooting/index.md).
-    fn restart_window(&self, t: &ValidatorTemplate) -> crate::clients::health::RestartWindow {
+    fn restart_window(&self, t: &ValidatorTemplate) -> Arc<dyn RestartWindow> {
         match t.client.nodeos.as_ref() {
-            Some(n) => crate::clients::health::RestartWindow::ProducerRound {
+            Some(n) => Arc::new(window::ProducerRound {
                 http_port: n.http_port,
-            },
-            None => crate::clients::health::RestartWindow::Immediate,
+            }),
+            None => Arc::new(crate::clients::window::Immediate),
         }
     }
 

@@ -8,11 +8,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::observe::{Answer, LeaseState, Observed};
 use super::tuning::Tuned;
-use super::window::{Memory, Settings, Verdict, judge};
 use crate::api::validator::{
     PendingChange, ValidatorPhase, ValidatorRole, ValidatorSpec, ValidatorStatus,
 };
-use crate::clients::health::{Health, RestartWindow};
+use crate::clients::health::Health;
+use crate::clients::window::{Judging, Kept, Verdict};
 use crate::controller::status::condition;
 
 /// What the pass asks of [`super::act`], in this order.
@@ -277,73 +277,35 @@ fn decide_pod(
             obs.hash
         );
         let force = spec.restart_window.as_ref().is_some_and(|r| r.force);
-        let verdict = match obs.window {
-            _ if force => Verdict::Open(
+        let verdict = if force {
+            Verdict::Open(
                 "spec.restartWindow.force is set: restarting outside the client's window".into(),
-            ),
-            RestartWindow::Immediate => {
-                Verdict::Open("the client has no restart window: restarting now".into())
-            }
-            RestartWindow::NotImplemented(why) => Verdict::Wait(format!(
-                "the client's restart window: {why}; the pod keeps running as it is"
-            )),
-            RestartWindow::ProducerRound { .. } => match (&obs.producer, &obs.schedule) {
-                (None, _) => {
-                    Verdict::Open("a non-producing nodeos misses no round: restarting now".into())
-                }
-                (Some(p), Some(Ok(producers))) => super::round::judge(producers, p, now),
-                (Some(_), Some(Err(e))) => Verdict::Wait(format!(
-                    "the producer schedule cannot be read from nodeos: {e}"
-                )),
-                // Not serving its API (starting, replaying): it produces nothing.
-                (Some(_), None) if obs.answer.is_none() => Verdict::Open(
-                    "nodeos does not answer its API: it produces no block, restarting now".into(),
-                ),
-                (Some(_), None) => Verdict::Wait("the producer schedule is not read yet".into()),
-            },
-            RestartWindow::LeaderSchedule { .. } => {
-                let kept = previous
-                    .pending_change
-                    .as_ref()
-                    .filter(|p| p.hash == obs.hash);
-                let memory = Memory {
-                    snapshot_slot: kept.and_then(|p| p.snapshot_slot).map(|x| x as u64),
+            )
+        } else {
+            let kept = previous
+                .pending_change
+                .as_ref()
+                .filter(|p| p.hash == obs.hash);
+            let (v, keep) = obs.window.judge(&Judging {
+                spec,
+                reading: obs.look.as_ref(),
+                answered: obs.answer.is_some(),
+                unanswered: obs.unanswered.as_deref(),
+                kept: Kept {
+                    snapshot_slot: kept.and_then(|p| p.snapshot_slot),
                     incremental_seen: kept.is_some_and(|p| p.incremental_seen),
-                };
-                match (&obs.look, &obs.answer) {
-                    (Some(Ok(look)), _) => {
-                        let (v, m) =
-                            judge(look, Settings::of(spec.restart_window.as_ref()), memory);
-                        s.out.pending_change = Some(PendingChange {
-                            hash: obs.hash.clone(),
-                            waiting_for: String::new(),
-                            snapshot_slot: m.snapshot_slot.map(|x| x as i64),
-                            incremental_seen: m.incremental_seen,
-                        });
-                        v
-                    }
-                    // Asked, and no answer in time: a validator too busy to answer may
-                    // still lead its slots. wait-for-restart-window fails then (its RPC
-                    // calls end it with an error: not a time to restart).
-                    (_, None) if obs.unanswered.is_some() => Verdict::Wait(format!(
-                        "the validator's RPC did not answer ({}), so its leader slots cannot be read",
-                        obs.unanswered.as_deref().unwrap_or_default()
-                    )),
-                    // Not serving its RPC (no pod running, loading its snapshot,
-                    // crash-looping: the connection is refused): it leads no slot, so
-                    // there is no window to wait for.
-                    (_, None) => Verdict::Open(
-                        "the validator does not answer its RPC: no leader slot to miss, restarting now"
-                            .into(),
-                    ),
-                    (Some(Err(e)), Some(_)) => Verdict::Wait(format!(
-                        "the restart window's figures cannot be read from the validator's RPC: {e}"
-                    )),
-                    (None, Some(_)) => {
-                        Verdict::Wait("the restart window's figures are not read yet".into())
-                    }
-                }
+                },
+                now,
+            });
+            if let Some(k) = keep {
+                s.out.pending_change = Some(PendingChange {
+                    hash: obs.hash.clone(),
+                    waiting_for: String::new(),
+                    snapshot_slot: k.snapshot_slot,
+                    incremental_seen: k.incremental_seen,
+                });
             }
+            v
         };
         match verdict {
             Verdict::Open(why) => {
@@ -545,8 +507,11 @@ mod tests {
     use super::*;
     use crate::api::validator::KeyRef;
     use crate::clients::Rendered;
+    use crate::clients::agave::window::LeaderSchedule;
+    use crate::clients::window::{Immediate, NotComputed, Reading};
     use crate::controller::validator::observe::PodState;
     use k8s_openapi::api::core::v1::Pod;
+    use std::sync::Arc;
 
     fn spec(yaml: &str) -> ValidatorSpec {
         serde_saphyr::from_str(yaml).unwrap()
@@ -597,10 +562,8 @@ template:
             }),
             unanswered: None,
             position: Some((100, 3)),
-            window: RestartWindow::Immediate,
+            window: Arc::new(Immediate),
             look: None,
-            schedule: None,
-            producer: None,
             tuning: Tuned::NotAsked,
             pair: None,
         }
@@ -846,7 +809,7 @@ template:
     #[test]
     fn a_change_without_a_window_waits_and_says_why() {
         let mut obs = observed(ours(), Some(pod("h0")), Some((200, "UP", Health::Healthy)));
-        obs.window = RestartWindow::NotImplemented("valtune does not compute Agave's window yet");
+        obs.window = Arc::new(NotComputed("valtune does not compute Agave's window yet"));
         let d = decide(
             &spec(SPEC),
             Some(1),
@@ -870,7 +833,7 @@ template:
     #[test]
     fn an_agave_change_waits_for_its_window() {
         use crate::api::validator::RestartWindowSpec;
-        use crate::controller::validator::window::Look;
+        use crate::clients::agave::window::Look;
         let open = Look {
             healthy: true,
             slot: 1_000_000,
@@ -928,8 +891,8 @@ template:
                 ..Default::default()
             });
             let mut obs = observed(ours(), Some(pod("h0")), Some((200, ok, Health::Healthy)));
-            obs.window = RestartWindow::LeaderSchedule { rpc_port: 8899 };
-            obs.look = look;
+            obs.window = Arc::new(LeaderSchedule { rpc_port: 8899 });
+            obs.look = look.map(|r| r.map(Reading::new));
             let d = decide(&s, Some(1), &seen, &obs, at());
             assert_eq!(d.delete_pod, delete, "{what}");
             assert_eq!(cond(&d, "RestartPending").1, reason, "{what}");
@@ -952,7 +915,7 @@ template:
         }
         // Not answering its RPC at all: nothing to wait for.
         let mut obs = observed(ours(), Some(pod("h0")), None);
-        obs.window = RestartWindow::LeaderSchedule { rpc_port: 8899 };
+        obs.window = Arc::new(LeaderSchedule { rpc_port: 8899 });
         let d = decide(&spec(SPEC), Some(1), &seen, &obs, at());
         assert!(d.delete_pod);
         // Asked and not answering in time (busy, not stopped): it waits, as the command
@@ -973,8 +936,8 @@ template:
         );
         // The snapshot seen when the window opened is kept while it waits for a new one.
         let mut obs = observed(ours(), Some(pod("h0")), Some((200, ok, Health::Healthy)));
-        obs.window = RestartWindow::LeaderSchedule { rpc_port: 8899 };
-        obs.look = Some(Ok(open));
+        obs.window = Arc::new(LeaderSchedule { rpc_port: 8899 });
+        obs.look = Some(Ok(Reading::new(open)));
         let d = decide(
             &spec(SPEC),
             Some(1),
@@ -996,7 +959,7 @@ template:
     /// answer restart at once; an unreadable schedule waits.
     #[test]
     fn a_producers_change_waits_for_its_round() {
-        use crate::controller::validator::round::{BLOCK_MS, REPETITIONS};
+        use crate::clients::nodeos::window::{BLOCK_MS, ProducerRound, REPETITIONS, Schedule};
         let producers: Vec<String> = (1..=21).map(|i| format!("bp{i}")).collect();
         // at() is slot 1,698,264,000, 216 into a 252-slot cycle: bp1's round starts 36
         // slots later.
@@ -1042,16 +1005,11 @@ template:
         ];
         for (what, producer, schedule, answers, offset, delete) in rows {
             let mut obs = observed(ours(), Some(pod("h0")), if answers { up } else { None });
-            obs.window = RestartWindow::ProducerRound { http_port: 8888 };
-            obs.producer = producer.map(String::from);
-            obs.schedule = schedule;
-            let d = decide(
-                &spec(SPEC),
-                Some(1),
-                &ValidatorStatus::default(),
-                &obs,
-                t(offset),
-            );
+            obs.window = Arc::new(ProducerRound { http_port: 8888 });
+            obs.look = schedule.map(|r| r.map(|p| Reading::new(Schedule(p))));
+            let mut s = spec(SPEC);
+            s.producer_name = producer.map(String::from);
+            let d = decide(&s, Some(1), &ValidatorStatus::default(), &obs, t(offset));
             assert_eq!(
                 d.delete_pod, delete,
                 "{what}: {:?}",
@@ -1120,7 +1078,7 @@ template:
         };
         let up = Some((200, "UP", Health::Healthy));
         let mut waiting = observed(ours(), Some(pod("h0")), up);
-        waiting.window = RestartWindow::NotImplemented("no window yet");
+        waiting.window = Arc::new(NotComputed("no window yet"));
         waiting.tuning = resolved.clone();
         let d = decide(
             &spec(SPEC),
@@ -1215,7 +1173,7 @@ template:
                             observed(ours(), Some(pod(if pending { "h0" } else { "h1" })), None);
                         obs.unanswered = Some("http://10.0.0.1:8899/: operation timed out".into());
                         obs.position = None;
-                        obs.window = RestartWindow::LeaderSchedule { rpc_port: 8899 };
+                        obs.window = Arc::new(LeaderSchedule { rpc_port: 8899 });
                         obs.look = pending.then(|| {
                             Err("getEpochInfo: no answer from http://10.0.0.1:8899/".into())
                         });
