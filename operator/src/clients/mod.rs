@@ -31,6 +31,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Container, Node, Pod, Volume};
 use kube::core::Rule;
 
 use crate::api::ValidatorTrial;
+use crate::api::settings::WindowStart;
 use crate::api::sweep::SweepSpec;
 use crate::api::template::{ClientSpec, ValidatorTemplate, VolumeRole};
 use crate::api::tuning::PointValueError;
@@ -223,11 +224,32 @@ pub trait ValidatorClient: Send + Sync {
             "valtune does not compute this client's restart window yet",
         ))
     }
+    /// The typical time from a trial's start to its window's start (`valtune plan`'s
+    /// expected cost), with where the figure comes from.
+    fn typical_warmup(&self, t: &ValidatorTemplate, from: WindowStart) -> Warmup;
     /// Why the trial cannot run as measured on the node its pod was bound to, if it
     /// cannot (what the node gives it that admission could not know: e.g. the swap the
     /// kubelet grants nodeos there). Pure.
     fn node_shortfall(&self, _t: &ValidatorTemplate, _pod: &Pod, _node: &Node) -> Option<String> {
         None
+    }
+}
+
+/// A client's typical warm-up, with its source.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Warmup {
+    pub typical: std::time::Duration,
+    /// What the trial does meanwhile, and where the figure comes from.
+    pub basis: &'static str,
+}
+
+impl Warmup {
+    /// `minutes` of warm-up, for `basis`.
+    pub const fn minutes(minutes: u64, basis: &'static str) -> Warmup {
+        Warmup {
+            typical: std::time::Duration::from_secs(minutes * 60),
+            basis,
+        }
     }
 }
 

@@ -26,9 +26,9 @@ use super::knobs::{Dim, KnobTable, Place};
 use super::pod::Skeleton;
 use super::profile::{Layout, MetricProfile, Objective};
 use super::window::{Immediate, RestartWindow};
-use super::{ClientPod, RenderError, RenderInput, ValidatorClient};
+use super::{ClientPod, RenderError, RenderInput, ValidatorClient, Warmup};
 use crate::api::agave::AgaveWorkload;
-use crate::api::settings::QueryKey;
+use crate::api::settings::{QueryKey, WindowStart};
 use crate::api::sweep::{Setting, SweepSpec, ThreadKnob};
 use crate::api::template::{AgaveSpec, ClientSpec, ValidatorTemplate};
 use crate::api::trial::TrialResults;
@@ -267,6 +267,28 @@ impl ValidatorClient for Agave {
                 rpc_port: a.rpc_port,
             }),
             None => Arc::new(Immediate),
+        }
+    }
+
+    fn typical_warmup(&self, t: &ValidatorTemplate, from: WindowStart) -> Warmup {
+        let workload = t
+            .client
+            .agave
+            .as_ref()
+            .map_or(AgaveWorkload::Follow, |a| a.workload);
+        match (workload, from) {
+            (AgaveWorkload::Bench, _) => Warmup::minutes(
+                10,
+                "an Agave leader of its own genesis: no snapshot, it starts in minutes (docs/clients/agave.md)",
+            ),
+            (AgaveWorkload::Follow, WindowStart::FirstExecution) => Warmup::minutes(
+                30,
+                "an Agave follower until its first transaction: downloading and loading a snapshot (an estimate; the window includes catching up)",
+            ),
+            (AgaveWorkload::Follow, WindowStart::CaughtUp) => Warmup::minutes(
+                120,
+                "an Agave follower: a snapshot, then catching up (seed 000: 1 hour at 1.5 TB, slightly over 2 hours at 1 TB)",
+            ),
         }
     }
 

@@ -19,9 +19,9 @@ use super::knobs::{Dim, KnobTable};
 use super::pod::{GeneratedSecret, Skeleton};
 use super::profile::{Layout, MetricProfile, Objective};
 use super::window::{Immediate, RestartWindow};
-use super::{ClientPod, RenderError, RenderInput, ValidatorClient};
+use super::{ClientPod, RenderError, RenderInput, ValidatorClient, Warmup};
 use crate::api::besu::BesuSpec;
-use crate::api::settings::QueryKey;
+use crate::api::settings::{QueryKey, WindowStart};
 use crate::api::sweep::{Setting, SweepSpec, cel_bounds, cel_swept};
 use crate::api::template::{ClientSpec, ValidatorTemplate};
 use crate::api::trial::TrialResults;
@@ -181,6 +181,13 @@ impl ValidatorClient for Besu {
             numbers: profile::columns(),
             ..Default::default()
         }
+    }
+
+    fn typical_warmup(&self, _t: &ValidatorTemplate, _from: WindowStart) -> Warmup {
+        Warmup::minutes(
+            24 * 60,
+            "Besu and Teku on mainnet from nothing: Teku's checkpoint sync, then Besu's snap sync (world state about 6 hours, the blocks longer: besu.hyperledger.org, sync-node)",
+        )
     }
 
     fn objective(&self, _sweep: &SweepSpec) -> Objective {

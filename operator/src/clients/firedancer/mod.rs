@@ -29,9 +29,9 @@ use super::knobs::KnobTable;
 use super::pod::Skeleton;
 use super::profile::{Layout, MetricProfile, Objective};
 use super::window::{NotComputed, RestartWindow};
-use super::{ClientPod, RenderError, RenderInput, ValidatorClient};
+use super::{ClientPod, RenderError, RenderInput, ValidatorClient, Warmup};
 use crate::api::firedancer::{FiredancerSpec, FiredancerWorkload};
-use crate::api::settings::QueryKey;
+use crate::api::settings::{QueryKey, WindowStart};
 use crate::api::sweep::SweepSpec;
 use crate::api::template::{ClientSpec, ValidatorTemplate};
 use crate::api::trial::TrialResults;
@@ -119,6 +119,19 @@ impl ValidatorClient for Firedancer {
             _ => Arc::new(NotComputed(
                 "valtune computes no restart window for full Firedancer",
             )),
+        }
+    }
+
+    fn typical_warmup(&self, t: &ValidatorTemplate, _from: WindowStart) -> Warmup {
+        match t.client.firedancer.as_ref().map(|f| f.workload) {
+            Some(FiredancerWorkload::Bench) => Warmup::minutes(
+                30,
+                "a Firedancer bench: configure, a genesis of its own, funding the accounts (minutes; docs/clients/firedancer.md)",
+            ),
+            _ => Warmup::minutes(
+                120,
+                "a Firedancer follower: a snapshot, then catching up (as Agave's, seed 000)",
+            ),
         }
     }
 
