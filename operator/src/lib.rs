@@ -7,6 +7,7 @@ pub mod clients;
 pub mod controller;
 pub mod cost;
 pub mod crd;
+pub mod finding;
 pub mod operator_metrics;
 pub mod report;
 pub mod results;

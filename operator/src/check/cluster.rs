@@ -57,7 +57,8 @@ struct Needs {
     templates: Vec<ValidatorTemplate>,
     storage_classes: BTreeMap<String, usize>,
     remote_write: bool,
-    swap: bool,
+    /// The experiment's template (None: the examples' conventions).
+    template: Option<ValidatorTemplate>,
     pod_monitor_labels: BTreeMap<String, String>,
     prometheus_url: Option<String>,
     remote_write_url: Option<String>,
@@ -77,7 +78,7 @@ fn conventions(opts: &Options) -> Needs {
         templates: Vec::new(),
         storage_classes: BTreeMap::from([(STORAGE_CLASS.into(), 1)]),
         remote_write: true,
-        swap: false,
+        template: None,
         pod_monitor_labels: opts.pod_monitor_labels.clone().unwrap_or_default(),
         prometheus_url: opts.prometheus_url.clone(),
         remote_write_url: opts.remote_write_url.clone(),
@@ -118,7 +119,7 @@ fn needs_of(vx: &ValidatorExperiment, opts: &Options) -> Result<Needs, String> {
             .or_default() += 1;
     }
     // Where its pods may go: the template's placement and what the client adds to it
-    // (nodeos' swap labels), as the first point's pod has them.
+    // (e.g. a node label), as the first point's pod has them.
     let first = pods.first().and_then(|(_, p)| p.spec.clone());
     Ok(Needs {
         what: format!("experiment {name}"),
@@ -133,7 +134,7 @@ fn needs_of(vx: &ValidatorExperiment, opts: &Options) -> Result<Needs, String> {
         templates,
         storage_classes,
         remote_write: profile.needs_remote_write(),
-        swap: t.client.nodeos.as_ref().is_some_and(|n| n.swap),
+        template: Some(t.clone()),
         pod_monitor_labels: opts
             .pod_monitor_labels
             .clone()
@@ -197,9 +198,7 @@ pub async fn run(client: &Client, opts: &Options) -> Vec<Finding> {
             &eligible,
             &configz(client, eligible[0]).await,
         ));
-        if n.swap {
-            out.push(swap_finding(n, &eligible));
-        }
+        out.extend(client_findings(n, &eligible));
         out.extend(netns_buffers_finding(n, &eligible));
         out.extend(storage_checks(client, n, &eligible).await);
         out.extend(pod_security_finding(n, &opts.namespace, ns_labels.as_ref()));
@@ -654,84 +653,22 @@ async fn configz(client: &Client, node: &Node) -> Result<String, String> {
         .to_string())
 }
 
-/// nodeos' swap trials need nodes prepared for LimitedSwap (docs/clients/nodeos.md). Pure.
-fn swap_finding(n: &Needs, eligible: &[&Node]) -> Finding {
-    let (label, value) = crate::clients::nodeos::SWAP_LABEL;
-    let prepared: Vec<String> = eligible
-        .iter()
-        .filter(|node| {
-            node.labels().get(label).map(String::as_str) == Some(value)
-                && nodes::swap_bytes(node).unwrap_or(0) > 0
-        })
-        .map(|node| node.name_any())
-        .collect();
-    if prepared.is_empty() {
-        return Finding::fail(
-            "swap",
-            format!(
-                "{}: swap: true, and no node it may use is labelled {label}={value} with swap (status.nodeInfo.swap.capacity)",
-                n.what
-            ),
-            "prepare swap nodes as docs/clients/nodeos.md says (swap, failSwapOn: false, memorySwap.swapBehavior: LimitedSwap), then kubectl label node NODE valtune.dev/swap=LimitedSwap",
-        );
-    }
-    let prepared: Vec<&&Node> = eligible
-        .iter()
-        .filter(|node| prepared.contains(&node.name_any()))
-        .collect();
-    // What the kubelet grants each point there, as the trial checks it once bound.
-    let listed: Vec<String> = prepared
-        .iter()
-        .map(|node| {
-            let (memory, swap) = crate::clients::nodeos::swap::node_capacity(node);
-            format!(
-                "{} ({} memory, {} swap)",
-                node.name_any(),
-                crate::api::quantity::Bytes(memory),
-                crate::api::quantity::Bytes(swap.unwrap_or(0))
-            )
-        })
-        .collect();
-    let mut short = Vec::new();
-    for ((point, pod), t) in n.pods.iter().zip(&n.templates) {
-        let Ok(client) = crate::clients::client_for(t) else {
-            continue;
-        };
-        let on: Vec<(String, String)> = prepared
-            .iter()
-            .filter_map(|node| {
-                client
-                    .node_shortfall(t, pod, node)
-                    .map(|why| (node.name_any(), why))
-            })
-            .collect();
-        if on.len() == prepared.len()
-            && let Some((node, why)) = on.first()
-        {
-            return Finding::fail(
-                "swap",
-                format!(
-                    "{}: point {point} would end NodeNotPrepared on every swap node: node {node}: {why}",
-                    n.what
-                ),
-                "prepare nodes whose swap per GiB of memory grants it, or size the request and chainStateDbSizeMb as docs/clients/nodeos.md (Sizing swap) says",
-            );
-        }
-        if !on.is_empty() {
-            let nodes: Vec<&str> = on.iter().map(|(node, _)| node.as_str()).collect();
-            short.push(format!("{point} on {}", nodes.join(", ")));
-        }
-    }
-    let detail = format!("{}: swap nodes: {}", n.what, listed.join(", "));
-    if short.is_empty() {
-        Finding::pass("swap", detail)
-    } else {
-        Finding::warn(
-            "swap",
-            format!("{detail}; too little swap granted for {}", short.join("; ")),
-            "taint or relabel the nodes that grant too little, or size the request as docs/clients/nodeos.md (Sizing swap) says: a trial bound there ends NodeNotPrepared",
-        )
-    }
+/// What the experiment's client says of the nodes it may use (e.g. nodeos' swap nodes).
+/// Pure.
+fn client_findings(n: &Needs, eligible: &[&Node]) -> Vec<Finding> {
+    let Some(t) = &n.template else {
+        return Vec::new();
+    };
+    let Ok(client) = crate::clients::client_for(t) else {
+        return Vec::new();
+    };
+    client.node_findings(&crate::clients::NodeCheck {
+        what: &n.what,
+        template: t,
+        points: &n.pods,
+        templates: &n.templates,
+        eligible,
+    })
 }
 
 /// `MAJOR.MINOR` of a kernel release (`6.8.0-45-generic`), if it reads as one.
@@ -1075,46 +1012,6 @@ mod tests {
         let labelled = BTreeMap::from([("release".to_string(), "kps".to_string())]);
         let f = pod_monitor_finding(&[kps], "validators", &BTreeMap::new(), &labelled);
         assert_eq!(f.status, Status::Pass, "{f:?}");
-    }
-
-    #[test]
-    fn swap_nodes_are_listed_with_what_they_grant_each_point() {
-        let template: ValidatorTemplate = serde_saphyr::from_str(
-            "nodeos:\n  image: waxteam/waxnode:v5.0.3wax02\n  chainStateDbSizeMb: 49152\n  state: {medium: hostTmpfs, hostPath: /srv/nodeos-state}\n  swap: true\nresources: {cpu: 8, memory: 12Gi, memoryLimit: 16Gi}\ntuning: {memoryPressure: 8Gi}\n",
-        )
-        .unwrap();
-        let pod: Pod = serde_saphyr::from_str(
-            "metadata: {name: p}\nspec:\n  containers:\n  - name: nodeos\n    resources: {requests: {memory: 12Gi}, limits: {memory: 16Gi}}\n",
-        )
-        .unwrap();
-        let node = |name: &str, memory: &str, swap: u64| -> Node {
-            serde_saphyr::from_str(&format!(
-                "metadata: {{name: {name}, labels: {{valtune.dev/swap: LimitedSwap}}}}\nstatus:\n  capacity: {{memory: {memory}}}\n  nodeInfo: {{swap: {{capacity: {swap}}}}}\n"
-            ))
-            .unwrap()
-        };
-        let small = node("wax-01", "63Gi", 256 << 30);
-        let big = node("big-01", "512Gi", 64 << 30);
-        let mut n = needs();
-        n.pods = vec![("memoryPressure=8Gi".into(), pod)];
-        n.templates = vec![template];
-        let f = swap_finding(&n, &[&small]);
-        assert_eq!(f.status, Status::Pass, "{f:?}");
-        assert!(
-            f.detail
-                .ends_with("swap nodes: wax-01 (63Gi memory, 256Gi swap)"),
-            "{f:?}"
-        );
-        let f = swap_finding(&n, &[&small, &big]);
-        assert_eq!(f.status, Status::Warn, "{f:?}");
-        assert!(
-            f.detail
-                .ends_with("too little swap granted for memoryPressure=8Gi on big-01"),
-            "{f:?}"
-        );
-        let f = swap_finding(&n, &[&big]);
-        assert_eq!(f.status, Status::Fail, "{f:?}");
-        assert!(f.detail.contains("would end NodeNotPrepared on every swap node: node big-01: the kubelet grants nodeos 1.5 GiB of swap"), "{f:?}");
     }
 
     #[test]

@@ -36,6 +36,7 @@ use crate::api::sweep::SweepSpec;
 use crate::api::template::{ClientSpec, ValidatorTemplate, VolumeRole};
 use crate::api::tuning::PointValueError;
 use crate::api::version::Version;
+use crate::finding::Finding;
 pub use input::RenderInput;
 use knobs::{KnobError, KnobTable};
 use profile::MetricProfile;
@@ -233,6 +234,25 @@ pub trait ValidatorClient: Send + Sync {
     fn node_shortfall(&self, _t: &ValidatorTemplate, _pod: &Pod, _node: &Node) -> Option<String> {
         None
     }
+    /// What `valtune check` says of the nodes an experiment may use beyond what every pod
+    /// needs (e.g. nodeos' swap nodes). Pure.
+    fn node_findings(&self, _n: &NodeCheck) -> Vec<Finding> {
+        Vec::new()
+    }
+}
+
+/// An experiment as `valtune check` asks its client about the nodes it may use.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeCheck<'a> {
+    /// `experiment NAME`, as findings name it.
+    pub what: &'a str,
+    pub template: &'a ValidatorTemplate,
+    /// (point, its pod) of each point checked.
+    pub points: &'a [(String, Pod)],
+    /// The resolved template of each of those points, in the same order.
+    pub templates: &'a [ValidatorTemplate],
+    /// The nodes the pods may go to (selector and tolerations).
+    pub eligible: &'a [&'a Node],
 }
 
 /// A client's typical warm-up, with its source.

@@ -234,6 +234,13 @@ impl ValidatorClient for Nodeos {
     ) -> Option<String> {
         swap::shortfall(t, spec(t).ok()?, pod, node)
     }
+
+    fn node_findings(&self, n: &crate::clients::NodeCheck) -> Vec<crate::finding::Finding> {
+        match &n.template.client.nodeos {
+            Some(spec) if spec.swap => vec![swap::finding(n)],
+            _ => Vec::new(),
+        }
+    }
 }
 
 #[cfg(test)]
