@@ -4,10 +4,9 @@
 //! its pod (`clients::render`), and a key the version lacks ends the trial Invalid
 //! naming the key, the version and the fix, instead of a pod whose client exits at start.
 //!
-//! The tables are the clients' own files, which the lab's models read too: Firedancer's
-//! config keys by release ([`super::firedancer::keys`], generated from every release's
-//! default.toml), Besu's options ([`super::besu::options`]) and nodeos' options
-//! ([`super::nodeos::options`]). A version outside what a table was read at is not
+//! The tables are upstream-keys' (crates/upstream-keys), which the lab's models read too:
+//! Firedancer's config keys by release (generated from every release's default.toml),
+//! Besu's options and nodeos' options, each extracted from upstream at its tags. A version outside what a table was read at is not
 //! judged: a key unknown to the table may exist there.
 
 use std::collections::BTreeSet;
@@ -18,9 +17,9 @@ use crate::api::firedancer::{FiredancerFlavor, FiredancerSpec};
 use crate::api::template::ValidatorTemplate;
 use crate::api::version::{Version, Versions, cel_at_least, cel_version};
 
-use super::besu::options as besu;
-use super::firedancer::keys as firedancer;
-use super::nodeos::options as nodeos;
+use upstream_keys::besu;
+use upstream_keys::firedancer;
+use upstream_keys::nodeos;
 
 /// A config key the client's version does not have.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -239,7 +238,7 @@ fn firedancer_key(flavor: FiredancerFlavor, v: Version, key: &str) -> Verdict {
         match similar(key, table.iter().filter(|r| present(r)).map(|(k, _, _)| *k)) {
             Some(s) => format!("did you mean `{s}`? Correct the key or remove it"),
             None => format!(
-                "correct the key or remove it (the release's keys are its {file}; valtune's table is clients/firedancer/keys.rs)"
+                "correct the key or remove it (the release's keys are its {file}; valtune's table is crates/upstream-keys/src/firedancer.rs)"
             ),
         }
     };

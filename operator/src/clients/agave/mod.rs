@@ -123,7 +123,7 @@ fn agave_rules() -> Vec<Rule> {
                 .field_path(".template.agave.dynamicPortRange"),
         );
     }
-    for (flag, versions, _) in knobs::VERSIONED_FLAGS {
+    for (flag, versions) in knobs::versioned_flags() {
         let used = format!(
             "((has(self.template.extraArgs) && self.template.extraArgs.exists(x, x == '{flag}' || x.startsWith('{flag}='))) || (has(self.sweep.knobs) && self.sweep.knobs.exists(k, has(k.arg) && k.arg == '{flag}')))"
         );

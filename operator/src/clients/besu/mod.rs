@@ -6,7 +6,6 @@
 
 mod args;
 pub mod knobs;
-pub mod options;
 pub mod profile;
 mod render;
 

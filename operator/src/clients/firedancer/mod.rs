@@ -9,7 +9,6 @@
 
 mod config;
 mod config_full;
-pub mod keys;
 mod knobs;
 mod layout;
 pub mod pair;

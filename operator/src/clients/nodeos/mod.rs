@@ -5,7 +5,6 @@
 //! upstream sources, in docs/clients/nodeos.md.
 
 mod knobs;
-pub mod options;
 mod profile;
 mod render;
 mod report;
