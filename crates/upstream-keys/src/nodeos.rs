@@ -160,6 +160,7 @@ pub const COMMON: &[&str] = &[
     "trace-history-debug-mode",
     "trace-minimum-irreversible-history-blocks",
     "trace-minimum-uncompressed-irreversible-history-blocks",
+    "trace-no-abis",
     "trace-rpc-abi",
     "trace-slice-stride",
     "transaction-finality-status-failure-duration-sec",

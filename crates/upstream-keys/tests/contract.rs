@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use upstream_keys::{V, besu, firedancer, in_range};
+use upstream_keys::{V, besu, firedancer, in_range, nodeos};
 
 fn fixtures(dir: &str) -> Vec<(String, BTreeSet<String>)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -111,5 +111,37 @@ fn every_table_records_its_source() {
     ] {
         assert!(s.repository.contains('/') && !s.paths.is_empty() && !s.tags.is_empty());
         assert!(!s.extracted_by.is_empty());
+    }
+}
+
+/// The options of each release line the lists were read at are the option registrations
+/// of its nodeos at that tag, and no others.
+#[test]
+fn nodeos_options_of_each_line_are_its_registrations() {
+    let all = fixtures("nodeos");
+    assert_eq!(all.len(), 2);
+    for (name, options) in &all {
+        let (line, read_at, only): (_, _, &[&str]) = match name.split_once('-').unwrap() {
+            ("leap", t) => ("leap", tag(t), nodeos::LEAP_ONLY),
+            ("spring", t) => ("spring", tag(t), nodeos::SPRING_ONLY),
+            other => panic!("{other:?}"),
+        };
+        let expected = if line == "leap" {
+            nodeos::LEAP_READ_AT
+        } else {
+            nodeos::SPRING_READ_AT
+        };
+        assert_eq!(read_at, expected, "{name}");
+        let table: BTreeSet<String> = nodeos::COMMON
+            .iter()
+            .chain(only)
+            .map(|o| o.to_string())
+            .collect();
+        let missing: Vec<_> = options.difference(&table).collect();
+        let extra: Vec<_> = table.difference(options).collect();
+        assert!(
+            missing.is_empty() && extra.is_empty(),
+            "{name}: upstream registers, the table lacks: {missing:?}; the table has, upstream lacks: {extra:?}"
+        );
     }
 }
