@@ -24,7 +24,11 @@ pub const VERSIONED: [(&str, Option<V>, Option<V>); 7] = [
         Some((25, 6, 0)),
     ),
     ("--Xbonsai-full-flat-db-enabled", Some((24, 5, 2)), None),
-    ("--Xbonsai-limit-trie-logs-enabled", None, Some((25, 7, 0))),
+    (
+        "--Xbonsai-limit-trie-logs-enabled",
+        Some((24, 2, 0)),
+        Some((25, 7, 0)),
+    ),
     ("--bonsai-limit-trie-logs-enabled", Some((24, 6, 0)), None),
     ("--miner-enabled", None, Some((25, 12, 0))),
     ("--miner-coinbase", None, Some((25, 12, 0))),

@@ -145,3 +145,22 @@ fn nodeos_options_of_each_line_are_its_registrations() {
         );
     }
 }
+
+/// Each versioned option's range agrees with upstream at the tags around its bounds
+/// (tests/fixtures/besu/versioned.txt).
+#[test]
+fn besu_versioned_ranges_agree_with_upstream_at_their_bounds() {
+    let text = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/besu/versioned.txt"),
+    )
+    .unwrap();
+    let mut rows = 0;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let (at, option, present) = (tag(w[0]), w[1], w[2] == "1");
+        let range = besu::versioned(option).unwrap_or_else(|| panic!("{option}"));
+        assert_eq!(in_range(range, at), present, "{option} at {}", w[0]);
+        rows += 1;
+    }
+    assert_eq!(rows, besu::VERSIONED.len() * 15);
+}
