@@ -80,7 +80,7 @@ pub fn admission_rules() -> Vec<Rule> {
             rules
         })
         .collect();
-    rules.extend(config_keys::admission_rules());
+    rules.extend(CLIENTS.iter().flat_map(|c| c.key_rules()));
     rules
 }
 
@@ -97,7 +97,7 @@ pub fn template_rules() -> Vec<Rule> {
             rules
         })
         .collect();
-    rules.extend(config_keys::admission_rules());
+    rules.extend(CLIENTS.iter().flat_map(|c| c.key_rules()));
     rules
 }
 
@@ -160,6 +160,16 @@ pub trait ValidatorClient: Send + Sync {
     fn knobs(&self) -> &'static KnobTable;
     /// Admission rules of its own beyond the knob table, on the experiment spec.
     fn rules(&self) -> Vec<Rule> {
+        Vec::new()
+    }
+    /// Its config file and the long options it takes under the same names, judged by its
+    /// version's key table (upstream-keys) before a pod is created; None: no table.
+    fn config_keys<'a>(&self, _t: &'a ValidatorTemplate) -> Option<config_keys::ConfigKeys<'a>> {
+        None
+    }
+    /// The admission rules of its key table, on the experiment spec (after every
+    /// client's own rules).
+    fn key_rules(&self) -> Vec<Rule> {
         Vec::new()
     }
     /// Whether this version of valtune renders its trials (an experiment for a client

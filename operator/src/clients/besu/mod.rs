@@ -5,6 +5,7 @@
 //! sources: docs/clients/besu.md.
 
 mod args;
+mod keys;
 pub mod knobs;
 pub mod profile;
 mod render;
@@ -13,6 +14,7 @@ use std::sync::Arc;
 
 use kube::core::Rule;
 
+use super::config_keys::ConfigKeys;
 use super::health::{Health, HealthProbe, PositionProbe};
 use super::knobs::{Dim, KnobTable};
 use super::pod::{GeneratedSecret, Skeleton};
@@ -180,6 +182,18 @@ impl ValidatorClient for Besu {
             numbers: profile::columns(),
             ..Default::default()
         }
+    }
+
+    /// besu.toml keys, and the same names as long options in `extraArgs`.
+    fn config_keys<'a>(&self, t: &'a ValidatorTemplate) -> Option<ConfigKeys<'a>> {
+        let b = t.client.besu.as_ref()?;
+        Some(ConfigKeys {
+            client: "Besu",
+            field: "template.besu.config (or a sweep.knobs configKey)",
+            config: &b.config,
+            args: true,
+            judge: Box::new(keys::judge),
+        })
     }
 
     fn typical_warmup(&self, _t: &ValidatorTemplate, _from: WindowStart) -> Warmup {

@@ -9,6 +9,7 @@
 
 mod config;
 mod config_full;
+mod keys;
 mod knobs;
 mod layout;
 pub mod pair;
@@ -23,6 +24,7 @@ use std::sync::Arc;
 
 use kube::core::Rule;
 
+use super::config_keys::ConfigKeys;
 use super::health::HealthProbe;
 use super::knobs::KnobTable;
 use super::pod::Skeleton;
@@ -119,6 +121,22 @@ impl ValidatorClient for Firedancer {
                 "valtune computes no restart window for full Firedancer",
             )),
         }
+    }
+
+    fn config_keys<'a>(&self, t: &'a ValidatorTemplate) -> Option<ConfigKeys<'a>> {
+        let f = t.client.firedancer.as_ref()?;
+        Some(ConfigKeys {
+            client: keys::display(f),
+            field: "template.firedancer.config (or a sweep.knobs configKey)",
+            config: &f.config,
+            // fdctl takes no options of its own: admission refuses Firedancer's extraArgs.
+            args: false,
+            judge: Box::new(move |v, key| keys::judge(f.flavor, v, key)),
+        })
+    }
+
+    fn key_rules(&self) -> Vec<Rule> {
+        keys::admission_rules()
     }
 
     fn typical_warmup(&self, t: &ValidatorTemplate, _from: WindowStart) -> Warmup {

@@ -4,6 +4,7 @@
 //! admission rules in [`rules`], the report in [`report`]; why each choice, with the
 //! upstream sources, in docs/clients/nodeos.md.
 
+mod keys;
 mod knobs;
 mod profile;
 mod render;
@@ -18,6 +19,7 @@ use kube::core::Rule;
 
 pub use render::{CHAIN_EXPORTER, EXPORTER_SCRIPT, HOG_CONTAINER, STATE_TMPFS_LABEL, SWAP_LABEL};
 
+use super::config_keys::ConfigKeys;
 use super::knobs::KnobTable;
 use super::pod::Skeleton;
 use super::profile::{Layout, MetricProfile, Objective};
@@ -193,6 +195,18 @@ impl ValidatorClient for Nodeos {
 
     fn profile(&self, _t: &ValidatorTemplate) -> MetricProfile {
         profile::profile()
+    }
+
+    /// config.ini keys, and the same names as long options in `extraArgs`.
+    fn config_keys<'a>(&self, t: &'a ValidatorTemplate) -> Option<ConfigKeys<'a>> {
+        let n = t.client.nodeos.as_ref()?;
+        Some(ConfigKeys {
+            client: "nodeos",
+            field: "template.nodeos.config (or a sweep.knobs configKey)",
+            config: &n.config,
+            args: true,
+            judge: Box::new(keys::judge),
+        })
     }
 
     fn typical_warmup(&self, _t: &ValidatorTemplate, _from: WindowStart) -> Warmup {
