@@ -35,6 +35,7 @@ use crate::api::settings::WindowStart;
 use crate::api::sweep::SweepSpec;
 use crate::api::template::{ClientSpec, ValidatorTemplate, VolumeRole};
 use crate::api::tuning::PointValueError;
+use crate::api::validator_rules::ValidatorRoles;
 use crate::api::version::Version;
 use crate::finding::Finding;
 pub use input::RenderInput;
@@ -98,6 +99,15 @@ pub fn template_rules() -> Vec<Rule> {
         })
         .collect();
     rules.extend(CLIENTS.iter().flat_map(|c| c.key_rules()));
+    rules
+}
+
+/// Every Validator rule that depends on the client: those built from what each client's
+/// validator can be, then each client's own.
+pub fn validator_rules() -> Vec<Rule> {
+    let roles: Vec<ValidatorRoles> = CLIENTS.iter().map(|c| c.validator_roles()).collect();
+    let mut rules = crate::api::validator_rules::rules(&roles);
+    rules.extend(CLIENTS.iter().flat_map(|c| c.validator_rules()));
     rules
 }
 
@@ -171,6 +181,19 @@ pub trait ValidatorClient: Send + Sync {
     /// client's own rules).
     fn key_rules(&self) -> Vec<Rule> {
         Vec::new()
+    }
+    /// What its long-running validator can be (whether it votes and how, whether it
+    /// fails over, whether its restart window takes `restartWindow`'s options): the
+    /// Validator's rules that list clients are built from these.
+    fn validator_roles(&self) -> ValidatorRoles;
+    /// Admission rules of its own on a Validator's spec, beyond the template's.
+    fn validator_rules(&self) -> Vec<Rule> {
+        Vec::new()
+    }
+    /// Where a failover pair member answers Solana's JSON-RPC (`getIdentity`), if it
+    /// fails over.
+    fn identity_rpc_port(&self, _t: &ValidatorTemplate) -> Option<i32> {
+        None
     }
     /// Whether this version of valtune renders its trials (an experiment for a client
     /// that cannot run fails before anything is created).

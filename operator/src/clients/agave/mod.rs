@@ -13,6 +13,7 @@ mod points;
 mod profile;
 mod render;
 mod snapshots;
+mod validator_rules;
 pub mod window;
 
 use std::sync::Arc;
@@ -32,6 +33,7 @@ use crate::api::settings::{QueryKey, WindowStart};
 use crate::api::sweep::{Setting, SweepSpec, ThreadKnob};
 use crate::api::template::{AgaveSpec, ClientSpec, ValidatorTemplate};
 use crate::api::trial::TrialResults;
+use crate::api::validator_rules::{ValidatorRoles, Votes};
 use crate::api::version::{Version, Versions, cel_known, cel_version};
 
 pub const VALIDATOR_CONTAINER: &str = "validator";
@@ -268,6 +270,24 @@ impl ValidatorClient for Agave {
             }),
             None => Arc::new(Immediate),
         }
+    }
+
+    fn validator_roles(&self) -> ValidatorRoles {
+        ValidatorRoles {
+            name: "agave",
+            display: "Agave",
+            votes: Votes::WithVoteAccount,
+            failover: true,
+            window_options: true,
+        }
+    }
+
+    fn validator_rules(&self) -> Vec<Rule> {
+        validator_rules::rules()
+    }
+
+    fn identity_rpc_port(&self, t: &ValidatorTemplate) -> Option<i32> {
+        t.client.agave.as_ref().map(|a| a.rpc_port)
     }
 
     fn typical_warmup(&self, t: &ValidatorTemplate, from: WindowStart) -> Warmup {

@@ -9,6 +9,7 @@ mod keys;
 pub mod knobs;
 pub mod profile;
 mod render;
+mod validator_rules;
 
 use std::sync::Arc;
 
@@ -26,6 +27,7 @@ use crate::api::settings::{QueryKey, WindowStart};
 use crate::api::sweep::{Setting, SweepSpec, cel_bounds, cel_swept};
 use crate::api::template::{ClientSpec, ValidatorTemplate};
 use crate::api::trial::TrialResults;
+use crate::api::validator_rules::{ValidatorRoles, Votes};
 
 pub use render::{WRAPPER, log4j2_xml, secret_name};
 
@@ -194,6 +196,20 @@ impl ValidatorClient for Besu {
             args: true,
             judge: Box::new(keys::judge),
         })
+    }
+
+    fn validator_roles(&self) -> ValidatorRoles {
+        ValidatorRoles {
+            name: "besu",
+            display: "Besu",
+            votes: Votes::No,
+            failover: false,
+            window_options: false,
+        }
+    }
+
+    fn validator_rules(&self) -> Vec<Rule> {
+        validator_rules::rules()
     }
 
     fn typical_warmup(&self, _t: &ValidatorTemplate, _from: WindowStart) -> Warmup {

@@ -18,6 +18,7 @@ mod render;
 mod rules;
 mod snapshots;
 mod start;
+mod validator_rules;
 mod versions;
 
 use std::sync::Arc;
@@ -36,6 +37,7 @@ use crate::api::settings::{QueryKey, WindowStart};
 use crate::api::sweep::SweepSpec;
 use crate::api::template::{ClientSpec, ValidatorTemplate};
 use crate::api::trial::TrialResults;
+use crate::api::validator_rules::{ValidatorRoles, Votes};
 use crate::api::version::Version;
 
 pub const VALIDATOR_CONTAINER: &str = "validator";
@@ -137,6 +139,27 @@ impl ValidatorClient for Firedancer {
 
     fn key_rules(&self) -> Vec<Rule> {
         keys::admission_rules()
+    }
+
+    /// The Validators valtune runs of Firedancer are Frankendancer's (fdctl): full
+    /// Firedancer's are refused (validator_rules.rs).
+    fn validator_roles(&self) -> ValidatorRoles {
+        ValidatorRoles {
+            name: "firedancer",
+            display: "Frankendancer",
+            votes: Votes::WithVoteAccount,
+            failover: true,
+            window_options: true,
+        }
+    }
+
+    fn validator_rules(&self) -> Vec<Rule> {
+        validator_rules::rules()
+    }
+
+    /// Its Agave child's (`[rpc] port`).
+    fn identity_rpc_port(&self, t: &ValidatorTemplate) -> Option<i32> {
+        t.client.firedancer.as_ref().map(|f| f.rpc_port)
     }
 
     fn typical_warmup(&self, t: &ValidatorTemplate, _from: WindowStart) -> Warmup {

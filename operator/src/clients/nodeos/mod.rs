@@ -11,6 +11,7 @@ mod render;
 mod report;
 mod rules;
 pub mod swap;
+mod validator_rules;
 pub mod window;
 
 use std::sync::Arc;
@@ -31,6 +32,7 @@ use crate::api::settings::{QueryKey, WindowStart};
 use crate::api::sweep::SweepSpec;
 use crate::api::template::{ClientSpec, ValidatorTemplate};
 use crate::api::trial::{TrialResults, ValidatorTrial};
+use crate::api::validator_rules::{ValidatorRoles, Votes};
 
 pub const VALIDATOR_CONTAINER: &str = "nodeos";
 pub const PROCESS_NAME: &str = "nodeos";
@@ -207,6 +209,22 @@ impl ValidatorClient for Nodeos {
             args: true,
             judge: Box::new(keys::judge),
         })
+    }
+
+    fn validator_roles(&self) -> ValidatorRoles {
+        ValidatorRoles {
+            name: "nodeos",
+            display: "nodeos",
+            votes: Votes::WithIdentity(
+                "a nodeos producer signs with its identity's signature provider",
+            ),
+            failover: false,
+            window_options: false,
+        }
+    }
+
+    fn validator_rules(&self) -> Vec<Rule> {
+        validator_rules::rules()
     }
 
     fn typical_warmup(&self, _t: &ValidatorTemplate, _from: WindowStart) -> Warmup {

@@ -479,14 +479,12 @@ async fn holder_of(ctx: &Context, ns: &str, lname: &str) -> Result<Option<String
         .filter(|h| !h.is_empty()))
 }
 
-/// Where a pair member answers getIdentity: Agave's RPC, or Frankendancer's Agave
-/// child's (`[rpc] port`).
+/// Where a pair member answers getIdentity (its client's JSON-RPC port).
 fn rpc_port(v: &Validator) -> i32 {
-    let c = &v.spec.template.client;
-    c.agave
-        .as_ref()
-        .map(|a| a.rpc_port)
-        .or(c.firedancer.as_ref().map(|f| f.rpc_port))
+    let t = &v.spec.template;
+    clients::client_for(t)
+        .ok()
+        .and_then(|c| c.identity_rpc_port(t))
         .unwrap_or(8899)
 }
 
