@@ -52,7 +52,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let template: valtune::api::template::ValidatorTemplate = serde_json::from_value(
         serde_json::json!({&client: {"image": "unknown", "version": version}}),
     )
-    .with_context(|| format!("--client {client}: use agave, firedancer, besu or nodeos"))?;
+    .with_context(|| {
+        let names: Vec<&str> = valtune::clients::CLIENTS.iter().map(|c| c.name()).collect();
+        format!("--client {client}: use one of {}", names.join(", "))
+    })?;
     let profile = valtune::clients::client_for(&template)?.profile(&template);
     let prom = valtune::results::prometheus::Prometheus::new(&url);
     let window = Window {
