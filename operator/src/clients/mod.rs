@@ -20,6 +20,8 @@ pub mod nodeos;
 pub mod parts;
 pub mod pod;
 pub mod profile;
+#[cfg(test)]
+mod seam_tests;
 pub mod solana_load;
 #[cfg(test)]
 mod startup_tests;
