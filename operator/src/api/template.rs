@@ -95,6 +95,8 @@ client_spec! {
     firedancer: FiredancerSpec,
     besu: BesuSpec,
     nodeos: NodeosSpec,
+    #[cfg(test)]
+    toy: crate::clients::toy::ToySpec,
 }
 
 impl ClientSpec {

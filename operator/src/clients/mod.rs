@@ -25,6 +25,8 @@ mod seam_tests;
 pub mod solana_load;
 #[cfg(test)]
 mod startup_tests;
+#[cfg(test)]
+pub mod toy;
 pub mod window;
 
 use std::sync::Arc;
@@ -45,12 +47,15 @@ use knobs::{KnobError, KnobTable};
 use profile::MetricProfile;
 use window::RestartWindow;
 
-/// Every client valtune knows, in the order docs list them.
-pub static CLIENTS: [&dyn ValidatorClient; 4] = [
+/// Every client valtune knows, in the order docs list them (and `ClientSpec` declares
+/// them).
+pub static CLIENTS: &[&dyn ValidatorClient] = &[
     &agave::Agave,
     &firedancer::Firedancer,
     &besu::Besu,
     &nodeos::Nodeos,
+    #[cfg(test)]
+    &toy::Toy,
 ];
 
 /// The client a template runs. The schema ensures exactly one is set; an object that

@@ -1,8 +1,8 @@
 //! The client seam holds: outside a client's own module and the registry lines, no file
 //! of the operator names a client.
 //!
-//! A client's own module is `clients/<name>/` and its spec, `api/<name>.rs`, for each
-//! `name` in [`CLIENTS`]. Every other file under `operator/src` is generic, read without
+//! A client's own module is `clients/<name>/` (or `clients/<name>.rs`) and its spec,
+//! `api/<name>.rs`, for each `name` in [`CLIENTS`]. Every other file under `operator/src` is generic, read without
 //! its tests (a module declared `#[cfg(test)] mod x;`, and a file's tail from a
 //! `#[cfg(test)]` before `mod ... {`: clippy's items_after_test_module keeps code out of
 //! that tail) and without comments. A line of it names a client
@@ -167,9 +167,11 @@ fn naming() -> BTreeMap<&'static str, Vec<(String, usize, String)>> {
             .unwrap()
             .to_string_lossy()
             .replace('\\', "/");
-        let own = clients
-            .iter()
-            .any(|n| rel.starts_with(&format!("clients/{n}/")) || rel == format!("api/{n}.rs"));
+        let own = clients.iter().any(|n| {
+            rel.starts_with(&format!("clients/{n}/"))
+                || rel == format!("clients/{n}.rs")
+                || rel == format!("api/{n}.rs")
+        });
         if own || tests.contains(p) || rel.ends_with("tests.rs") {
             continue;
         }
