@@ -9,12 +9,17 @@
 //! (`/api/v1/nodes/NODE/proxy/configz`, which needs `get nodes/proxy`).
 
 mod cluster;
+mod monitoring;
+mod node_fit;
 pub mod nodes;
+mod pod_security;
 pub mod prometheus;
 pub mod selection;
+mod storage;
 
 pub use crate::finding::{Finding, Status};
-pub use cluster::{Options, beyond_baseline, failed, run};
+pub use cluster::{Options, failed, run};
+pub use pod_security::beyond_baseline;
 
 /// The findings as printed: one line each, the fix below. Pure.
 pub fn render(findings: &[Finding]) -> String {
