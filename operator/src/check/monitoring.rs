@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
 
+use super::Finding;
 use super::cluster::{Needs, Options, namespace_labels};
 use super::prometheus::Reach;
 use super::selection::PrometheusSelectors;
-use super::{Finding, Status};
 
 pub(super) async fn prometheus_checks(client: &Client, all: &[Needs]) -> Vec<Finding> {
     let mut urls: BTreeMap<String, (Option<String>, bool)> = BTreeMap::new();
@@ -175,6 +175,7 @@ pub fn pod_monitor_finding(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::check::Status;
     use serde_json::json;
 
     #[test]

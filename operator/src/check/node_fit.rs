@@ -5,9 +5,9 @@
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{Client, ResourceExt};
 
+use super::Finding;
 use super::cluster::{NODE_LABEL, NODE_TAINT, Needs};
 use super::nodes::{self, Amounts};
-use super::{Finding, Status};
 
 /// Enough prepared nodes for the needs' placement. Pure.
 pub(super) fn node_finding(n: &Needs, eligible: &[&Node]) -> Finding {
@@ -257,6 +257,7 @@ pub(super) fn netns_buffers_finding(n: &Needs, eligible: &[&Node]) -> Option<Fin
 mod tests {
     use super::super::cluster::example_needs as needs;
     use super::*;
+    use crate::check::Status;
 
     #[test]
     fn a_benchmark_in_its_own_network_needs_linux_6_11() {

@@ -55,8 +55,11 @@ pub struct ConfigKeys<'a> {
     /// Whether `extraArgs`' long options are the same names, judged by the same table.
     pub args: bool,
     /// The table's verdict on a key (an option's name without `--`) at a version.
-    pub judge: Box<dyn Fn(Version, &str) -> Verdict + 'a>,
+    pub judge: Judge<'a>,
 }
+
+/// A table's verdict on a key at a version.
+pub type Judge<'a> = Box<dyn Fn(Version, &str) -> Verdict + 'a>;
 
 /// Every config key of the template, and the long options in `extraArgs` where the client
 /// takes the same names, judged by the client version's table.
