@@ -8,8 +8,8 @@ pub struct Args {
     /// The Prometheus that scraped the pod (its base URL, e.g. http://prometheus:9090).
     #[arg(long, env = "PROMETHEUS_URL")]
     prometheus_url: String,
-    /// The client whose metric profile to read (agave, firedancer, besu, nodeos).
-    #[arg(long, default_value = "agave")]
+    /// The client whose metric profile to read (its template key).
+    #[arg(long, default_value = "agave", value_parser = clap::builder::PossibleValuesParser::new(valtune::clients::CLIENTS.iter().map(|c| c.name())))]
     client: String,
     /// The client version, where metric names depend on it.
     #[arg(long)]
