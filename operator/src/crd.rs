@@ -29,6 +29,7 @@ pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
 /// nothing.
 fn validator_crd(experiment: &CustomResourceDefinition) -> CustomResourceDefinition {
     let mut crd = Validator::crd();
+    add_spec_rules(&mut crd, crate::clients::validator_rules());
     let sweep = spec_schema(experiment)
         .properties
         .as_ref()

@@ -7,10 +7,11 @@ pub mod clients;
 pub mod controller;
 pub mod cost;
 pub mod crd;
-#[cfg(test)]
-mod module_cycles;
+pub mod finding;
 #[cfg(test)]
 pub mod fixtures;
+#[cfg(test)]
+mod module_cycles;
 pub mod operator_metrics;
 pub mod readiness;
 pub mod report;

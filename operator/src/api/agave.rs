@@ -347,3 +347,6 @@ impl Default for AgaveExporters {
         }
     }
 }
+
+/// Agave has no config file.
+impl super::template::ClientSettings for AgaveSpec {}

@@ -261,3 +261,9 @@ impl Default for BlockTimesSpec {
         }
     }
 }
+
+impl super::template::ClientSettings for BesuSpec {
+    fn config_mut(&mut self) -> Option<&mut BTreeMap<String, String>> {
+        Some(&mut self.config)
+    }
+}

@@ -380,3 +380,9 @@ impl Default for FiredancerExporters {
         }
     }
 }
+
+impl super::template::ClientSettings for FiredancerSpec {
+    fn config_mut(&mut self) -> Option<&mut BTreeMap<String, String>> {
+        Some(&mut self.config)
+    }
+}

@@ -17,6 +17,7 @@ pub mod template;
 pub mod trial;
 pub mod tuning;
 pub mod validator;
+pub mod validator_rules;
 pub mod version;
 
 pub use experiment::{ValidatorExperiment, ValidatorExperimentSpec, ValidatorExperimentStatus};

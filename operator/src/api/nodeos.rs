@@ -97,40 +97,8 @@ fn default_nodeos_http_port() -> i32 {
     8888
 }
 
-/// How chainbase maps the state (spring `plugins/chain_plugin/chain_plugin.cpp`).
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema, Default,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum NodeosMapMode {
-    #[default]
-    Mapped,
-    MappedPrivate,
-    Heap,
-    Locked,
-}
-
-impl NodeosMapMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NodeosMapMode::Mapped => "mapped",
-            NodeosMapMode::MappedPrivate => "mapped_private",
-            NodeosMapMode::Heap => "heap",
-            NodeosMapMode::Locked => "locked",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<NodeosMapMode> {
-        [
-            NodeosMapMode::Mapped,
-            NodeosMapMode::MappedPrivate,
-            NodeosMapMode::Heap,
-            NodeosMapMode::Locked,
-        ]
-        .into_iter()
-        .find(|m| m.as_str() == s)
-    }
-}
+/// How chainbase maps the state: the typed setting `databaseMapMode` (api/tuning.rs).
+pub use super::tuning::DatabaseMapMode as NodeosMapMode;
 
 /// Where the state directory (`<data-dir>/state`, `--state-dir`) lives.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
@@ -277,5 +245,11 @@ impl Default for NodeosExporters {
             process: default_process_image(),
             process_port: default_process_port(),
         }
+    }
+}
+
+impl super::template::ClientSettings for NodeosSpec {
+    fn config_mut(&mut self) -> Option<&mut BTreeMap<String, String>> {
+        Some(&mut self.config)
     }
 }

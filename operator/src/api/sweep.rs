@@ -99,7 +99,7 @@ pub struct SweepSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 4))]
     #[x_kube(validation = Rule::new(UNIQUE_INTS).message(UNIQUE_MSG))]
-    pub database_map_mode: Option<Vec<super::nodeos::NodeosMapMode>>,
+    pub database_map_mode: Option<Vec<super::tuning::DatabaseMapMode>>,
     /// Where transaction signatures are verified: `cpu`, or `gpu` (Agave `--cuda`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 2))]

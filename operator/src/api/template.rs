@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{EnvVar, Toleration};
 use kube::KubeSchema;
+use kube::core::Rule;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -17,11 +18,7 @@ pub use super::tuning::Tuning;
 /// A client, a Kubernetes-style image reference and its settings. Exactly one client is set.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(
-    validation = Rule::new(
-        "[has(self.agave), has(self.firedancer), has(self.besu), has(self.nodeos)].filter(x, x).size() == 1"
-    ).message("set exactly one client: agave, firedancer, besu or nodeos"),
-)]
+#[x_kube(validation = ClientSpec::one_of())]
 pub struct ValidatorTemplate {
     /// The validator client and its client-specific settings.
     #[serde(flatten)]
@@ -52,31 +49,75 @@ pub struct ValidatorTemplate {
     pub extra_args: Vec<String>,
 }
 
-/// The tagged union of clients, flattened into the template so a manifest reads
-/// `template: {agave: {...}}`.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
-#[serde(rename_all = "camelCase")]
-pub struct ClientSpec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agave: Option<AgaveSpec>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub firedancer: Option<FiredancerSpec>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub besu: Option<BesuSpec>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nodeos: Option<NodeosSpec>,
+/// What every client's spec offers the generic template.
+pub trait ClientSettings {
+    /// The client's config-file keys (`configKey` knobs land here), if it has a file.
+    fn config_mut(&mut self) -> Option<&mut BTreeMap<String, String>> {
+        None
+    }
+}
+
+/// The tagged union of clients, one line each (the API's registry of clients; the
+/// operator's is `clients::CLIENTS`, in the same order), flattened into the template so a
+/// manifest reads `template: {agave: {...}}`.
+macro_rules! client_spec {
+    ($($(#[$attr:meta])* $name:ident: $spec:ty,)*) => {
+        #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
+        #[serde(rename_all = "camelCase")]
+        pub struct ClientSpec {
+            $(
+                $(#[$attr])*
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                pub $name: Option<$spec>,
+            )*
+        }
+
+        impl ClientSpec {
+            /// The template keys of the clients, in order.
+            pub const NAMES: &[&str] = &[$($(#[$attr])* stringify!($name),)*];
+
+            /// The set client's settings (the schema lets one be set).
+            fn set_mut(&mut self) -> Option<&mut dyn ClientSettings> {
+                $(
+                    $(#[$attr])*
+                    if let Some(s) = self.$name.as_mut() {
+                        return Some(s);
+                    }
+                )*
+                None
+            }
+        }
+    };
+}
+
+client_spec! {
+    agave: AgaveSpec,
+    firedancer: FiredancerSpec,
+    besu: BesuSpec,
+    nodeos: NodeosSpec,
+    #[cfg(test)]
+    toy: crate::clients::toy::ToySpec,
 }
 
 impl ClientSpec {
     /// The client's config-file keys (`configKey` knobs land here), if it has a file.
     pub fn config_mut(&mut self) -> Option<&mut BTreeMap<String, String>> {
-        if let Some(f) = self.firedancer.as_mut() {
-            return Some(&mut f.config);
-        }
-        if let Some(b) = self.besu.as_mut() {
-            return Some(&mut b.config);
-        }
-        self.nodeos.as_mut().map(|n| &mut n.config)
+        self.set_mut()?.config_mut()
+    }
+
+    /// Exactly one client is set, named from [`ClientSpec::NAMES`].
+    fn one_of() -> Rule {
+        let has: Vec<String> = Self::NAMES
+            .iter()
+            .map(|n| format!("has(self.{n})"))
+            .collect();
+        Rule::new(format!("[{}].filter(x, x).size() == 1", has.join(", "))).message(
+            format!(
+                "set exactly one client: {}",
+                super::validator_rules::or_list(Self::NAMES.iter())
+            )
+            .as_str(),
+        )
     }
 }
 

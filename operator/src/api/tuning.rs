@@ -8,9 +8,9 @@
 use std::collections::BTreeMap;
 
 use kube::KubeSchema;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::nodeos::NodeosMapMode;
 use super::sweep::{Allocator, Setting, Sigverify, ThreadKnob, TrialPoint, value_text};
 
 /// Each thread or tile count is 1 to 512, as the sweep's are. (The schema lists the knob
@@ -66,7 +66,7 @@ pub struct Tuning {
     pub memory_pressure: Option<String>,
     /// How nodeos maps its state (`--database-map-mode`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub database_map_mode: Option<NodeosMapMode>,
+    pub database_map_mode: Option<DatabaseMapMode>,
     /// Where transaction signatures are verified (Agave `--cuda` for gpu).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sigverify: Option<Sigverify>,
@@ -128,7 +128,7 @@ impl Tuning {
                 Setting::Heap => self.heap = Some(value.clone()),
                 Setting::MemoryPressure => self.memory_pressure = Some(value.clone()),
                 Setting::DatabaseMapMode => {
-                    self.database_map_mode = Some(NodeosMapMode::parse(value).ok_or_else(bad)?)
+                    self.database_map_mode = Some(DatabaseMapMode::parse(value).ok_or_else(bad)?)
                 }
                 Setting::Sigverify => self.sigverify = Some(typed(value).ok_or_else(bad)?),
             }
@@ -140,6 +140,42 @@ impl Tuning {
 /// An enum from the name serde gives it.
 fn typed<T: serde::de::DeserializeOwned>(name: &str) -> Option<T> {
     serde_json::from_value(serde_json::Value::String(name.into())).ok()
+}
+
+// nodeos' (the values of the typed setting `databaseMapMode`); its doc is the schema's.
+/// How chainbase maps the state (spring `plugins/chain_plugin/chain_plugin.cpp`).
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema, Default,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum DatabaseMapMode {
+    #[default]
+    Mapped,
+    MappedPrivate,
+    Heap,
+    Locked,
+}
+
+impl DatabaseMapMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DatabaseMapMode::Mapped => "mapped",
+            DatabaseMapMode::MappedPrivate => "mapped_private",
+            DatabaseMapMode::Heap => "heap",
+            DatabaseMapMode::Locked => "locked",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<DatabaseMapMode> {
+        [
+            DatabaseMapMode::Mapped,
+            DatabaseMapMode::MappedPrivate,
+            DatabaseMapMode::Heap,
+            DatabaseMapMode::Locked,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == s)
+    }
 }
 
 #[cfg(test)]
@@ -160,7 +196,7 @@ mod tests {
         assert_eq!(t.program_cache_entries, Some(512));
         assert_eq!(t.threads[&ThreadKnob::BankingThreads], 8);
         assert_eq!(t.allocator, Some(Allocator::Glibc));
-        assert_eq!(t.database_map_mode, Some(NodeosMapMode::MappedPrivate));
+        assert_eq!(t.database_map_mode, Some(DatabaseMapMode::MappedPrivate));
         for s in Setting::ALL {
             assert_eq!(
                 t.setting(s).as_ref(),

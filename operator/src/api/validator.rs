@@ -41,6 +41,8 @@ pub const MAX_NAME_LEN: usize = 48;
         .message(format!("metadata.name is longer than {MAX_NAME_LEN} characters: the state's claims add the volume role to it, so choose a shorter name").as_str())
 )]
 #[serde(rename_all = "camelCase")]
+// The rules that name no client; each client's, and those built from what each client's
+// Validator can be (clients::validator_rules), are added by crd.rs.
 #[x_kube(
     validation = Rule::new("self.role != 'standby' || has(self.identity)")
         .message("a standby needs an identity of its own (an unstaked keypair): set identity.secretName; it must never run with the voting identity it stands by for")
@@ -51,95 +53,12 @@ pub const MAX_NAME_LEN: usize = 48;
     validation = Rule::new("!has(self.standbyFor) || has(self.standbyFor.publicKey)")
         .message("standbyFor needs the staked identity's public key, so the operator tells from getIdentity who signs with it: set standbyFor.publicKey (solana-keygen pubkey KEYPAIR)")
         .field_path(".standbyFor.publicKey"),
-    // fdctl set-identity finds the running validator through its workspaces on the
-    // hugetlbfs mounts fdctl made in the validator container's own mount namespace
-    // (firedancer-io/firedancer src/app/fdctl/commands/set_identityh.c `set_identity`
-    // @v0.1106.40201): the identity agent reaches them only by entering that namespace,
-    // a privilege the Validator names.
-    validation = Rule::new(format!("!has(self.template.firedancer) || !(has(self.spareIdentity) || has(self.standbyFor)) || (has(self.{ENTER}) && self.{ENTER})"))
-        .message(FRANKENDANCER_PAIR_NEEDS_PRIVILEGE)
-        .field_path(format!(".{ENTER}").as_str()),
-    validation = Rule::new(format!("!has(self.{ENTER}) || !self.{ENTER} || (has(self.template.firedancer) && (has(self.spareIdentity) || has(self.standbyFor)))"))
-        .message(format!("{ENTER} lets a Frankendancer failover pair member's identity agent run fdctl set-identity in the validator container's mount namespace; this Validator is not one (template.firedancer with spareIdentity or standbyFor): remove it").as_str())
-        .field_path(format!(".{ENTER}").as_str()),
-    validation = Rule::new("!has(self.spareIdentity) || (self.role == 'voting' && (has(self.template.agave) || has(self.template.firedancer)))")
-        .message("spareIdentity is the unstaked keypair a voting Agave or Frankendancer validator switches to when it hands its identity to a standby (failover): set role: voting with template.agave or template.firedancer, or remove spareIdentity")
-        .field_path(".spareIdentity"),
-    validation = Rule::new("!has(self.standbyFor) || (self.role == 'standby' && (has(self.template.agave) || has(self.template.firedancer)) && has(self.voteAccount))")
-        .message("standbyFor is the staked identity an Agave or Frankendancer standby takes over at a failover (its authorized voter), beside the vote account: set role: standby with template.agave or template.firedancer and voteAccount, or remove standbyFor")
-        .field_path(".standbyFor"),
     validation = Rule::new("!has(self.identityAgentPort) || has(self.spareIdentity) || has(self.standbyFor)")
         .message("identityAgentPort is the port of a failover pair member's identity agent (spareIdentity or standbyFor): remove it")
         .field_path(".identityAgentPort"),
-    // With host networking the agent's port is on the node beside every port Agave and
-    // its sidecars bind: valtune renders all of them from the template.
-    validation = Rule::new(format!("!has(self.template.agave) || !(has(self.spareIdentity) || has(self.standbyFor)) || (((has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) < int(self.template.agave.dynamicPortRange.split('-')[0]) || (has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) > int(self.template.agave.dynamicPortRange.split('-')[1])) && !((has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) in [self.template.agave.rpcPort, self.template.agave.rpcPort + 1, self.template.agave.exporters.rpcPort, self.template.agave.exporters.processPort, self.template.agave.exporters.datapointsPort]))"))
-        .message(format!("identityAgentPort (default {DEFAULT_IDENTITY_AGENT_PORT}) collides with a port Agave binds on the node (template.agave.dynamicPortRange, rpcPort, its websocket rpcPort + 1) or an exporter's (template.agave.exporters): set identityAgentPort to a free port outside them").as_str())
-        .field_path(".identityAgentPort"),
-    // Frankendancer's: its Agave child's RPC and websocket, the metric tile and the
-    // exporters, as valtune renders them (its other ports are the config's; the default
-    // is outside fdctl's defaults, default.toml @v0.1106.40201).
-    validation = Rule::new(format!("!has(self.template.firedancer) || !(has(self.spareIdentity) || has(self.standbyFor)) || !((has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) in [self.template.firedancer.rpcPort, self.template.firedancer.rpcPort + 1, self.template.firedancer.metricsPort, self.template.firedancer.exporters.rpcPort, self.template.firedancer.exporters.datapointsPort])"))
-        .message(format!("identityAgentPort (default {DEFAULT_IDENTITY_AGENT_PORT}) collides with a port Frankendancer binds on the node (template.firedancer.rpcPort, its websocket rpcPort + 1, metricsPort) or an exporter's (template.firedancer.exporters): set identityAgentPort to a free port outside them and outside the config's dynamic_port_range").as_str())
-        .field_path(".identityAgentPort"),
-    // And the range fdctl binds its other ports in: the config's (`dynamic_port_range =
-    // "A-B"`, src/app/shared/fd_config.c L161-180 @v0.1106.40201), else fdctl's default.
-    validation = Rule::new(format!("!has(self.template.firedancer) || !(has(self.spareIdentity) || has(self.standbyFor)) || [((has(self.template.firedancer.config) && 'dynamic_port_range' in self.template.firedancer.config) ? self.template.firedancer.config['dynamic_port_range'].replace('\"', '').replace(\"'\", '').trim() : '{FIREDANCER_DYNAMIC_PORT_RANGE}')].all(r, (has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) < int(r.split('-')[0]) || (has(self.identityAgentPort) ? self.identityAgentPort : {DEFAULT_IDENTITY_AGENT_PORT}) > int(r.split('-')[1]))"))
-        .message(format!("identityAgentPort (default {DEFAULT_IDENTITY_AGENT_PORT}) lies inside Frankendancer's dynamic_port_range (template.firedancer.config's, default {FIREDANCER_DYNAMIC_PORT_RANGE}), where fdctl binds its ports on the node: set identityAgentPort to a free port outside that range").as_str())
-        .field_path(".identityAgentPort"),
-    validation = Rule::new("self.role != 'voting' || has(self.template.nodeos) || (has(self.identity) && has(self.voteAccount))")
-        .message("a voting validator needs its identity and its vote account: set identity.secretName and voteAccount.secretName")
-        .field_path(".voteAccount"),
-    validation = Rule::new("(self.role == 'voting' && !has(self.template.nodeos)) || has(self.standbyFor) || !has(self.voteAccount)")
-        .message("only a voting Agave or Frankendancer validator, or a standby with standbyFor, uses a vote account (a nodeos producer signs with its identity's signature provider): remove voteAccount, or set role: voting")
-        .field_path(".voteAccount"),
-    validation = Rule::new("!has(self.producerName) || (has(self.template.nodeos) && self.role == 'voting')")
-        .message("producerName is a nodeos producer's account (nodeos --producer-name): set role: voting with template.nodeos, or remove producerName")
-        .field_path(".producerName"),
-    validation = Rule::new("!has(self.template.nodeos) || self.role != 'voting' || (has(self.producerName) && has(self.identity))")
-        .message("a producing nodeos needs its producer account and its key: set producerName and identity.secretName (a Secret whose key holds nodeos' signature provider, <public-key>=KEY:<private-key>)")
-        .field_path(".producerName"),
     validation = Rule::new("has(self.template.resources.memory)")
         .message("no memory given: set template.resources.memory")
         .field_path(".template.resources.memory"),
-    // Full Firedancer's rpc tile listens on 127.0.0.1 only (`[tiles.rpc] rpc_listen_address`),
-    // so the operator cannot read its health; its vote and tower tiles are not wired.
-    validation = Rule::new("!has(self.template.firedancer) || self.template.firedancer.flavor != 'firedancer'")
-        .message("valtune runs Frankendancer Validators (fdctl, v0.x) only: full Firedancer's RPC and voting are not wired (docs/validators.md); use flavor: frankendancer with a v0.x image, or run full Firedancer as an experiment")
-        .field_path(".template.firedancer.flavor"),
-    validation = Rule::new("!has(self.template.firedancer) || self.template.firedancer.workload != 'bench'")
-        .message("a Validator follows its cluster: the bench workload is a private cluster of one for experiments; remove template.firedancer.workload")
-        .field_path(".template.firedancer.workload"),
-    validation = Rule::new("!has(self.template.firedancer) || !has(self.template.firedancer.config) || !self.template.firedancer.config.exists(k, k in ['rpc.bind_address', 'consensus.vote_account_path', 'consensus.authorized_voter_paths'])")
-        .message("a Frankendancer Validator's rpc.bind_address (0.0.0.0, so the operator reads getHealth), consensus.vote_account_path (from voteAccount) and authorized_voter_paths (its identity votes) are valtune's: remove them from template.firedancer.config")
-        .field_path(".template.firedancer.config"),
-    validation = Rule::new("!has(self.template.nodeos) || ((!has(self.template.nodeos.config) || !self.template.nodeos.config.exists(k, k in ['producer-name', 'signature-provider'])) && (!has(self.template.extraArgs) || !self.template.extraArgs.exists(a, a.startsWith('--producer-name') || a.startsWith('--signature-provider') || a == '-p')))")
-        .message("a nodeos Validator's producer-name and signature-provider come from producerName and identity (the key stays in its Secret, out of a ConfigMap): remove them from template.nodeos.config and template.extraArgs")
-        .field_path(".template.nodeos.config"),
-    validation = Rule::new("!has(self.template.nodeos) || self.role != 'standby'")
-        .message("a nodeos Validator is a non-producing node (role: nonVoting) or a producer (role: voting); valtune has no nodeos standby to swap a producer's key to: use one of those")
-        .field_path(".role"),
-    validation = Rule::new("!has(self.template.agave) || !has(self.template.agave.workload) || self.template.agave.workload != 'bench'")
-        .message("a Validator follows its cluster: the bench workload is a private cluster of one for experiments; remove template.agave.workload")
-        .field_path(".template.agave.workload"),
-    validation = Rule::new("!has(self.restartWindow) || has(self.template.agave) || has(self.template.firedancer) || (!has(self.restartWindow.minIdleTime) && !has(self.restartWindow.skipNewSnapshotCheck) && !has(self.restartWindow.maxDelinquentStake))")
-        .message("minIdleTime, skipNewSnapshotCheck and maxDelinquentStake are the options of Agave's wait-for-restart-window (Agave and Frankendancer): remove them for this client")
-        .field_path(".restartWindow"),
-    // Besu aborts on a single-valued option given twice ("Option '...' should be
-    // specified only once": BesuCommand.java L1037-1051 @25.12.0).
-    validation = Rule::new("!has(self.template.besu) || !has(self.identity) || !has(self.template.extraArgs) || !self.template.extraArgs.exists(a, a == '--node-private-key-file' || a.startsWith('--node-private-key-file='))")
-        .message("template.extraArgs sets --node-private-key-file, which valtune already renders from identity (the node key mounted from identity.secretName), and Besu stops at an option given twice: remove it from extraArgs")
-        .field_path(".template.extraArgs"),
-    // valtune renders these from identity, voteAccount and role (and binds the RPC for
-    // the operator); agave-validator exits on a flag given twice (clap 2.33: "was
-    // provided more than once"), and a --no-voting kept beside role: voting would run a
-    // staked validator that never votes.
-    validation = Rule::new("!has(self.template.agave) || !has(self.template.extraArgs) || !self.template.extraArgs.exists(a, a == '-i' || a in ['--identity', '--vote-account', '--no-voting', '--rpc-bind-address', '--authorized-voter'] || a.startsWith('--identity=') || a.startsWith('--vote-account=') || a.startsWith('--rpc-bind-address=') || a.startsWith('--authorized-voter='))")
-        .message("template.extraArgs sets --identity, --vote-account, --no-voting, --rpc-bind-address or --authorized-voter, which valtune renders for an Agave Validator from identity, voteAccount, spareIdentity, standbyFor and role: remove it from extraArgs (agave-validator exits on a flag given twice, and a --no-voting beside role: voting would keep the validator from voting)")
-        .field_path(".template.extraArgs"),
-    validation = Rule::new("!has(self.template.besu) || self.role != 'voting'")
-        .message("Besu is an execution client: it does not vote, and valtune does not render a consensus validator client; use role: nonVoting")
-        .field_path(".role"),
 )]
 pub struct ValidatorSpec {
     /// The validator, exactly as an experiment's template writes it (tuning included).
@@ -253,16 +172,6 @@ pub const DEFAULT_MAX_DELINQUENT_STAKE_PERCENT: u8 = 5;
 /// The field that names the privilege a Frankendancer pair's identity agent needs.
 pub const ENTER: &str = "identityAgentEntersValidatorMountNamespace";
 
-/// Why a Frankendancer failover pair without [`ENTER`] is refused. `fdctl set-identity`
-/// "finds the running validator from the shared memory described by the configuration
-/// file" (firedancer-io/firedancer `src/app/fdctl/commands/set_identityh.c`, the action's
-/// detail, and `set_identity`, which joins every keyswitch workspace read-write, at
-/// v0.1106.40201): workspaces on the hugetlbfs mounts `fdctl configure init hugetlbfs`
-/// makes in the validator container's own mount namespace (a hugetlbfs mount is an
-/// instance of its own, so another container's mount of the same pages does not hold
-/// those files). The pod's identity agent runs it there only by entering that namespace.
-pub const FRANKENDANCER_PAIR_NEEDS_PRIVILEGE: &str = "a Frankendancer failover pair member (spareIdentity or standbyFor) needs identityAgentEntersValidatorMountNamespace: true: fdctl set-identity (firedancer-io/firedancer src/app/fdctl/commands/set_identityh.c @v0.1106.40201) finds the running validator by joining its shared-memory workspaces on the hugetlbfs mounts fdctl makes inside the validator container, so the identity agent must run it in that container's mount namespace (nsenter), which takes the pod's processes shared and the agent container's CAP_SYS_ADMIN, CAP_SYS_CHROOT and CAP_SYS_PTRACE (and DAC_OVERRIDE, SETUID, SETGID for fdctl); set identityAgentEntersValidatorMountNamespace: true to grant them (docs/validators.md, failover), or remove spareIdentity and standbyFor";
-
 /// The identity agent's port when `identityAgentPort` is unset. Outside every port the
 /// clients bind by default, so it collides with nothing a validator operator left as
 /// it is: Agave's own `--dynamic-port-range` default, 8000-10000 (agave-validator 4.0.0
@@ -274,10 +183,6 @@ pub const FRANKENDANCER_PAIR_NEEDS_PRIVILEGE: &str = "a Frankendancer failover p
 /// outgoing connection holds it. A tower file is a vote record, not a key, but it is
 /// not for the world: firewall the port like the RPC.
 pub const DEFAULT_IDENTITY_AGENT_PORT: i32 = 10910;
-
-/// fdctl's `dynamic_port_range` when the config sets none (src/app/fdctl/config/
-/// default.toml L62 @v0.1106.40201).
-pub const FIREDANCER_DYNAMIC_PORT_RANGE: &str = "8900-9000";
 
 /// What the validator does with its identity.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]

@@ -8,8 +8,8 @@ pub struct Args {
     /// The Prometheus that scraped the pod (its base URL, e.g. http://prometheus:9090).
     #[arg(long, env = "PROMETHEUS_URL")]
     prometheus_url: String,
-    /// The client whose metric profile to read (agave, firedancer, besu, nodeos).
-    #[arg(long, default_value = "agave")]
+    /// The client whose metric profile to read (its template key).
+    #[arg(long, default_value = "agave", value_parser = clap::builder::PossibleValuesParser::new(valtune::clients::CLIENTS.iter().map(|c| c.name())))]
     client: String,
     /// The client version, where metric names depend on it.
     #[arg(long)]
@@ -52,7 +52,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let template: valtune::api::template::ValidatorTemplate = serde_json::from_value(
         serde_json::json!({&client: {"image": "unknown", "version": version}}),
     )
-    .with_context(|| format!("--client {client}: use agave, firedancer, besu or nodeos"))?;
+    .with_context(|| {
+        let names: Vec<&str> = valtune::clients::CLIENTS.iter().map(|c| c.name()).collect();
+        format!("--client {client}: use one of {}", names.join(", "))
+    })?;
     let profile = valtune::clients::client_for(&template)?.profile(&template);
     let prom = valtune::results::prometheus::Prometheus::new(&url);
     let window = Window {

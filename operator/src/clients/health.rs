@@ -1,6 +1,6 @@
 //! How a client tells a long-running validator's state at its own interfaces: its health
 //! endpoint (the answer is read, not only the HTTP code), where it shows its chain
-//! position, and when it may be restarted.
+//! position (its restart window is window.rs).
 
 /// What a client's health endpoint said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,24 +58,6 @@ impl PositionProbe {
         let best = value(self.best)? as i64;
         Some((head, (best - head).max(0)))
     }
-}
-
-/// When a change of the pod may be applied by deleting the running one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RestartWindow {
-    /// At once: the client has no leader slots or rounds to miss.
-    Immediate,
-    /// The client has a window valtune does not compute yet: the change waits, and status
-    /// says so.
-    NotImplemented(&'static str),
-    /// Agave's `wait-for-restart-window`: no leader slot of its identity within the
-    /// minimum idle time, a new snapshot, delinquent stake below its bound, checked over
-    /// the validator's JSON-RPC on this port (controller/validator/window.rs).
-    LeaderSchedule { rpc_port: i32 },
-    /// A nodeos producer's: after its round of the active schedule, read from
-    /// `/v1/chain/get_producer_schedule` on this port (controller/validator/round.rs); a
-    /// Validator without a producer name restarts at once.
-    ProducerRound { http_port: i32 },
 }
 
 #[cfg(test)]

@@ -20,28 +20,42 @@ pub mod nodeos;
 pub mod parts;
 pub mod pod;
 pub mod profile;
+#[cfg(test)]
+mod seam_tests;
 pub mod solana_load;
 #[cfg(test)]
 mod startup_tests;
+#[cfg(test)]
+pub mod toy;
+pub mod window;
+
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Node, Pod, Volume};
 use kube::core::Rule;
 
 use crate::api::ValidatorTrial;
+use crate::api::settings::WindowStart;
 use crate::api::sweep::SweepSpec;
 use crate::api::template::{ClientSpec, ValidatorTemplate, VolumeRole};
 use crate::api::tuning::PointValueError;
+use crate::api::validator_rules::ValidatorRoles;
 use crate::api::version::Version;
+use crate::finding::Finding;
 pub use input::RenderInput;
 use knobs::{KnobError, KnobTable};
 use profile::MetricProfile;
+use window::RestartWindow;
 
-/// Every client valtune knows, in the order docs list them.
-pub static CLIENTS: [&dyn ValidatorClient; 4] = [
+/// Every client valtune knows, in the order docs list them (and `ClientSpec` declares
+/// them).
+pub static CLIENTS: &[&dyn ValidatorClient] = &[
     &agave::Agave,
     &firedancer::Firedancer,
     &besu::Besu,
     &nodeos::Nodeos,
+    #[cfg(test)]
+    &toy::Toy,
 ];
 
 /// The client a template runs. The schema ensures exactly one is set; an object that
@@ -74,7 +88,7 @@ pub fn admission_rules() -> Vec<Rule> {
             rules
         })
         .collect();
-    rules.extend(config_keys::admission_rules());
+    rules.extend(CLIENTS.iter().flat_map(|c| c.key_rules()));
     rules
 }
 
@@ -91,7 +105,16 @@ pub fn template_rules() -> Vec<Rule> {
             rules
         })
         .collect();
-    rules.extend(config_keys::admission_rules());
+    rules.extend(CLIENTS.iter().flat_map(|c| c.key_rules()));
+    rules
+}
+
+/// Every Validator rule that depends on the client: those built from what each client's
+/// validator can be, then each client's own.
+pub fn validator_rules() -> Vec<Rule> {
+    let roles: Vec<ValidatorRoles> = CLIENTS.iter().map(|c| c.validator_roles()).collect();
+    let mut rules = crate::api::validator_rules::rules(&roles);
+    rules.extend(CLIENTS.iter().flat_map(|c| c.validator_rules()));
     rules
 }
 
@@ -156,6 +179,29 @@ pub trait ValidatorClient: Send + Sync {
     fn rules(&self) -> Vec<Rule> {
         Vec::new()
     }
+    /// Its config file and the long options it takes under the same names, judged by its
+    /// version's key table (upstream-keys) before a pod is created; None: no table.
+    fn config_keys<'a>(&self, _t: &'a ValidatorTemplate) -> Option<config_keys::ConfigKeys<'a>> {
+        None
+    }
+    /// The admission rules of its key table, on the experiment spec (after every
+    /// client's own rules).
+    fn key_rules(&self) -> Vec<Rule> {
+        Vec::new()
+    }
+    /// What its long-running validator can be (whether it votes and how, whether it
+    /// fails over, whether its restart window takes `restartWindow`'s options): the
+    /// Validator's rules that list clients are built from these.
+    fn validator_roles(&self) -> ValidatorRoles;
+    /// Admission rules of its own on a Validator's spec, beyond the template's.
+    fn validator_rules(&self) -> Vec<Rule> {
+        Vec::new()
+    }
+    /// Where a failover pair member answers Solana's JSON-RPC (`getIdentity`), if it
+    /// fails over.
+    fn identity_rpc_port(&self, _t: &ValidatorTemplate) -> Option<i32> {
+        None
+    }
     /// Whether this version of valtune renders its trials (an experiment for a client
     /// that cannot run fails before anything is created).
     fn runs_trials(&self) -> bool {
@@ -213,17 +259,57 @@ pub trait ValidatorClient: Send + Sync {
     fn position(&self, _t: &ValidatorTemplate) -> Option<health::PositionProbe> {
         None
     }
-    /// When a change of a long-running validator's pod may be applied.
-    fn restart_window(&self, _t: &ValidatorTemplate) -> health::RestartWindow {
-        health::RestartWindow::NotImplemented(
+    /// When a change of a long-running validator's pod may be applied (window.rs).
+    fn restart_window(&self, _t: &ValidatorTemplate) -> Arc<dyn RestartWindow> {
+        Arc::new(window::NotComputed(
             "valtune does not compute this client's restart window yet",
-        )
+        ))
     }
+    /// The typical time from a trial's start to its window's start (`valtune plan`'s
+    /// expected cost), with where the figure comes from.
+    fn typical_warmup(&self, t: &ValidatorTemplate, from: WindowStart) -> Warmup;
     /// Why the trial cannot run as measured on the node its pod was bound to, if it
     /// cannot (what the node gives it that admission could not know: e.g. the swap the
     /// kubelet grants nodeos there). Pure.
     fn node_shortfall(&self, _t: &ValidatorTemplate, _pod: &Pod, _node: &Node) -> Option<String> {
         None
+    }
+    /// What `valtune check` says of the nodes an experiment may use beyond what every pod
+    /// needs (e.g. nodeos' swap nodes). Pure.
+    fn node_findings(&self, _n: &NodeCheck) -> Vec<Finding> {
+        Vec::new()
+    }
+}
+
+/// An experiment as `valtune check` asks its client about the nodes it may use.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeCheck<'a> {
+    /// `experiment NAME`, as findings name it.
+    pub what: &'a str,
+    pub template: &'a ValidatorTemplate,
+    /// (point, its pod) of each point checked.
+    pub points: &'a [(String, Pod)],
+    /// The resolved template of each of those points, in the same order.
+    pub templates: &'a [ValidatorTemplate],
+    /// The nodes the pods may go to (selector and tolerations).
+    pub eligible: &'a [&'a Node],
+}
+
+/// A client's typical warm-up, with its source.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Warmup {
+    pub typical: std::time::Duration,
+    /// What the trial does meanwhile, and where the figure comes from.
+    pub basis: &'static str,
+}
+
+impl Warmup {
+    /// `minutes` of warm-up, for `basis`.
+    pub const fn minutes(minutes: u64, basis: &'static str) -> Warmup {
+        Warmup {
+            typical: std::time::Duration::from_secs(minutes * 60),
+            basis,
+        }
     }
 }
 

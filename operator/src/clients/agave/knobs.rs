@@ -94,28 +94,20 @@ pub static AGAVE: KnobTable = KnobTable {
     },
 };
 
-/// Flags that exist only in some Agave versions: refused in `template.extraArgs` and in
-/// `arg` knobs when the version is known to lack them (agave exits at start on an unknown
-/// flag, with exit code 1: clap 2.33).
-pub const VERSIONED_FLAGS: [(&str, Versions, &str); 4] = [
-    (
-        "--block-production-num-workers",
-        Versions::since(V3_0),
-        "validator/src/cli/thread_args.rs BlockProductionNumWorkersArg",
-    ),
-    (
-        "--rayon-global-threads",
-        Versions::since(Version::new(2, 2, 0)),
-        "validator/src/cli/thread_args.rs RayonGlobalThreadsArg",
-    ),
-    (
-        "--rpc-blocking-threads",
-        Versions::since(Version::new(2, 1, 9)),
-        "validator/src/cli/thread_args.rs",
-    ),
-    (
-        "--cuda",
-        Versions::before(Version::new(4, 0, 0)),
-        "removed in 4.0.0 (agave PR #10753, CHANGELOG)",
-    ),
-];
+/// Flags that exist only in some Agave versions (upstream-keys, which the lab's model reads
+/// too): refused in `template.extraArgs` and in `arg` knobs when the version is known to
+/// lack them (agave exits at start on an unknown flag, with exit code 1: clap 2.33).
+pub fn versioned_flags() -> impl Iterator<Item = (&'static str, Versions)> {
+    let v = |v: Option<upstream_keys::V>| v.map(|(a, b, c)| Version::new(a, b, c));
+    upstream_keys::agave::VERSIONED_FLAGS
+        .iter()
+        .map(move |(flag, since, before, _)| {
+            (
+                *flag,
+                Versions {
+                    since: v(*since),
+                    before: v(*before),
+                },
+            )
+        })
+}

@@ -13,21 +13,27 @@ mod points;
 mod profile;
 mod render;
 mod snapshots;
+mod validator_rules;
+pub mod window;
+
+use std::sync::Arc;
 
 use kube::core::Rule;
 
 pub use profile::{profile, snapshot_figure};
 
-use super::health::{Health, HealthProbe, RestartWindow};
+use super::health::{Health, HealthProbe};
 use super::knobs::{Dim, KnobTable, Place};
 use super::pod::Skeleton;
 use super::profile::{Layout, MetricProfile, Objective};
-use super::{ClientPod, RenderError, RenderInput, ValidatorClient};
+use super::window::{Immediate, RestartWindow};
+use super::{ClientPod, RenderError, RenderInput, ValidatorClient, Warmup};
 use crate::api::agave::AgaveWorkload;
-use crate::api::settings::QueryKey;
+use crate::api::settings::{QueryKey, WindowStart};
 use crate::api::sweep::{Setting, SweepSpec, ThreadKnob};
 use crate::api::template::{AgaveSpec, ClientSpec, ValidatorTemplate};
 use crate::api::trial::TrialResults;
+use crate::api::validator_rules::{ValidatorRoles, Votes};
 use crate::api::version::{Version, Versions, cel_known, cel_version};
 
 pub const VALIDATOR_CONTAINER: &str = "validator";
@@ -119,7 +125,7 @@ fn agave_rules() -> Vec<Rule> {
                 .field_path(".template.agave.dynamicPortRange"),
         );
     }
-    for (flag, versions, _) in knobs::VERSIONED_FLAGS {
+    for (flag, versions) in knobs::versioned_flags() {
         let used = format!(
             "((has(self.template.extraArgs) && self.template.extraArgs.exists(x, x == '{flag}' || x.startsWith('{flag}='))) || (has(self.sweep.knobs) && self.sweep.knobs.exists(k, has(k.arg) && k.arg == '{flag}')))"
         );
@@ -257,12 +263,52 @@ impl ValidatorClient for Agave {
     }
 
     /// `agave-validator wait-for-restart-window`'s checks, over the same RPC.
-    fn restart_window(&self, t: &ValidatorTemplate) -> RestartWindow {
+    fn restart_window(&self, t: &ValidatorTemplate) -> Arc<dyn RestartWindow> {
         match t.client.agave.as_ref() {
-            Some(a) => RestartWindow::LeaderSchedule {
+            Some(a) => Arc::new(window::LeaderSchedule {
                 rpc_port: a.rpc_port,
-            },
-            None => RestartWindow::Immediate,
+            }),
+            None => Arc::new(Immediate),
+        }
+    }
+
+    fn validator_roles(&self) -> ValidatorRoles {
+        ValidatorRoles {
+            name: "agave",
+            display: "Agave",
+            votes: Votes::WithVoteAccount,
+            failover: true,
+            window_options: true,
+        }
+    }
+
+    fn validator_rules(&self) -> Vec<Rule> {
+        validator_rules::rules()
+    }
+
+    fn identity_rpc_port(&self, t: &ValidatorTemplate) -> Option<i32> {
+        t.client.agave.as_ref().map(|a| a.rpc_port)
+    }
+
+    fn typical_warmup(&self, t: &ValidatorTemplate, from: WindowStart) -> Warmup {
+        let workload = t
+            .client
+            .agave
+            .as_ref()
+            .map_or(AgaveWorkload::Follow, |a| a.workload);
+        match (workload, from) {
+            (AgaveWorkload::Bench, _) => Warmup::minutes(
+                10,
+                "an Agave leader of its own genesis: no snapshot, it starts in minutes (docs/clients/agave.md)",
+            ),
+            (AgaveWorkload::Follow, WindowStart::FirstExecution) => Warmup::minutes(
+                30,
+                "an Agave follower until its first transaction: downloading and loading a snapshot (an estimate; the window includes catching up)",
+            ),
+            (AgaveWorkload::Follow, WindowStart::CaughtUp) => Warmup::minutes(
+                120,
+                "an Agave follower: a snapshot, then catching up (seed 000: 1 hour at 1.5 TB, slightly over 2 hours at 1 TB)",
+            ),
         }
     }
 

@@ -5,23 +5,29 @@
 //! sources: docs/clients/besu.md.
 
 mod args;
+mod keys;
 pub mod knobs;
-pub mod options;
 pub mod profile;
 mod render;
+mod validator_rules;
+
+use std::sync::Arc;
 
 use kube::core::Rule;
 
-use super::health::{Health, HealthProbe, PositionProbe, RestartWindow};
+use super::config_keys::ConfigKeys;
+use super::health::{Health, HealthProbe, PositionProbe};
 use super::knobs::{Dim, KnobTable};
 use super::pod::{GeneratedSecret, Skeleton};
 use super::profile::{Layout, MetricProfile, Objective};
-use super::{ClientPod, RenderError, RenderInput, ValidatorClient};
+use super::window::{Immediate, RestartWindow};
+use super::{ClientPod, RenderError, RenderInput, ValidatorClient, Warmup};
 use crate::api::besu::BesuSpec;
-use crate::api::settings::QueryKey;
+use crate::api::settings::{QueryKey, WindowStart};
 use crate::api::sweep::{Setting, SweepSpec, cel_bounds, cel_swept};
 use crate::api::template::{ClientSpec, ValidatorTemplate};
 use crate::api::trial::TrialResults;
+use crate::api::validator_rules::{ValidatorRoles, Votes};
 
 pub use render::{WRAPPER, log4j2_xml, secret_name};
 
@@ -180,6 +186,39 @@ impl ValidatorClient for Besu {
         }
     }
 
+    /// besu.toml keys, and the same names as long options in `extraArgs`.
+    fn config_keys<'a>(&self, t: &'a ValidatorTemplate) -> Option<ConfigKeys<'a>> {
+        let b = t.client.besu.as_ref()?;
+        Some(ConfigKeys {
+            client: "Besu",
+            field: "template.besu.config (or a sweep.knobs configKey)",
+            config: &b.config,
+            args: true,
+            judge: Box::new(keys::judge),
+        })
+    }
+
+    fn validator_roles(&self) -> ValidatorRoles {
+        ValidatorRoles {
+            name: "besu",
+            display: "Besu",
+            votes: Votes::No,
+            failover: false,
+            window_options: false,
+        }
+    }
+
+    fn validator_rules(&self) -> Vec<Rule> {
+        validator_rules::rules()
+    }
+
+    fn typical_warmup(&self, _t: &ValidatorTemplate, _from: WindowStart) -> Warmup {
+        Warmup::minutes(
+            24 * 60,
+            "Besu and Teku on mainnet from nothing: Teku's checkpoint sync, then Besu's snap sync (world state about 6 hours, the blocks longer: besu.hyperledger.org, sync-node)",
+        )
+    }
+
     fn objective(&self, _sweep: &SweepSpec) -> Objective {
         profile::objective()
     }
@@ -223,8 +262,8 @@ impl ValidatorClient for Besu {
 
     /// An execution client proposes nothing itself (the consensus client beside it
     /// does): a restart misses no slot of its own.
-    fn restart_window(&self, _t: &ValidatorTemplate) -> RestartWindow {
-        RestartWindow::Immediate
+    fn restart_window(&self, _t: &ValidatorTemplate) -> Arc<dyn RestartWindow> {
+        Arc::new(Immediate)
     }
 }
 

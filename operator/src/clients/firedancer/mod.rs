@@ -9,7 +9,7 @@
 
 mod config;
 mod config_full;
-pub mod keys;
+mod keys;
 mod knobs;
 mod layout;
 pub mod pair;
@@ -18,20 +18,26 @@ mod render;
 mod rules;
 mod snapshots;
 mod start;
+mod validator_rules;
 mod versions;
+
+use std::sync::Arc;
 
 use kube::core::Rule;
 
-use super::health::{HealthProbe, RestartWindow};
+use super::config_keys::ConfigKeys;
+use super::health::HealthProbe;
 use super::knobs::KnobTable;
 use super::pod::Skeleton;
 use super::profile::{Layout, MetricProfile, Objective};
-use super::{ClientPod, RenderError, RenderInput, ValidatorClient};
+use super::window::{NotComputed, RestartWindow};
+use super::{ClientPod, RenderError, RenderInput, ValidatorClient, Warmup};
 use crate::api::firedancer::{FiredancerSpec, FiredancerWorkload};
-use crate::api::settings::QueryKey;
+use crate::api::settings::{QueryKey, WindowStart};
 use crate::api::sweep::SweepSpec;
 use crate::api::template::{ClientSpec, ValidatorTemplate};
 use crate::api::trial::TrialResults;
+use crate::api::validator_rules::{ValidatorRoles, Votes};
 use crate::api::version::Version;
 
 pub const VALIDATOR_CONTAINER: &str = "validator";
@@ -108,13 +114,63 @@ impl ValidatorClient for Firedancer {
     /// fdctl has no `wait-for-restart-window` (src/app/fdctl/main.c ACTIONS @v0.1106.40201;
     /// firedancer-io/firedancer#10617 asks for one "matching Agave's semantics"): its Agave
     /// child serves the same RPC methods, so the operator applies Agave's checks there.
-    fn restart_window(&self, t: &ValidatorTemplate) -> RestartWindow {
+    fn restart_window(&self, t: &ValidatorTemplate) -> Arc<dyn RestartWindow> {
         match t.client.firedancer.as_ref() {
-            Some(f) if !layout::full(f) => RestartWindow::LeaderSchedule {
+            Some(f) if !layout::full(f) => Arc::new(super::agave::window::LeaderSchedule {
                 rpc_port: f.rpc_port,
-            },
-            _ => RestartWindow::NotImplemented(
+            }),
+            _ => Arc::new(NotComputed(
                 "valtune computes no restart window for full Firedancer",
+            )),
+        }
+    }
+
+    fn config_keys<'a>(&self, t: &'a ValidatorTemplate) -> Option<ConfigKeys<'a>> {
+        let f = t.client.firedancer.as_ref()?;
+        Some(ConfigKeys {
+            client: keys::display(f),
+            field: "template.firedancer.config (or a sweep.knobs configKey)",
+            config: &f.config,
+            // fdctl takes no options of its own: admission refuses Firedancer's extraArgs.
+            args: false,
+            judge: Box::new(move |v, key| keys::judge(f.flavor, v, key)),
+        })
+    }
+
+    fn key_rules(&self) -> Vec<Rule> {
+        keys::admission_rules()
+    }
+
+    /// The Validators valtune runs of Firedancer are Frankendancer's (fdctl): full
+    /// Firedancer's are refused (validator_rules.rs).
+    fn validator_roles(&self) -> ValidatorRoles {
+        ValidatorRoles {
+            name: "firedancer",
+            display: "Frankendancer",
+            votes: Votes::WithVoteAccount,
+            failover: true,
+            window_options: true,
+        }
+    }
+
+    fn validator_rules(&self) -> Vec<Rule> {
+        validator_rules::rules()
+    }
+
+    /// Its Agave child's (`[rpc] port`).
+    fn identity_rpc_port(&self, t: &ValidatorTemplate) -> Option<i32> {
+        t.client.firedancer.as_ref().map(|f| f.rpc_port)
+    }
+
+    fn typical_warmup(&self, t: &ValidatorTemplate, _from: WindowStart) -> Warmup {
+        match t.client.firedancer.as_ref().map(|f| f.workload) {
+            Some(FiredancerWorkload::Bench) => Warmup::minutes(
+                30,
+                "a Firedancer bench: configure, a genesis of its own, funding the accounts (minutes; docs/clients/firedancer.md)",
+            ),
+            _ => Warmup::minutes(
+                120,
+                "a Firedancer follower: a snapshot, then catching up (as Agave's, seed 000)",
             ),
         }
     }

@@ -115,7 +115,7 @@ pub fn parts(
 ) -> Result<Parts, RenderError> {
     if !pair.agent_enters_validator {
         return Err(RenderError::Invalid(
-            crate::api::validator::FRANKENDANCER_PAIR_NEEDS_PRIVILEGE.into(),
+            super::validator_rules::FRANKENDANCER_PAIR_NEEDS_PRIVILEGE.into(),
         ));
     }
     let dir = &ledger.mount_path;

@@ -21,10 +21,13 @@
 //! what it may need, and the fixes.
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::ResourceExt;
 
-use super::{NodeosMapMode, NodeosSpec, StateMedium, VALIDATOR_CONTAINER, plan};
+use super::{NodeosMapMode, NodeosSpec, SWAP_LABEL, StateMedium, VALIDATOR_CONTAINER, plan};
 use crate::api::quantity::{Bytes, parse_quantity};
 use crate::api::template::ValidatorTemplate;
+use crate::clients::NodeCheck;
+use crate::finding::Finding;
 
 const MIB: u128 = 1 << 20;
 /// nodeos' own memory beside its state, as admission counts it (rules.rs).
@@ -140,9 +143,88 @@ pub fn shortfall(
     ))
 }
 
+/// `valtune check`: nodeos' swap trials need nodes prepared for LimitedSwap
+/// (docs/clients/nodeos.md), and each point the swap it may need there. Pure.
+pub fn finding(n: &NodeCheck) -> Finding {
+    let eligible = n.eligible;
+    let (label, value) = SWAP_LABEL;
+    let prepared: Vec<String> = eligible
+        .iter()
+        .filter(|node| {
+            node.labels().get(label).map(String::as_str) == Some(value)
+                && node_capacity(node).1.unwrap_or(0) > 0
+        })
+        .map(|node| node.name_any())
+        .collect();
+    if prepared.is_empty() {
+        return Finding::fail(
+            "swap",
+            format!(
+                "{}: swap: true, and no node it may use is labelled {label}={value} with swap (status.nodeInfo.swap.capacity)",
+                n.what
+            ),
+            "prepare swap nodes as docs/clients/nodeos.md says (swap, failSwapOn: false, memorySwap.swapBehavior: LimitedSwap), then kubectl label node NODE valtune.dev/swap=LimitedSwap",
+        );
+    }
+    let prepared: Vec<&&Node> = eligible
+        .iter()
+        .filter(|node| prepared.contains(&node.name_any()))
+        .collect();
+    // What the kubelet grants each point there, as the trial checks it once bound.
+    let listed: Vec<String> = prepared
+        .iter()
+        .map(|node| {
+            let (memory, swap) = node_capacity(node);
+            format!(
+                "{} ({} memory, {} swap)",
+                node.name_any(),
+                Bytes(memory),
+                Bytes(swap.unwrap_or(0))
+            )
+        })
+        .collect();
+    let mut short = Vec::new();
+    for ((point, pod), t) in n.points.iter().zip(n.templates) {
+        let Some(spec) = t.client.nodeos.as_ref() else {
+            continue;
+        };
+        let on: Vec<(String, String)> = prepared
+            .iter()
+            .filter_map(|node| shortfall(t, spec, pod, node).map(|why| (node.name_any(), why)))
+            .collect();
+        if on.len() == prepared.len()
+            && let Some((node, why)) = on.first()
+        {
+            return Finding::fail(
+                "swap",
+                format!(
+                    "{}: point {point} would end NodeNotPrepared on every swap node: node {node}: {why}",
+                    n.what
+                ),
+                "prepare nodes whose swap per GiB of memory grants it, or size the request and chainStateDbSizeMb as docs/clients/nodeos.md (Sizing swap) says",
+            );
+        }
+        if !on.is_empty() {
+            let nodes: Vec<&str> = on.iter().map(|(node, _)| node.as_str()).collect();
+            short.push(format!("{point} on {}", nodes.join(", ")));
+        }
+    }
+    let detail = format!("{}: swap nodes: {}", n.what, listed.join(", "));
+    if short.is_empty() {
+        Finding::pass("swap", detail)
+    } else {
+        Finding::warn(
+            "swap",
+            format!("{detail}; too little swap granted for {}", short.join("; ")),
+            "taint or relabel the nodes that grant too little, or size the request as docs/clients/nodeos.md (Sizing swap) says: a trial bound there ends NodeNotPrepared",
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::finding::Status;
 
     fn template(yaml: &str) -> ValidatorTemplate {
         serde_saphyr::from_str(yaml).unwrap()
@@ -225,5 +307,53 @@ mod tests {
         );
         let m = shortfall(&t, &spec, &pod("12Gi"), &node("63Gi", None)).unwrap();
         assert!(m.contains("the node reports no swap"), "{m}");
+    }
+
+    #[test]
+    fn swap_nodes_are_listed_with_what_they_grant_each_point() {
+        let template: ValidatorTemplate = serde_saphyr::from_str(
+            "nodeos:\n  image: waxteam/waxnode:v5.0.3wax02\n  chainStateDbSizeMb: 49152\n  state: {medium: hostTmpfs, hostPath: /srv/nodeos-state}\n  swap: true\nresources: {cpu: 8, memory: 12Gi, memoryLimit: 16Gi}\ntuning: {memoryPressure: 8Gi}\n",
+        )
+        .unwrap();
+        let pod: Pod = serde_saphyr::from_str(
+            "metadata: {name: p}\nspec:\n  containers:\n  - name: nodeos\n    resources: {requests: {memory: 12Gi}, limits: {memory: 16Gi}}\n",
+        )
+        .unwrap();
+        let node = |name: &str, memory: &str, swap: u64| -> Node {
+            serde_saphyr::from_str(&format!(
+                "metadata: {{name: {name}, labels: {{valtune.dev/swap: LimitedSwap}}}}\nstatus:\n  capacity: {{memory: {memory}}}\n  nodeInfo: {{swap: {{capacity: {swap}}}}}\n"
+            ))
+            .unwrap()
+        };
+        let small = node("wax-01", "63Gi", 256 << 30);
+        let big = node("big-01", "512Gi", 64 << 30);
+        let points = vec![("memoryPressure=8Gi".to_string(), pod)];
+        let templates = vec![template.clone()];
+        let check = |eligible: &[&Node]| {
+            finding(&NodeCheck {
+                what: "experiment wax",
+                template: &template,
+                points: &points,
+                templates: &templates,
+                eligible,
+            })
+        };
+        let f = check(&[&small]);
+        assert_eq!(f.status, Status::Pass, "{f:?}");
+        assert!(
+            f.detail
+                .ends_with("swap nodes: wax-01 (63Gi memory, 256Gi swap)"),
+            "{f:?}"
+        );
+        let f = check(&[&small, &big]);
+        assert_eq!(f.status, Status::Warn, "{f:?}");
+        assert!(
+            f.detail
+                .ends_with("too little swap granted for memoryPressure=8Gi on big-01"),
+            "{f:?}"
+        );
+        let f = check(&[&big]);
+        assert_eq!(f.status, Status::Fail, "{f:?}");
+        assert!(f.detail.contains("would end NodeNotPrepared on every swap node: node big-01: the kubelet grants nodeos 1.5 GiB of swap"), "{f:?}");
     }
 }

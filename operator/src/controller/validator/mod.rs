@@ -14,9 +14,7 @@ pub mod failover;
 pub mod observe;
 pub mod pair;
 pub mod pdb;
-pub mod round;
 pub mod tuning;
-pub mod window;
 
 use std::sync::Arc;
 

@@ -3,6 +3,7 @@
 //! identity, the pod's node, and the client's answers at its own endpoints.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -18,12 +19,11 @@ use crate::api::validator::{
     POD_HASH, VALIDATOR_LABEL, Validator, ValidatorRole, identity_label,
 };
 use crate::api::{ValidatorExperiment, ValidatorTrial};
-use crate::clients::health::{Health, RestartWindow};
+use crate::clients::health::Health;
 use crate::clients::input::{Group, Keys, Lifecycle, Owner, Pair, Role, SecretKey};
+use crate::clients::window::{self, Reach, Reading, RestartWindow};
 use crate::clients::{self, RenderInput, Rendered};
 use crate::controller::{Context, Error, Result};
-
-use super::window;
 
 /// Everything [`super::decide::decide`] judges.
 #[derive(Debug, Clone)]
@@ -45,15 +45,11 @@ pub struct Observed {
     pub unanswered: Option<String>,
     /// (head, lag), if the client shows them.
     pub position: Option<(i64, i64)>,
-    pub window: RestartWindow,
-    /// The restart window's figures, read from the client when a change is pending and
-    /// its window is computed from them (Agave, Frankendancer), or why they could not be read.
-    pub look: Option<Result<window::Look, String>>,
-    /// A nodeos producer's active schedule (its producer names), read when a change is
-    /// pending, or why it could not be read.
-    pub schedule: Option<Result<Vec<String>, String>>,
-    /// `spec.producerName`: the producer whose round a change waits for.
-    pub producer: Option<String>,
+    /// The client's restart window.
+    pub window: Arc<dyn RestartWindow>,
+    /// The window's figures, read from the client when a change is pending and its window
+    /// reads any, or why they could not be read.
+    pub look: Option<Result<Reading, String>>,
     /// `spec.tuning.fromExperiment`, resolved (what `rendered` runs) or refused.
     pub tuning: Tuned,
     /// A failover pair member's view of the staked identity (who holds it, what its pod
@@ -310,7 +306,6 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
     let mut unanswered = None;
     let mut position = None;
     let mut look = None;
-    let mut schedule = None;
     if let Some(p) = &pod {
         let node = p.spec.as_ref().and_then(|s| s.node_name.clone());
         let node_ready = match &node {
@@ -357,34 +352,18 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
                     body,
                 });
             }
-            if let RestartWindow::LeaderSchedule { rpc_port } = c.restart_window(t) {
-                let url = format!("http://{ip}:{rpc_port}/");
-                let pending = p.annotations().get(POD_HASH) != Some(&hash);
-                match solana_look(ctx, &url, answer.as_ref(), pending).await {
-                    Ok((l, behind)) => {
-                        position = Some((l.slot as i64, behind));
-                        if pending {
-                            look = Some(Ok(l));
-                        }
-                    }
-                    Err(e) if pending => look = Some(Err(e)),
-                    Err(_) => {}
-                }
-            }
-            if let (RestartWindow::ProducerRound { http_port }, Some(_)) =
-                (c.restart_window(t), &v.spec.producer_name)
-                && p.annotations().get(POD_HASH) != Some(&hash)
-            {
-                let url = format!("http://{ip}:{http_port}/v1/chain/get_producer_schedule");
-                schedule = Some(match get(ctx, &url, None).await {
-                    Some((200, body)) => super::round::active_producers(&body),
-                    Some((code, body)) => Err(format!(
-                        "get_producer_schedule: HTTP {code}: {}",
-                        body.chars().take(200).collect::<String>()
-                    )),
-                    None => Err(format!("get_producer_schedule: no answer from {url}")),
-                });
-            }
+            let read = c
+                .restart_window(t)
+                .read(Reach {
+                    endpoints: &Endpoints(ctx),
+                    ip,
+                    spec: &v.spec,
+                    health: answer.as_ref().map(|a| (a.health, a.body.as_str())),
+                    pending: p.annotations().get(POD_HASH) != Some(&hash),
+                })
+                .await;
+            position = read.position.or(position);
+            look = read.reading;
             if let Some(probe) = c.position(t) {
                 let url = format!("http://{ip}:{}{}", probe.port, probe.path);
                 position = get(ctx, &url, None)
@@ -421,10 +400,8 @@ pub async fn observe(v: &Validator, ctx: &Context) -> Result<Observed> {
         position,
         window: client
             .map(|c| c.restart_window(&v.spec.template))
-            .unwrap_or(RestartWindow::Immediate),
+            .unwrap_or_else(|| Arc::new(window::Immediate)),
         look,
-        schedule,
-        producer: v.spec.producer_name.clone(),
         tuning,
     })
 }
@@ -550,14 +527,12 @@ async fn holder_of(ctx: &Context, ns: &str, lname: &str) -> Result<Option<String
         .filter(|h| !h.is_empty()))
 }
 
-/// Where a pair member answers getIdentity: Agave's RPC, or Frankendancer's Agave
-/// child's (`[rpc] port`).
+/// Where a pair member answers getIdentity (its client's JSON-RPC port).
 fn rpc_port(v: &Validator) -> i32 {
-    let c = &v.spec.template.client;
-    c.agave
-        .as_ref()
-        .map(|a| a.rpc_port)
-        .or(c.firedancer.as_ref().map(|f| f.rpc_port))
+    let t = &v.spec.template;
+    clients::client_for(t)
+        .ok()
+        .and_then(|c| c.identity_rpc_port(t))
         .unwrap_or(8899)
 }
 
@@ -601,82 +576,6 @@ async fn member_of(ctx: &Context, p: &Pod, rpc_port: i32) -> Result<super::pair:
         ip,
         request: p.annotations().get(IDENTITY_REQUEST).cloned(),
     })
-}
-
-/// The figures `wait-for-restart-window` reads, over the same RPC methods
-/// (validator/src/commands/wait_for_restart_window/mod.rs): getIdentity,
-/// getHighestSnapshotSlot, getEpochInfo (processed), getVoteAccounts and
-/// getLeaderSchedule(first slot of the epoch, {identity}); with the slots behind from
-/// getHealth. Only the epoch info when no change is pending (head and lag for status).
-async fn solana_look(
-    ctx: &Context,
-    url: &str,
-    health: Option<&Answer>,
-    pending: bool,
-) -> std::result::Result<(window::Look, i64), String> {
-    use serde_json::json;
-    let call = |method: &'static str, params: Value| async move {
-        let (_, body) = post(ctx, url, method, params)
-            .await
-            .ok_or_else(|| format!("{method}: no answer from {url}"))?;
-        let v: Value = serde_json::from_str(&body).map_err(|e| format!("{method}: {e}: {body}"))?;
-        match v.get("result") {
-            Some(r) => Ok(r.clone()),
-            None => Err(format!("{method}: {}", v["error"])),
-        }
-    };
-    let u = |v: &Value, k: &str| v[k].as_u64().ok_or_else(|| format!("no {k} in {v}"));
-    let healthy = health.is_some_and(|a| a.health == Health::Healthy);
-    // getHealth's numSlotsBehind (none when healthy: 0).
-    let behind = health
-        .and_then(|a| serde_json::from_str::<Value>(&a.body).ok())
-        .and_then(|v| v["error"]["data"]["numSlotsBehind"].as_i64())
-        .unwrap_or(0);
-    let epoch = call("getEpochInfo", json!([{"commitment": "processed"}])).await?;
-    let mut l = window::Look {
-        healthy,
-        slot: u(&epoch, "absoluteSlot")?,
-        slot_index: u(&epoch, "slotIndex")?,
-        slots_in_epoch: u(&epoch, "slotsInEpoch")?,
-        epoch: u(&epoch, "epoch")?,
-        ..Default::default()
-    };
-    if !pending {
-        return Ok((l, behind));
-    }
-    let identity = call("getIdentity", Value::Null).await?["identity"]
-        .as_str()
-        .ok_or("getIdentity: no identity")?
-        .to_string();
-    // An error is no snapshot yet (`get_highest_snapshot_slot().ok()`).
-    l.snapshot = call("getHighestSnapshotSlot", Value::Null)
-        .await
-        .ok()
-        .and_then(|s| Some((s["full"].as_u64()?, s["incremental"].as_u64())));
-    let votes = call("getVoteAccounts", Value::Null).await?;
-    let stake = |k: &str| {
-        votes[k]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|a| a["activatedStake"].as_u64())
-            .sum::<u64>()
-    };
-    l.current_stake = stake("current");
-    l.delinquent_stake = stake("delinquent");
-    let first = l.slot - l.slot_index;
-    let schedule = call("getLeaderSchedule", json!([first, {"identity": identity}])).await?;
-    if schedule.is_null() {
-        return Err(format!("getLeaderSchedule: no schedule from slot {first}"));
-    }
-    l.leader_slots = schedule[&identity]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_u64)
-        .map(|i| first + i)
-        .collect();
-    Ok((l, behind))
 }
 
 /// The experiment `spec.tuning.fromExperiment` names, read with the labels of the
@@ -783,6 +682,24 @@ async fn post(ctx: &Context, url: &str, method: &str, params: Value) -> Option<(
     ask(ctx.http.post(url).json(&rpc_call(method, params)))
         .await
         .ok()
+}
+
+/// The pod's endpoints as the client's restart window reads them.
+struct Endpoints<'a>(&'a Context);
+
+impl window::Endpoints for Endpoints<'_> {
+    fn get<'a>(&'a self, url: &'a str) -> futures::future::BoxFuture<'a, Option<(u16, String)>> {
+        Box::pin(get(self.0, url, None))
+    }
+
+    fn rpc<'a>(
+        &'a self,
+        url: &'a str,
+        method: &'a str,
+        params: Value,
+    ) -> futures::future::BoxFuture<'a, Option<(u16, String)>> {
+        Box::pin(post(self.0, url, method, params))
+    }
 }
 
 /// GET: (status, body), or None when nothing answered.

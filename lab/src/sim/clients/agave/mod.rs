@@ -37,19 +37,6 @@ const PROCESS: &str = "agave-validator";
 /// (major, minor, patch) of a version, comparable.
 type V = (u32, u32, u32);
 
-/// Flags whose presence depends on the version: (flag, since, before).
-/// validator/src/cli/thread_args.rs, validator/src/commands/run/args.rs, CHANGELOG.md.
-const VERSIONED_FLAGS: &[(&str, Option<V>, Option<V>)] = &[
-    // First in 3.0.0 (BlockProductionNumWorkersArg).
-    ("--block-production-num-workers", Some((3, 0, 0)), None),
-    // First in 2.2.0 (RayonGlobalThreadsArg).
-    ("--rayon-global-threads", Some((2, 2, 0)), None),
-    // First in 2.1.9.
-    ("--rpc-blocking-threads", Some((2, 1, 9)), None),
-    // Removed in 4.0.0 (agave PR #10753).
-    ("--cuda", None, Some((4, 0, 0))),
-];
-
 /// `MINIMUM_VALIDATOR_PORT_RANGE_WIDTH` of net-utils: 14 in 2.0, 16 in 2.1, 17 in 2.2
 /// and 2.3, 25 from 3.0.
 fn min_port_range_width(v: V) -> u16 {
@@ -262,11 +249,12 @@ impl SimClient for AgaveSim {
         let line = pod.command_line(container);
         let args = &line[1..];
         let version = version_of(container.image.as_deref().unwrap_or(""));
-        for (flag, since, before) in VERSIONED_FLAGS {
+        // Flags whose presence depends on the version (upstream-keys, as the operator's).
+        for (flag, since, before, _) in upstream_keys::agave::VERSIONED_FLAGS {
             let present = args
                 .iter()
                 .any(|a| a == flag || a.starts_with(&format!("{flag}=")));
-            let exists = since.is_none_or(|s| version >= s) && before.is_none_or(|b| version < b);
+            let exists = upstream_keys::in_range((since, before), version);
             if present && !exists {
                 return exit_now(clap_unknown(flag));
             }

@@ -8,10 +8,9 @@
 
 pub mod log4j;
 pub mod model;
-/// The operator's table of Besu's options by version (one source for both: the operator
-/// judges besu.toml keys by it, and the model refuses unknown options by it).
-#[path = "../../../../../operator/src/clients/besu/options.rs"]
-pub mod options;
+/// Besu's options by version, as upstream-keys extracted them from hyperledger/besu (the
+/// model refuses unknown options by them; the operator judges besu.toml keys by the same).
+pub use upstream_keys::besu as options;
 pub mod start;
 
 use std::sync::Arc;

@@ -14,10 +14,10 @@ pub mod follow;
 pub mod full;
 pub mod full_follow;
 pub mod full_snapshots;
-/// The operator's table of config keys by release (one source for both: the operator
-/// judges a trial's keys by it, and fdctl here refuses by it).
-#[path = "../../../../../operator/src/clients/firedancer/keys.rs"]
-pub mod keys;
+/// Firedancer's config keys by release, as upstream-keys read them from every release's
+/// default.toml (fdctl here refuses by them; the operator judges a trial's keys by the
+/// same).
+pub use upstream_keys::firedancer as keys;
 pub mod keyswitch;
 pub mod metrics;
 pub mod perms;

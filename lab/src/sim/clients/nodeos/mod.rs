@@ -9,10 +9,10 @@
 //! item; docs/clients/nodeos.md).
 
 pub mod model;
-/// The operator's lists of nodeos' options (one source for both: the operator judges
-/// config.ini keys by them, and the model refuses unknown options by them).
-#[path = "../../../../../operator/src/clients/nodeos/options.rs"]
-pub mod options;
+/// nodeos' options by release line, as upstream-keys extracted them from AntelopeIO's
+/// sources (the model refuses unknown options by them; the operator judges config.ini
+/// keys by the same).
+pub use upstream_keys::nodeos as options;
 mod pod_reading;
 
 use std::sync::Arc;

@@ -163,7 +163,11 @@ fn steps(pass: &mut Pass<'_>, spec: &ValidatorSpec, obs: &Observed) {
         return;
     }
     let restarts = obs.pod.as_ref().and_then(|p| p.restarts.as_deref());
-    health::apply(pass, health::judge(spec.role, obs.answer.as_ref(), restarts), obs);
+    health::apply(
+        pass,
+        health::judge(spec.role, obs.answer.as_ref(), restarts),
+        obs,
+    );
 }
 
 /// Admission refuses what it can judge; what only rendering can (a config key of the

@@ -9,9 +9,8 @@ use jiff::Timestamp;
 use super::{Act, Pass};
 use crate::api::validator::{PendingChange, ValidatorPhase, ValidatorSpec, ValidatorStatus};
 use crate::clients::Rendered;
-use crate::clients::health::RestartWindow;
+use crate::clients::window::{Judging, Kept, Verdict};
 use crate::controller::validator::observe::{Observed, PodState};
-use crate::controller::validator::window::{Memory, Settings, Verdict, judge as leader_window};
 
 /// What the rollout step decided.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,8 +76,9 @@ pub fn judge(
     }
 }
 
-/// The client's restart window for a pending change: its verdict, and for Agave's window
-/// what its loop keeps between looks (in `status.pendingChange`).
+/// The client's restart window for a pending change, judged through its
+/// [`RestartWindow`](crate::clients::window::RestartWindow): its verdict, and what the
+/// window keeps between looks (in `status.pendingChange`), if anything.
 fn window(
     spec: &ValidatorSpec,
     previous: &ValidatorStatus,
@@ -86,77 +86,36 @@ fn window(
     forced: bool,
     now: Timestamp,
 ) -> (Verdict, Option<PendingChange>) {
-    let verdict = match obs.window {
-        _ if forced => Verdict::Open(
-            "spec.restartWindow.force is set: restarting outside the client's window".into(),
-        ),
-        RestartWindow::Immediate => {
-            Verdict::Open("the client has no restart window: restarting now".into())
-        }
-        RestartWindow::NotImplemented(why) => Verdict::Wait(format!(
-            "the client's restart window: {why}; the pod keeps running as it is"
-        )),
-        RestartWindow::ProducerRound { .. } => match (&obs.producer, &obs.schedule) {
-            (None, _) => {
-                Verdict::Open("a non-producing nodeos misses no round: restarting now".into())
-            }
-            (Some(p), Some(Ok(producers))) => {
-                crate::controller::validator::round::judge(producers, p, now)
-            }
-            (Some(_), Some(Err(e))) => Verdict::Wait(format!(
-                "the producer schedule cannot be read from nodeos: {e}"
-            )),
-            // Not serving its API (starting, replaying): it produces nothing.
-            (Some(_), None) if obs.answer.is_none() => Verdict::Open(
-                "nodeos does not answer its API: it produces no block, restarting now".into(),
+    if forced {
+        return (
+            Verdict::Open(
+                "spec.restartWindow.force is set: restarting outside the client's window".into(),
             ),
-            (Some(_), None) => Verdict::Wait("the producer schedule is not read yet".into()),
+            None,
+        );
+    }
+    let kept = previous
+        .pending_change
+        .as_ref()
+        .filter(|p| p.hash == obs.hash);
+    let (verdict, keep) = obs.window.judge(&Judging {
+        spec,
+        reading: obs.look.as_ref(),
+        answered: obs.answer.is_some(),
+        unanswered: obs.unanswered.as_deref(),
+        kept: Kept {
+            snapshot_slot: kept.and_then(|p| p.snapshot_slot),
+            incremental_seen: kept.is_some_and(|p| p.incremental_seen),
         },
-        RestartWindow::LeaderSchedule { .. } => {
-            let kept = previous
-                .pending_change
-                .as_ref()
-                .filter(|p| p.hash == obs.hash);
-            let memory = Memory {
-                snapshot_slot: kept.and_then(|p| p.snapshot_slot).map(|x| x as u64),
-                incremental_seen: kept.is_some_and(|p| p.incremental_seen),
-            };
-            match (&obs.look, &obs.answer) {
-                (Some(Ok(look)), _) => {
-                    let (v, m) =
-                        leader_window(look, Settings::of(spec.restart_window.as_ref()), memory);
-                    let pending = PendingChange {
-                        hash: obs.hash.clone(),
-                        waiting_for: String::new(),
-                        snapshot_slot: m.snapshot_slot.map(|x| x as i64),
-                        incremental_seen: m.incremental_seen,
-                    };
-                    return (v, Some(pending));
-                }
-                // Asked, and no answer in time: a validator too busy to answer may
-                // still lead its slots. wait-for-restart-window fails then (its RPC
-                // calls end it with an error: not a time to restart).
-                (_, None) if obs.unanswered.is_some() => Verdict::Wait(format!(
-                    "the validator's RPC did not answer ({}), so its leader slots cannot be read",
-                    obs.unanswered.as_deref().unwrap_or_default()
-                )),
-                // Not serving its RPC (no pod running, loading its snapshot,
-                // crash-looping: the connection is refused): it leads no slot, so
-                // there is no window to wait for.
-                (_, None) => Verdict::Open(
-                    "the validator does not answer its RPC: no leader slot to miss, restarting now"
-                        .into(),
-                ),
-                (Some(Err(e)), Some(_)) => Verdict::Wait(format!(
-                    "the restart window's figures cannot be read from the validator's RPC: {e}"
-                )),
-                (None, Some(_)) => {
-                    Verdict::Wait("the restart window's figures are not read yet".into())
-                }
-            }
-        }
-    };
-    (verdict, None)
+        now,
+    });
+    let pending = keep.map(|k| PendingChange {
+        hash: obs.hash.clone(),
+        waiting_for: String::new(),
+        snapshot_slot: k.snapshot_slot,
+        incremental_seen: k.incremental_seen,
+    });
+    (verdict, pending)
 }
 
 /// Says what the rollout decided; false when the pass ends here (the pod is replaced).
@@ -438,19 +397,22 @@ mod tests {
       expect: {restart: {says: a non-producing nodeos misses no round}}
     - what: a producer in its round waits for its end
       at: "2026-11-27T22:00:19.500Z"
+      spec: {producerName: bp1}
       observed:
         <<: *nodeos
-        producer: bp1
         schedule: {Ok: [bp1, bp2, bp3, bp4, bp5, bp6, bp7, bp8, bp9, bp10, bp11, bp12, bp13, bp14, bp15, bp16, bp17, bp18, bp19, bp20, bp21]}
       expect: {wait: {says: producer bp1 is producing its round}}
     - what: a producer whose schedule cannot be read waits
-      observed: {<<: *nodeos, producer: bp1, schedule: {Err: "HTTP 500"}}
+      spec: {producerName: bp1}
+      observed: {<<: *nodeos, schedule: {Err: "HTTP 500"}}
       expect: {wait: {says: "the producer schedule cannot be read from nodeos: HTTP 500"}}
     - what: a producer whose schedule is not read yet waits
-      observed: {<<: *nodeos, producer: bp1}
+      spec: {producerName: bp1}
+      observed: *nodeos
       expect: {wait: {says: the producer schedule is not read yet}}
     - what: a producer that does not answer produces no block
-      observed: {<<: *nodeos, producer: bp1, answer: null}
+      spec: {producerName: bp1}
+      observed: {<<: *nodeos, answer: null}
       expect: {restart: {says: nodeos does not answer its API}}
     "#;
 }

@@ -3,7 +3,11 @@
 use super::*;
 use crate::api::validator::{KeyRef, PendingChange, ValidatorRole};
 use crate::clients::Rendered;
-use crate::clients::health::{Health, RestartWindow};
+use std::sync::Arc;
+
+use crate::clients::agave::window::LeaderSchedule;
+use crate::clients::health::Health;
+use crate::clients::window::{Immediate, NotComputed, Reading};
 use crate::controller::validator::observe::{Answer, LeaseState, PodState};
 use crate::controller::validator::tuning::Tuned;
 use k8s_openapi::api::core::v1::Pod;
@@ -58,10 +62,8 @@ fn observed(
         }),
         unanswered: None,
         position: Some((100, 3)),
-        window: RestartWindow::Immediate,
+        window: Arc::new(Immediate),
         look: None,
-        schedule: None,
-        producer: None,
         tuning: Tuned::NotAsked,
         pair: None,
     }
@@ -349,7 +351,7 @@ fn the_health_answer_is_kept_verbatim_with_head_and_lag() {
 #[test]
 fn a_change_without_a_window_waits_and_says_why() {
     let mut obs = observed(ours(), Some(pod("h0")), Some((200, "UP", Health::Healthy)));
-    obs.window = RestartWindow::NotImplemented("valtune does not compute Agave's window yet");
+    obs.window = Arc::new(NotComputed("valtune does not compute Agave's window yet"));
     let d = decide(
         &spec(SPEC),
         Some(1),
@@ -373,7 +375,7 @@ fn a_change_without_a_window_waits_and_says_why() {
 #[test]
 fn an_agave_change_waits_for_its_window() {
     use crate::api::validator::RestartWindowSpec;
-    use crate::controller::validator::window::Look;
+    use crate::clients::agave::window::Look;
     let open = Look {
         healthy: true,
         slot: 1_000_000,
@@ -431,8 +433,8 @@ fn an_agave_change_waits_for_its_window() {
             ..Default::default()
         });
         let mut obs = observed(ours(), Some(pod("h0")), Some((200, ok, Health::Healthy)));
-        obs.window = RestartWindow::LeaderSchedule { rpc_port: 8899 };
-        obs.look = look;
+        obs.window = Arc::new(LeaderSchedule { rpc_port: 8899 });
+        obs.look = look.map(|r| r.map(Reading::new));
         let d = decide(&s, Some(1), &seen, &obs, at());
         assert_eq!(d.delete_pod, delete, "{what}");
         assert_eq!(cond(&d, "RestartPending").1, reason, "{what}");
@@ -455,7 +457,7 @@ fn an_agave_change_waits_for_its_window() {
     }
     // Not answering its RPC at all: nothing to wait for.
     let mut obs = observed(ours(), Some(pod("h0")), None);
-    obs.window = RestartWindow::LeaderSchedule { rpc_port: 8899 };
+    obs.window = Arc::new(LeaderSchedule { rpc_port: 8899 });
     let d = decide(&spec(SPEC), Some(1), &seen, &obs, at());
     assert!(d.delete_pod);
     // Asked and not answering in time (busy, not stopped): it waits, as the command
@@ -476,8 +478,8 @@ fn an_agave_change_waits_for_its_window() {
     );
     // The snapshot seen when the window opened is kept while it waits for a new one.
     let mut obs = observed(ours(), Some(pod("h0")), Some((200, ok, Health::Healthy)));
-    obs.window = RestartWindow::LeaderSchedule { rpc_port: 8899 };
-    obs.look = Some(Ok(open));
+    obs.window = Arc::new(LeaderSchedule { rpc_port: 8899 });
+    obs.look = Some(Ok(Reading::new(open)));
     let d = decide(
         &spec(SPEC),
         Some(1),
@@ -499,7 +501,7 @@ fn an_agave_change_waits_for_its_window() {
 /// answer restart at once; an unreadable schedule waits.
 #[test]
 fn a_producers_change_waits_for_its_round() {
-    use crate::controller::validator::round::{BLOCK_MS, REPETITIONS};
+    use crate::clients::nodeos::window::{BLOCK_MS, ProducerRound, REPETITIONS, Schedule};
     let producers: Vec<String> = (1..=21).map(|i| format!("bp{i}")).collect();
     // at() is slot 1,698,264,000, 216 into a 252-slot cycle: bp1's round starts 36
     // slots later.
@@ -544,16 +546,11 @@ fn a_producers_change_waits_for_its_round() {
     ];
     for (what, producer, schedule, answers, offset, delete) in rows {
         let mut obs = observed(ours(), Some(pod("h0")), if answers { up } else { None });
-        obs.window = RestartWindow::ProducerRound { http_port: 8888 };
-        obs.producer = producer.map(String::from);
-        obs.schedule = schedule;
-        let d = decide(
-            &spec(SPEC),
-            Some(1),
-            &ValidatorStatus::default(),
-            &obs,
-            t(offset),
-        );
+        obs.window = Arc::new(ProducerRound { http_port: 8888 });
+        obs.look = schedule.map(|r| r.map(|p| Reading::new(Schedule(p))));
+        let mut s = spec(SPEC);
+        s.producer_name = producer.map(String::from);
+        let d = decide(&s, Some(1), &ValidatorStatus::default(), &obs, t(offset));
         assert_eq!(
             d.delete_pod, delete,
             "{what}: {:?}",
@@ -638,7 +635,7 @@ fn an_experiments_point_shows_once_the_pod_runs_it() {
     };
     let up = Some((200, "UP", Health::Healthy));
     let mut waiting = observed(ours(), Some(pod("h0")), up);
-    waiting.window = RestartWindow::NotImplemented("no window yet");
+    waiting.window = Arc::new(NotComputed("no window yet"));
     waiting.tuning = resolved.clone();
     let d = decide(
         &spec(SPEC),
@@ -733,7 +730,7 @@ fn a_silent_active_makes_a_failover_wait_never_force() {
                         observed(ours(), Some(pod(if pending { "h0" } else { "h1" })), None);
                     obs.unanswered = Some("http://10.0.0.1:8899/: operation timed out".into());
                     obs.position = None;
-                    obs.window = RestartWindow::LeaderSchedule { rpc_port: 8899 };
+                    obs.window = Arc::new(LeaderSchedule { rpc_port: 8899 });
                     obs.look = pending
                         .then(|| Err("getEpochInfo: no answer from http://10.0.0.1:8899/".into()));
                     obs.pair = Some(View {

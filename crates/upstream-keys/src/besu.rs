@@ -1,13 +1,20 @@
 //! The options Besu knows, by version: every long option name of two releases (the
-//! `options-<version>.txt` files, each saying how it was extracted from
+//! `besu/options-<version>.txt` files, each saying how it was extracted from
 //! hyperledger/besu at that tag), and the options whose existence changed between
 //! versions with their range. A besu.toml key is an option's long name without `--`
 //! (picocli's TomlConfigurationDefaultProvider), so the operator judges
 //! `template.besu.config` by this table before the pod is created, and the lab's Besu
-//! model refuses unknown options by it. Pure data: it uses nothing outside itself.
+//! model refuses unknown options by it.
 
-/// (major, minor, patch).
-pub type V = (u32, u32, u32);
+use crate::Source;
+pub use crate::{V, in_range};
+
+pub const SOURCE: Source = Source {
+    repository: "hyperledger/besu",
+    paths: "app/src/main/java/org/hyperledger/besu/cli/*, plugins/rocksdb/src/main/* (besu/src/main/java/... before 24.x)",
+    tags: "25.12.0, 26.2.0 (every option); the versioned options' first and last tags",
+    extracted_by: "git grep of the \"--...\" literals (the lists' headers; tests/fixtures/besu/versioned.txt)",
+};
 
 /// Options whose existence changed between versions (since, before), checked first.
 pub const VERSIONED: [(&str, Option<V>, Option<V>); 7] = [
@@ -17,7 +24,11 @@ pub const VERSIONED: [(&str, Option<V>, Option<V>); 7] = [
         Some((25, 6, 0)),
     ),
     ("--Xbonsai-full-flat-db-enabled", Some((24, 5, 2)), None),
-    ("--Xbonsai-limit-trie-logs-enabled", None, Some((25, 7, 0))),
+    (
+        "--Xbonsai-limit-trie-logs-enabled",
+        Some((24, 2, 0)),
+        Some((25, 7, 0)),
+    ),
     ("--bonsai-limit-trie-logs-enabled", Some((24, 6, 0)), None),
     ("--miner-enabled", None, Some((25, 12, 0))),
     ("--miner-coinbase", None, Some((25, 12, 0))),
@@ -35,9 +46,9 @@ pub const READ_AT: [V; 2] = [(25, 12, 0), (26, 2, 0)];
 /// before (the lab runs no Besu older than the seed's, whose options it was read for).
 pub fn list(version: V) -> &'static str {
     if version >= (26, 2, 0) {
-        include_str!("options-26.2.0.txt")
+        include_str!("besu/options-26.2.0.txt")
     } else {
-        include_str!("options-25.12.0.txt")
+        include_str!("besu/options-25.12.0.txt")
     }
 }
 
@@ -62,8 +73,4 @@ pub fn versioned(option: &str) -> Option<(Option<V>, Option<V>)> {
         .iter()
         .find(|(o, _, _)| *o == option)
         .map(|(_, since, before)| (*since, *before))
-}
-
-pub fn in_range((since, before): (Option<V>, Option<V>), version: V) -> bool {
-    since.is_none_or(|s| version >= s) && before.is_none_or(|b| version < b)
 }

@@ -10,12 +10,71 @@
 //!
 //! The rule: never while its round runs; then in the first half of the gap before its
 //! next round, so the new nodeos has at least half the gap (60 s of a 21-producer
-//! schedule's 126 s cycle) to start before it is due. Pure: each case is a row of the
-//! table test.
+//! schedule's 126 s cycle) to start before it is due. [`judge`] is pure: each case is a
+//! row of the table test. A Validator without a producer name restarts at once.
 
+use futures::future::BoxFuture;
 use jiff::Timestamp;
 
-use super::window::Verdict;
+use crate::clients::window::{Judging, Kept, Reach, Read, Reading, RestartWindow, Verdict};
+
+/// A nodeos producer's window, from the active schedule nodeos serves on `http_port`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProducerRound {
+    pub http_port: i32,
+}
+
+/// The active schedule's producer names, as read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schedule(pub Vec<String>);
+
+impl RestartWindow for ProducerRound {
+    /// `/v1/chain/get_producer_schedule`, while a producer's change is pending.
+    fn read<'a>(&'a self, at: Reach<'a>) -> BoxFuture<'a, Read> {
+        Box::pin(async move {
+            if at.spec.producer_name.is_none() || !at.pending {
+                return Read::default();
+            }
+            let url = format!(
+                "http://{}:{}/v1/chain/get_producer_schedule",
+                at.ip, self.http_port
+            );
+            let schedule = match at.endpoints.get(&url).await {
+                Some((200, body)) => active_producers(&body).map(|p| Reading::new(Schedule(p))),
+                Some((code, body)) => Err(format!(
+                    "get_producer_schedule: HTTP {code}: {}",
+                    body.chars().take(200).collect::<String>()
+                )),
+                None => Err(format!("get_producer_schedule: no answer from {url}")),
+            };
+            Read {
+                position: None,
+                reading: Some(schedule),
+            }
+        })
+    }
+
+    fn judge(&self, j: &Judging) -> (Verdict, Option<Kept>) {
+        let verdict = match (&j.spec.producer_name, j.reading) {
+            (None, _) => {
+                Verdict::Open("a non-producing nodeos misses no round: restarting now".into())
+            }
+            (Some(p), Some(Ok(r))) => match r.get::<Schedule>() {
+                Some(Schedule(producers)) => judge(producers, p, j.now),
+                None => Verdict::Wait("the figures read are not a producer schedule".into()),
+            },
+            (Some(_), Some(Err(e))) => Verdict::Wait(format!(
+                "the producer schedule cannot be read from nodeos: {e}"
+            )),
+            // Not serving its API (starting, replaying): it produces nothing.
+            (Some(_), None) if !j.answered => Verdict::Open(
+                "nodeos does not answer its API: it produces no block, restarting now".into(),
+            ),
+            (Some(_), None) => Verdict::Wait("the producer schedule is not read yet".into()),
+        };
+        (verdict, None)
+    }
+}
 
 /// `config::block_interval_ms`.
 pub const BLOCK_MS: i64 = 500;
@@ -203,5 +262,44 @@ mod tests {
         assert_eq!(active_producers(body).unwrap(), vec!["bp1", "bp2"]);
         assert!(active_producers("{}").is_err());
         assert!(active_producers("not json").is_err());
+    }
+
+    /// A producer's pending change reads the schedule; a non-producer's reads nothing.
+    #[tokio::test]
+    async fn the_schedule_is_read_for_a_producer_only() {
+        let mut a = crate::clients::window::fixtures::Answers::default();
+        let url = "http://10.0.0.9:8888/v1/chain/get_producer_schedule";
+        a.get.insert(
+            url.into(),
+            (200, r#"{"active":{"version":1,"producers":[{"producer_name":"bp1","authority":[0,{"threshold":1,"keys":[]}]}]},"pending":null,"proposed":null}"#.into()),
+        );
+        let w = ProducerRound { http_port: 8888 };
+        let mut spec: crate::api::validator::ValidatorSpec =
+            serde_saphyr::from_str("template: {nodeos: {image: nodeos}}\nnodeName: node-1\n")
+                .unwrap();
+        async fn read(
+            w: &ProducerRound,
+            a: &crate::clients::window::fixtures::Answers,
+            spec: &crate::api::validator::ValidatorSpec,
+        ) -> Read {
+            w.read(Reach {
+                endpoints: a,
+                ip: "10.0.0.9",
+                spec,
+                health: None,
+                pending: true,
+            })
+            .await
+        }
+        assert!(read(&w, &a, &spec).await.reading.is_none());
+        spec.producer_name = Some("bp1".into());
+        let got = read(&w, &a, &spec).await.reading.unwrap().unwrap();
+        assert_eq!(got.get::<Schedule>(), Some(&Schedule(vec!["bp1".into()])));
+        a.get.insert(url.into(), (503, "starting".into()));
+        let got = read(&w, &a, &spec).await;
+        assert_eq!(
+            got.reading.unwrap().unwrap_err(),
+            "get_producer_schedule: HTTP 503: starting"
+        );
     }
 }

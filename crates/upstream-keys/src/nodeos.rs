@@ -7,8 +7,16 @@
 //! test_control_api, prometheus) and of appbase, at AntelopeIO/leap v5.0.3 and
 //! AntelopeIO/spring v1.2.2. A config.ini key is an option name, so the operator judges
 //! `template.nodeos.config` by these lists for the release lines they were read at,
-//! before the pod is created, and the lab's nodeos refuses unknown options by them. Pure
-//! data: it uses nothing outside itself.
+//! before the pod is created, and the lab's nodeos refuses unknown options by them.
+
+use crate::Source;
+
+pub const SOURCE: Source = Source {
+    repository: "AntelopeIO/leap, AntelopeIO/spring",
+    paths: "plugins/<plugin>_plugin/**, programs/nodeos/*.cpp (add_options chains); appbase's own options",
+    tags: "leap v5.0.3, spring v1.2.2",
+    extracted_by: "hack/upstream-keys/nodeos_options.py (tests/fixtures/nodeos/*.options)",
+};
 
 /// The releases the lists were read at: leap's and spring's (major, minor, patch).
 pub const LEAP_READ_AT: (u32, u32, u32) = (5, 0, 3);
@@ -152,6 +160,7 @@ pub const COMMON: &[&str] = &[
     "trace-history-debug-mode",
     "trace-minimum-irreversible-history-blocks",
     "trace-minimum-uncompressed-irreversible-history-blocks",
+    "trace-no-abis",
     "trace-rpc-abi",
     "trace-slice-stride",
     "transaction-finality-status-failure-duration-sec",

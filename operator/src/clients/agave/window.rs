@@ -1,13 +1,164 @@
 //! Agave's restart window, as `agave-validator wait-for-restart-window` judges it
 //! (agave-validator 4.0.0 src/commands/wait_for_restart_window/mod.rs, crates.io, tag
-//! v4.0.0, 2a165e7a; the 4.0 line publishes no later one), from the same RPC answers, but one look per pass of the operator instead
-//! of a loop in the pod: what that loop keeps between looks (the snapshot seen when the
-//! window first opened, whether an incremental snapshot was seen) is kept in
-//! `status.pendingChange`. Pure: each rule is a row of the table test.
+//! v4.0.0, 2a165e7a; the 4.0 line publishes no later one), from the same RPC answers, but
+//! one look per pass of the operator instead of a loop in the pod: what that loop keeps
+//! between looks (the snapshot seen when the window first opened, whether an incremental
+//! snapshot was seen) is kept in `status.pendingChange`. Frankendancer's Agave child
+//! serves the same RPC, so Frankendancer uses this window too. [`judge`] is pure: each
+//! rule is a row of the table test.
+
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
 
 use crate::api::validator::{
     DEFAULT_MAX_DELINQUENT_STAKE_PERCENT, DEFAULT_MIN_IDLE_TIME_MINUTES, RestartWindowSpec,
 };
+use crate::clients::health::Health;
+use crate::clients::window::{self, Judging, Kept, Reach, Read, Reading, RestartWindow, Verdict};
+
+/// The window of a validator answering Solana's JSON-RPC on `rpc_port`: its leader
+/// schedule, snapshots and the cluster's delinquent stake.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LeaderSchedule {
+    pub rpc_port: i32,
+}
+
+impl RestartWindow for LeaderSchedule {
+    /// The epoch info every pass (head and lag for status); the rest of the figures
+    /// while a change is pending.
+    fn read<'a>(&'a self, at: Reach<'a>) -> BoxFuture<'a, Read> {
+        Box::pin(async move {
+            let url = format!("http://{}:{}/", at.ip, self.rpc_port);
+            match look(at.endpoints, &url, at.health, at.pending).await {
+                Ok((l, behind)) => Read {
+                    position: Some((l.slot as i64, behind)),
+                    reading: at.pending.then(|| Ok(Reading::new(l))),
+                },
+                Err(e) => Read {
+                    position: None,
+                    reading: at.pending.then_some(Err(e)),
+                },
+            }
+        })
+    }
+
+    fn judge(&self, j: &Judging) -> (Verdict, Option<Kept>) {
+        let memory = Memory {
+            snapshot_slot: j.kept.snapshot_slot.map(|x| x as u64),
+            incremental_seen: j.kept.incremental_seen,
+        };
+        let verdict = match (j.reading, j.answered) {
+            (Some(Ok(r)), _) => {
+                let Some(l) = r.get::<Look>() else {
+                    return (
+                        Verdict::Wait("the figures read are not Solana's".into()),
+                        None,
+                    );
+                };
+                let (v, m) = judge(l, Settings::of(j.spec.restart_window.as_ref()), memory);
+                let kept = Kept {
+                    snapshot_slot: m.snapshot_slot.map(|x| x as i64),
+                    incremental_seen: m.incremental_seen,
+                };
+                return (v, Some(kept));
+            }
+            // Asked, and no answer in time: a validator too busy to answer may still
+            // lead its slots. wait-for-restart-window fails then (its RPC calls end it
+            // with an error: not a time to restart).
+            (_, false) if j.unanswered.is_some() => Verdict::Wait(format!(
+                "the validator's RPC did not answer ({}), so its leader slots cannot be read",
+                j.unanswered.unwrap_or_default()
+            )),
+            // Not serving its RPC (no pod running, loading its snapshot, crash-looping:
+            // the connection is refused): it leads no slot, so there is no window to wait
+            // for.
+            (_, false) => Verdict::Open(
+                "the validator does not answer its RPC: no leader slot to miss, restarting now"
+                    .into(),
+            ),
+            (Some(Err(e)), true) => Verdict::Wait(format!(
+                "the restart window's figures cannot be read from the validator's RPC: {e}"
+            )),
+            (None, true) => Verdict::Wait("the restart window's figures are not read yet".into()),
+        };
+        (verdict, None)
+    }
+}
+
+/// The figures `wait-for-restart-window` reads, over the same RPC methods: getIdentity,
+/// getHighestSnapshotSlot, getEpochInfo (processed), getVoteAccounts and
+/// getLeaderSchedule(first slot of the epoch, {identity}); with the slots behind from
+/// getHealth. Only the epoch info when no change is pending (head and lag for status).
+async fn look(
+    endpoints: &dyn window::Endpoints,
+    url: &str,
+    health: Option<(Health, &str)>,
+    pending: bool,
+) -> Result<(Look, i64), String> {
+    let call = |method: &'static str, params: Value| async move {
+        let (_, body) = endpoints
+            .rpc(url, method, params)
+            .await
+            .ok_or_else(|| format!("{method}: no answer from {url}"))?;
+        let v: Value = serde_json::from_str(&body).map_err(|e| format!("{method}: {e}: {body}"))?;
+        match v.get("result") {
+            Some(r) => Ok(r.clone()),
+            None => Err(format!("{method}: {}", v["error"])),
+        }
+    };
+    let u = |v: &Value, k: &str| v[k].as_u64().ok_or_else(|| format!("no {k} in {v}"));
+    let healthy = health.is_some_and(|(h, _)| h == Health::Healthy);
+    // getHealth's numSlotsBehind (none when healthy: 0).
+    let behind = health
+        .and_then(|(_, body)| serde_json::from_str::<Value>(body).ok())
+        .and_then(|v| v["error"]["data"]["numSlotsBehind"].as_i64())
+        .unwrap_or(0);
+    let epoch = call("getEpochInfo", json!([{"commitment": "processed"}])).await?;
+    let mut l = Look {
+        healthy,
+        slot: u(&epoch, "absoluteSlot")?,
+        slot_index: u(&epoch, "slotIndex")?,
+        slots_in_epoch: u(&epoch, "slotsInEpoch")?,
+        epoch: u(&epoch, "epoch")?,
+        ..Default::default()
+    };
+    if !pending {
+        return Ok((l, behind));
+    }
+    let identity = call("getIdentity", Value::Null).await?["identity"]
+        .as_str()
+        .ok_or("getIdentity: no identity")?
+        .to_string();
+    // An error is no snapshot yet (`get_highest_snapshot_slot().ok()`).
+    l.snapshot = call("getHighestSnapshotSlot", Value::Null)
+        .await
+        .ok()
+        .and_then(|s| Some((s["full"].as_u64()?, s["incremental"].as_u64())));
+    let votes = call("getVoteAccounts", Value::Null).await?;
+    let stake = |k: &str| {
+        votes[k]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a["activatedStake"].as_u64())
+            .sum::<u64>()
+    };
+    l.current_stake = stake("current");
+    l.delinquent_stake = stake("delinquent");
+    let first = l.slot - l.slot_index;
+    let schedule = call("getLeaderSchedule", json!([first, {"identity": identity}])).await?;
+    if schedule.is_null() {
+        return Err(format!("getLeaderSchedule: no schedule from slot {first}"));
+    }
+    l.leader_slots = schedule[&identity]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_u64)
+        .map(|i| first + i)
+        .collect();
+    Ok((l, behind))
+}
 
 /// `DEFAULT_S_PER_SLOT` (sdk clock.rs): 400 ms.
 const SECONDS_PER_SLOT: f64 = 0.4;
@@ -65,14 +216,6 @@ pub struct Memory {
     pub snapshot_slot: Option<u64>,
     /// `seen_incremential_snapshot`.
     pub incremental_seen: bool,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum Verdict {
-    /// "Ready to restart".
-    Open(String),
-    /// Not now, and why (the command's own status line where it has one).
-    Wait(String),
 }
 
 /// One look, as one iteration of the command's loop: the verdict and what to keep.
@@ -405,5 +548,121 @@ mod tests {
             why.contains("Next idle window in 403 slots, for 9597 slots"),
             "{why}"
         );
+    }
+
+    /// The RPC answers of a validator 100,000 slots into epoch 2 (agave's JSON shapes:
+    /// rpc-client-types `RpcEpochInfo`, `RpcSnapshotSlotInfo`, `RpcVoteAccountStatus`,
+    /// `RpcLeaderSchedule`).
+    fn answers() -> crate::clients::window::fixtures::Answers {
+        let ok = |result: &str| {
+            (
+                200,
+                format!(r#"{{"jsonrpc":"2.0","result":{result},"id":1}}"#),
+            )
+        };
+        let mut a = crate::clients::window::fixtures::Answers::default();
+        for (method, result) in [
+            (
+                "getEpochInfo",
+                r#"{"absoluteSlot":1000000,"blockHeight":999000,"epoch":2,"slotIndex":100000,"slotsInEpoch":432000,"transactionCount":7}"#,
+            ),
+            ("getIdentity", r#"{"identity":"Va1idator111"}"#),
+            (
+                "getHighestSnapshotSlot",
+                r#"{"full":990000,"incremental":999900}"#,
+            ),
+            (
+                "getVoteAccounts",
+                r#"{"current":[{"activatedStake":60},{"activatedStake":38}],"delinquent":[{"activatedStake":2}]}"#,
+            ),
+            ("getLeaderSchedule", r#"{"Va1idator111":[10000,10001]}"#),
+        ] {
+            a.rpc.insert(method.into(), ok(result));
+        }
+        a
+    }
+
+    fn spec() -> ValidatorSpec {
+        serde_saphyr::from_str("template: {agave: {image: agave}}\nnodeName: node-1\n").unwrap()
+    }
+
+    use crate::api::validator::ValidatorSpec;
+
+    #[tokio::test]
+    async fn the_read_asks_what_the_command_asks_and_the_epoch_alone_when_nothing_is_pending() {
+        let a = answers();
+        let spec = spec();
+        let behind = r#"{"jsonrpc":"2.0","error":{"code":-32005,"message":"Node is behind by 42 slots","data":{"numSlotsBehind":42}},"id":1}"#;
+        let w = LeaderSchedule { rpc_port: 8899 };
+        let at = |pending| Reach {
+            endpoints: &a,
+            ip: "10.0.0.7",
+            spec: &spec,
+            health: Some((Health::Behind, behind)),
+            pending,
+        };
+        let read = w.read(at(false)).await;
+        assert_eq!(read.position, Some((1_000_000, 42)));
+        assert!(read.reading.is_none());
+        assert_eq!(a.asked.lock().unwrap().len(), 1);
+        let read = w.read(at(true)).await;
+        let reading = read.reading.unwrap().unwrap();
+        let l = reading.get::<Look>().unwrap();
+        assert_eq!(
+            *l,
+            Look {
+                healthy: false,
+                slot: 1_000_000,
+                slot_index: 100_000,
+                slots_in_epoch: 432_000,
+                epoch: 2,
+                leader_slots: vec![910_000, 910_001],
+                snapshot: Some((990_000, Some(999_900))),
+                current_stake: 98,
+                delinquent_stake: 2,
+            }
+        );
+        let asked = a.asked.lock().unwrap();
+        let (method, params) = asked.last().unwrap();
+        assert_eq!(method, "getLeaderSchedule");
+        assert_eq!(*params, json!([900_000, {"identity": "Va1idator111"}]));
+    }
+
+    #[tokio::test]
+    async fn a_missing_schedule_is_an_error_the_judge_waits_on() {
+        let mut a = answers();
+        a.rpc.insert(
+            "getLeaderSchedule".into(),
+            (200, r#"{"jsonrpc":"2.0","result":null,"id":1}"#.into()),
+        );
+        let spec = spec();
+        let w = LeaderSchedule { rpc_port: 8899 };
+        let read = w
+            .read(Reach {
+                endpoints: &a,
+                ip: "10.0.0.7",
+                spec: &spec,
+                health: None,
+                pending: true,
+            })
+            .await;
+        let reading = read.reading.unwrap();
+        assert_eq!(
+            reading.as_ref().unwrap_err(),
+            "getLeaderSchedule: no schedule from slot 900000"
+        );
+        let (v, kept) = w.judge(&Judging {
+            spec: &spec,
+            reading: Some(&reading),
+            answered: true,
+            unanswered: None,
+            kept: Kept::default(),
+            now: jiff::Timestamp::UNIX_EPOCH,
+        });
+        assert!(
+            matches!(&v, Verdict::Wait(why) if why.contains("no schedule from slot")),
+            "{v:?}"
+        );
+        assert_eq!(kept, None);
     }
 }
