@@ -6,6 +6,8 @@
 //! - enforces activeDeadlineSeconds, as the kubelet does ([`workloads`]);
 //! - runs the pods of images it has a local build of (valtune's own operator, installed
 //!   by its chart) as local processes with their ServiceAccount's token ([`local_pods`]);
+//! - records every signature a simulated validator makes, outside the cluster
+//!   ([`signing`]), for the checker of "never two signers";
 //! - recycles released local volumes ([`volumes`]);
 //! - plays prometheus-operator's config reloader for the lab's Prometheus ([`reloader`]).
 
@@ -20,6 +22,7 @@ pub mod pod_view;
 pub mod procfs;
 pub mod reloader;
 pub mod sidecars;
+pub mod signing;
 pub mod volumes;
 pub mod workloads;
 
@@ -27,6 +30,8 @@ use crate::state::LabState;
 
 pub async fn run(state: LabState) -> anyhow::Result<()> {
     let client = state.client().await?;
+    // What every simulated validator signs, kept outside the cluster (signing/mod.rs).
+    signing::init(&state.dir)?;
     tokio::select! {
         r = volumes::recycle_volumes(client.clone(), state.name.clone(), state.dir.clone()) => r,
         r = reloader::run(client.clone(), state.clone()) => r,
