@@ -197,8 +197,8 @@ pub struct Votes {
 
 impl Votes {
     /// The process votes as `identity` on every slot after the last it passed up to
-    /// `slot` (from `start` if it passed none), holding `tower` (root, last vote) before
-    /// the first of them: the stretch to record, if there are new slots.
+    /// `slot`, none before `start`, holding `tower` (root, last vote) before the first of
+    /// them: the stretch to record, if there are new slots.
     pub fn vote_to(
         &mut self,
         identity: &str,
@@ -206,7 +206,7 @@ impl Votes {
         slot: u64,
         tower: (Option<u64>, Option<u64>),
     ) -> Option<Stretch> {
-        let first = self.passed.map_or(start, |s| s + 1);
+        let first = self.passed.map_or(start, |s| s + 1).max(start);
         if first > slot {
             return None;
         }
@@ -248,6 +248,14 @@ mod tests {
         let a = v.vote_to("A", 8, 15, (None, Some(10))).unwrap();
         assert_eq!((a.first, a.last), (11, 15));
         assert_eq!(v.vote_to("A", 8, 15, (None, Some(15))), None);
+        // Never a slot before `start` (a tower's lockouts).
+        let mut w = Votes::default();
+        w.pass_to(5);
+        assert_eq!(w.vote_to("A", 9, 8, (None, Some(8))), None);
+        assert_eq!(
+            w.vote_to("A", 9, 12, (None, Some(8))).map(|s| s.first),
+            Some(9)
+        );
         // A spare passes slots it never signs later.
         v.pass_to(25);
         let b = v.vote_to("B", 8, 30, (None, Some(3))).unwrap();

@@ -104,6 +104,10 @@ impl Signer {
         let identity = self.identity();
         let mut tower = self.tower.lock().expect("tower lock");
         let held = (tower.map(|t| t.saturating_sub(TOWER_DEPTH)), *tower);
+        // Its tower locks it out of every slot up to its last vote: a restarted process
+        // replaying from behind votes again only past it (core/src/consensus.rs
+        // `Tower::is_locked_out`, `has_voted`).
+        let start = start.max(tower.map_or(0, |t| t + 1));
         let Some(stretch) = votes.vote_to(&identity, start, slot, held) else {
             return Ok(());
         };
