@@ -96,6 +96,15 @@ enum Command {
         #[command(subcommand)]
         fault: FaultCommand,
     },
+    /// Check the lab's signing record (every signature its validators made) for two
+    /// signers of one identity and broken lockouts; exit 1 on any violation.
+    Signing {
+        #[arg(long, env = "VALTUNE_LAB_DIR", default_value = ".lab")]
+        dir: PathBuf,
+        /// Only stretches of these identities (all when none given).
+        #[arg(long)]
+        identity: Vec<String>,
+    },
     /// Run the simulator in the foreground (`up` starts it).
     Sim {
         #[arg(long, env = "VALTUNE_LAB_DIR", default_value = ".lab")]
@@ -248,6 +257,28 @@ async fn main() -> anyhow::Result<()> {
                     c.yaml(&text)
                         .with_context(|| format!("compressing {}", file.display()))?
                 );
+            }
+            Ok(())
+        }
+        Command::Signing { dir, identity } => {
+            use valtune_lab::sim::signing;
+            let path = signing::path_in(&dir);
+            let mut record = signing::read(&path)?;
+            if !identity.is_empty() {
+                record.retain(|s| identity.contains(&s.identity));
+            }
+            let violations = signing::check::check(&record);
+            eprintln!(
+                "[lab] {}: {} stretches, {} violations",
+                path.display(),
+                record.len(),
+                violations.len()
+            );
+            for v in &violations {
+                println!("{v}");
+            }
+            if !violations.is_empty() {
+                std::process::exit(1);
             }
             Ok(())
         }

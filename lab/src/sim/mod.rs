@@ -6,6 +6,8 @@
 //!   ([`sidecars`]), its init steps ([`init_steps`]), and the pods of images it has a
 //!   local build of (valtune's own operator, installed by its chart) as local processes
 //!   with their ServiceAccount's token ([`local_pods`]);
+//! - records every signature a simulated validator makes, outside the cluster
+//!   ([`signing`]), for the checker of "never two signers";
 //! - recycles released local volumes ([`volumes`]);
 //! - plays prometheus-operator's config reloader for the lab's Prometheus ([`reloader`]).
 
@@ -20,6 +22,7 @@ pub mod procfs;
 pub mod reloader;
 pub mod runtimes;
 pub mod sidecars;
+pub mod signing;
 pub mod volumes;
 pub mod workloads;
 
@@ -30,6 +33,8 @@ use crate::state::LabState;
 
 pub async fn run(state: LabState) -> anyhow::Result<()> {
     let client = state.client().await?;
+    // What every simulated validator signs, kept outside the cluster (signing/mod.rs).
+    signing::init(&state.dir)?;
     let nodes = Nodes::default();
     let firewall = Firewall::default();
     let lab = runtimes::Lab {

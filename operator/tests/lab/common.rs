@@ -46,6 +46,27 @@ pub async fn lab() -> Lab {
 static CRDS_INSTALLED: tokio::sync::Mutex<bool> = tokio::sync::Mutex::const_new(false);
 
 impl Lab {
+    /// What the validators of namespace `ns` signed with `identity`, from the lab's
+    /// signing record (outside the cluster: lab/src/sim/signing), and every violation of
+    /// "never two signers" the checker finds in it.
+    pub fn signed(
+        &self,
+        ns: &str,
+        identity: &str,
+    ) -> (
+        Vec<valtune_lab::sim::signing::Stretch>,
+        Vec<valtune_lab::sim::signing::check::Violation>,
+    ) {
+        use valtune_lab::sim::signing;
+        let record: Vec<_> = signing::read(&signing::path_in(&self.state.dir))
+            .expect("reading the lab's signing record")
+            .into_iter()
+            .filter(|s| s.identity == identity && s.process.starts_with(&format!("{ns}/")))
+            .collect();
+        let violations = signing::check::check(&record);
+        (record, violations)
+    }
+
     /// A fresh namespace for one test.
     pub async fn namespace(&self, prefix: &str) -> String {
         let api: Api<Namespace> = Api::all(self.client.clone());

@@ -2085,7 +2085,24 @@ async fn a_voting_agave_identity_fails_over_to_its_standby_and_never_signs_twice
         );
         assert!(ids.rounds > 50, "{} rounds", ids.rounds);
     }
+    signed_by_both_never_twice(&lab, &ns, &staked, ["agave-a", "agave-b"]);
     lab.delete_namespace(&ns).await;
+}
+
+/// The lab's signing record of the pair's namespace: both members voted with the staked
+/// identity (there and back), and the checker finds no two signers and no broken lockout.
+fn signed_by_both_never_twice(lab: &Lab, ns: &str, staked: &str, members: [&str; 2]) {
+    let (record, violations) = lab.signed(ns, staked);
+    for m in members {
+        assert!(
+            record
+                .iter()
+                .any(|s| s.process.starts_with(&format!("{ns}/{m}/"))),
+            "no vote of {m} with {staked} in the signing record: {record:?}"
+        );
+    }
+    let shown: Vec<String> = violations.iter().map(ToString::to_string).collect();
+    assert!(violations.is_empty(), "signing record: {shown:#?}");
 }
 
 const FD_FAILOVER_EXAMPLE: &str = "manifests/validators/frankendancer-failover.yaml";
@@ -2172,6 +2189,7 @@ async fn a_frankendancer_identity_fails_over_with_fdctl_set_identity_and_never_s
         );
         assert!(ids.rounds > 50, "{} rounds", ids.rounds);
     }
+    signed_by_both_never_twice(&lab, &ns, &staked, ["fd-a", "fd-b"]);
 
     // The same pod without the privilege, as a node would refuse it: fd-b's pod spec,
     // asked by hand (the operator stopped) to take the identity fd-a holds, never signs.

@@ -403,6 +403,7 @@ impl SimClient for AgaveSim {
             vote_node,
             ledger_dir,
             Box::new(move |path| view.file(&c, path)),
+            crate::sim::signing::Recorder::for_container(pod, &container.name, started),
         );
         let tip = ledger.as_deref().and_then(ledger_tip);
         // A follower's start with no ledger to resume from: reuse a local snapshot fresh
@@ -546,6 +547,14 @@ const LEADER_RPC_START_S: f64 = 60.0;
 const LEADER_LOAD_START_S: f64 = 90.0;
 
 impl Agave {
+    /// Votes (and saves its tower) on every slot it has replayed by `t`, counted on the
+    /// cluster's chain (the same slot numbers in every process of the lab's cluster, which
+    /// `slot_height`, seeded per pod, is not).
+    fn sign_to(&self, t: f64) -> std::io::Result<()> {
+        let start = self.rooted_slot(self.rpc_start(), 0);
+        self.signer.advance(start, self.rooted_slot(t, 0))
+    }
+
     /// When it ends after an `exit` request ([`EXIT_S`]).
     fn exit_at(&self) -> Option<f64> {
         self.exit_requested
@@ -893,20 +902,30 @@ impl Process for Agave {
                 data: None,
             });
         }
+        // What it signed up to now, before its identity may change.
+        if method.starts_with("setIdentity")
+            && let Err(e) = self.sign_to(t)
+        {
+            tracing::warn!(error = %e, "could not save the tower before set-identity");
+        }
         self.signer.admin_rpc(method, params)
     }
 
     fn persist(&self, t: f64) -> std::io::Result<()> {
-        // Before its RPC serves, it is still loading: the ledger is as it found it.
-        let Some(path) = self.ledger.as_ref().filter(|_| t >= self.rpc_start()) else {
+        // Before its RPC serves, it is still loading: the ledger is as it found it, and
+        // it signs nothing.
+        if t < self.rpc_start() {
             return Ok(());
-        };
+        }
         // Nothing after its end; an `exit` asked once start-up completed (its snapshot
         // controller runs) leaves a loadable bank snapshot at the tip: `clean`.
         let requested = *self.exit_requested.lock().expect("exit lock");
         let t = self.exit_at().map_or(t, |end| t.min(end));
         let clean = requested.is_some_and(|r| r >= self.rpc_start() && t >= r + EXIT_S);
-        self.signer.persist(self.slot_height(t) as u64)?;
+        self.sign_to(t)?;
+        let Some(path) = self.ledger.as_ref() else {
+            return Ok(());
+        };
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }

@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 use super::super::Rpc;
 use super::identity::{base58, pubkey_of_keypair};
+use crate::sim::signing::{Recorder, Votes};
 
 /// Reads a file as the validator's container sees it (its mounted Secrets).
 pub type Files = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -33,6 +34,11 @@ pub struct Signer {
     /// Its ledger directory on the node's volume (tower files, `admin.rpc`).
     ledger_dir: Option<PathBuf>,
     files: Files,
+    /// The tower it holds (its last vote), loaded at start and with each new identity.
+    tower: Mutex<Option<u64>>,
+    /// What it has signed, and where that is recorded ([`crate::sim::signing`]).
+    votes: Mutex<Votes>,
+    recorder: Recorder,
 }
 
 /// The tower file of an identity (core/src/consensus/tower_storage.rs
@@ -47,12 +53,22 @@ impl Signer {
         vote_node: Option<String>,
         ledger_dir: Option<PathBuf>,
         files: Files,
+        recorder: Recorder,
     ) -> Signer {
+        // At start it restores the tower of its identity from the ledger, else builds one
+        // from the bank (core/src/replay_stage.rs `load_tower` at v4.0.0): the lab takes
+        // the latter as holding no vote.
+        let tower = ledger_dir
+            .as_ref()
+            .and_then(|d| read_tower(&d.join(tower_file(&identity))));
         Signer {
             identity: Mutex::new(identity),
             vote_node,
             ledger_dir,
             files,
+            tower: Mutex::new(tower),
+            votes: Mutex::new(Votes::default()),
+            recorder,
         }
     }
 
@@ -75,16 +91,40 @@ impl Signer {
         self.ledger_dir.as_ref().map(|d| d.join("admin.rpc"))
     }
 
-    /// Keeps its tower for the slot it voted on last, while it votes.
-    pub fn persist(&self, slot: u64) -> std::io::Result<()> {
-        let Some(dir) = self.ledger_dir.as_ref().filter(|_| self.votes()) else {
+    /// It has replayed to `slot` (its first slot to vote on: `start`): while it votes it
+    /// votes every slot since its last pass, saving its tower first (replay_stage.rs
+    /// `handle_votable_bank`: `tower.save` before the vote is sent), and records what
+    /// it signed; a hot spare only passes the slots.
+    pub fn advance(&self, start: u64, slot: u64) -> std::io::Result<()> {
+        let mut votes = self.votes.lock().expect("votes lock");
+        if !self.votes() {
+            votes.pass_to(slot);
+            return Ok(());
+        }
+        let identity = self.identity();
+        let mut tower = self.tower.lock().expect("tower lock");
+        let held = (tower.map(|t| t.saturating_sub(TOWER_DEPTH)), *tower);
+        // Its tower locks it out of every slot up to its last vote: a restarted process
+        // replaying from behind votes again only past it (core/src/consensus.rs
+        // `Tower::is_locked_out`, `has_voted`).
+        let start = start.max(tower.map_or(0, |t| t + 1));
+        let Some(stretch) = votes.vote_to(&identity, start, slot, held) else {
             return Ok(());
         };
-        std::fs::create_dir_all(dir)?;
-        let path = dir.join(tower_file(&self.identity()));
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, json!({"lastVotedSlot": slot}).to_string())?;
-        std::fs::rename(&tmp, path)
+        *tower = Some(slot);
+        if let Some(dir) = self.ledger_dir.as_ref() {
+            std::fs::create_dir_all(dir)?;
+            let path = dir.join(tower_file(&identity));
+            let tmp = path.with_extension("tmp");
+            std::fs::write(
+                &tmp,
+                json!({"lastVotedSlot": slot, "root": slot.saturating_sub(TOWER_DEPTH)})
+                    .to_string(),
+            )?;
+            std::fs::rename(&tmp, path)?;
+        }
+        self.recorder.write(stretch);
+        Ok(())
     }
 
     fn set(&self, pubkey: String, require_tower: bool) -> Rpc {
@@ -99,6 +139,12 @@ impl Signer {
                 ));
             }
         }
+        // Replay then loads the new identity's tower, or builds one from the bank
+        // (replay_stage.rs: on `my_pubkey != cluster_info.id()`, `load_tower`).
+        *self.tower.lock().expect("tower lock") = self
+            .ledger_dir
+            .as_ref()
+            .and_then(|d| read_tower(&d.join(tower_file(&pubkey))));
         *self.identity.lock().expect("identity lock") = pubkey;
         Rpc::Result(Value::Null)
     }
@@ -134,6 +180,16 @@ impl Signer {
     }
 }
 
+/// Votes a full tower holds before its oldest is rooted (core/src/consensus.rs
+/// `MAX_LOCKOUT_HISTORY` = 31): with a vote every slot, the root trails the last vote.
+const TOWER_DEPTH: u64 = 31;
+
+/// The last vote of a tower file the lab wrote.
+fn read_tower(path: &std::path::Path) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_json::from_str::<Value>(&text).ok()?["lastVotedSlot"].as_u64()
+}
+
 /// jsonrpc_core's `invalid_params` error.
 fn invalid(message: String) -> Rpc {
     Rpc::Error {
@@ -166,6 +222,7 @@ mod tests {
             Some(staked.clone()),
             Some(dir.to_path_buf()),
             files,
+            Recorder::none(),
         );
         (s, staked, junk)
     }
@@ -178,7 +235,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let (s, staked, junk) = signer(&dir);
         assert!(!s.votes());
-        s.persist(10).unwrap();
+        s.advance(10, 10).unwrap();
         assert!(
             !dir.join(tower_file(&junk)).exists(),
             "a hot spare keeps no tower"
@@ -206,7 +263,7 @@ mod tests {
         );
         assert_eq!(s.identity(), staked);
         assert!(s.votes());
-        s.persist(11).unwrap();
+        s.advance(10, 11).unwrap();
         assert!(
             std::fs::read_to_string(dir.join(tower_file(&staked)))
                 .unwrap()

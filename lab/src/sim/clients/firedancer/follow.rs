@@ -13,6 +13,7 @@ use super::super::agave::model::{AgaveModel, HEALTH_SLOT_DISTANCE};
 use super::super::agave::signer::{Files, Signer};
 use super::super::{Datapoint, MetricsSink, Rpc};
 use super::topology::Cfg;
+use crate::sim::signing::Recorder;
 
 /// The identity of a follower whose keypair the lab cannot read (a trial's, made by
 /// `fdctl keys new` in the container).
@@ -33,7 +34,12 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    pub fn of(cfg: &Cfg, files: Files, ledger: Option<PathBuf>) -> Result<Cluster, String> {
+    pub fn of(
+        cfg: &Cfg,
+        files: Files,
+        ledger: Option<PathBuf>,
+        recorder: Recorder,
+    ) -> Result<Cluster, String> {
         let path = cfg.str("consensus.identity_path", "");
         let key = |path: &str| {
             files(path)
@@ -54,7 +60,7 @@ impl Cluster {
         };
         let vote_node = votes.then(|| voter.unwrap_or_else(|| identity.clone()));
         Ok(Cluster {
-            signer: Signer::new(identity, vote_node, ledger, files),
+            signer: Signer::new(identity, vote_node, ledger, files, recorder),
         })
     }
 
@@ -233,7 +239,13 @@ mod tests {
             "[consensus]\nidentity_path = \"/run/valtune/keys/identity.json\"\nvote_account_path = \"/run/valtune/keys/vote-account.json\"\n",
         )
         .unwrap();
-        let c = Cluster::of(&Cfg(&config), files(written.clone()), None).unwrap();
+        let c = Cluster::of(
+            &Cfg(&config),
+            files(written.clone()),
+            None,
+            Recorder::none(),
+        )
+        .unwrap();
         assert_eq!(c.identity(), identity::pubkey_of_keypair(&text).unwrap());
         assert!(c.staked());
         let schedule =
@@ -243,13 +255,13 @@ mod tests {
             "[consensus]\nidentity_path = \"/var/lib/firedancer/identity.json\"\n",
         )
         .unwrap();
-        let c = Cluster::of(&Cfg(&trial), files(written), None).unwrap();
+        let c = Cluster::of(&Cfg(&trial), files(written), None, Recorder::none()).unwrap();
         assert_eq!((c.identity().as_str(), c.staked()), (LAB_IDENTITY, false));
         let bad = BTreeMap::from([(
             "/run/valtune/keys/identity.json".to_string(),
             "x".to_string(),
         )]);
-        assert!(Cluster::of(&Cfg(&config), files(bad), None).is_err());
+        assert!(Cluster::of(&Cfg(&config), files(bad), None, Recorder::none()).is_err());
     }
 
     /// A pair member running its spare identity beside the staked authorized voter is a
@@ -267,7 +279,7 @@ mod tests {
             "[consensus]\nidentity_path = \"/mnt/ledger/valtune-identity.json\"\nvote_account_path = \"/run/valtune/keys/vote-account.json\"\nauthorized_voter_paths = [\"/run/valtune/keys/staked.json\"]\n",
         )
         .unwrap();
-        let c = Cluster::of(&Cfg(&config), files(written), None).unwrap();
+        let c = Cluster::of(&Cfg(&config), files(written), None, Recorder::none()).unwrap();
         assert_eq!(c.identity(), identity::pubkey_of_keypair(&key(2)).unwrap());
         assert!(!c.staked());
     }

@@ -163,6 +163,7 @@ mod tests {
             Some(staked.clone()),
             Some(dir.clone()),
             Box::new(move |p| f2.get(p).cloned()),
+            crate::sim::signing::Recorder::none(),
         );
         let lock = Lock::new(false);
         let cfg = "/var/run/firedancer/config.toml";

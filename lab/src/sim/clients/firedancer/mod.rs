@@ -234,6 +234,7 @@ fn boot(view: &PodView, c: &Container, env: &Env, clock: &Clock) -> Result<Frank
                 &cfg,
                 container_files(view, c, &ran.files, (&path, &text)),
                 node_dir_or_volume(view, c, cfg.str("ledger.path", "")),
+                crate::sim::signing::Recorder::for_container(view, &c.name, started),
             )?),
             config_path: path.clone(),
             keyswitch: view.pod_dir.as_deref().map(crate::sim::nsenter::socket),
@@ -834,6 +835,10 @@ impl Process for Frankendancer {
         }
         let argv: Vec<String> = serde_json::from_value(params.clone()).unwrap_or_default();
         let ready = t >= model.rpc_start_seconds() - snapshot.saved_s;
+        // What it signed up to now, before its identity may change.
+        if ready && let Err(e) = self.persist(t) {
+            tracing::warn!(error = %e, "could not save the tower before set-identity");
+        }
         let read = |p: &str| cluster.signer.read(p);
         Some(keyswitch::fdctl(
             &argv,
@@ -852,9 +857,15 @@ impl Process for Frankendancer {
                 model,
                 snapshot,
                 cluster,
+                chain_offset,
                 ..
             } if t >= model.rpc_start_seconds() - snapshot.saved_s => {
-                cluster.signer.persist(model.slot_height(t) as u64)
+                // Slots of the cluster's chain, as Agave's (the same in every process).
+                let slot = |t: f64| {
+                    (chain_offset + t * SLOTS_PER_SECOND - model.slot_lag(t)).max(0.0) as u64
+                };
+                let start = slot(model.rpc_start_seconds() - snapshot.saved_s);
+                cluster.signer.advance(start, slot(t))
             }
             _ => Ok(()),
         }

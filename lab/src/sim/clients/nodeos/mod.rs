@@ -15,7 +15,7 @@ pub mod model;
 pub use upstream_keys::nodeos as options;
 mod pod_reading;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use serde_json::json;
@@ -23,6 +23,7 @@ use serde_json::json;
 use super::{Env, Exit, Forked, ProcFigures, Process, SimClient, Started, flag_values, seed};
 use crate::sim::clock::Clock;
 use crate::sim::pod_view::PodView;
+use crate::sim::signing::{Kind as SignKind, Recorder, Stretch};
 use model::{BLOCKS_PER_SECOND, NodeosModel};
 
 pub struct NodeosSim;
@@ -82,10 +83,24 @@ fn schedule(own: &[String]) -> Vec<String> {
 /// The producer of the block slot of `at` (`get_scheduled_producer`,
 /// block_header_state_utils.hpp L42-46).
 fn scheduled(schedule: &[String], at: jiff::Timestamp) -> &str {
-    let slot = ((at.as_millisecond() - EPOCH_MS) / BLOCK_MS).max(0) as u64;
+    scheduled_at(schedule, block_slot(at))
+}
+
+fn scheduled_at(schedule: &[String], slot: u64) -> &str {
     let n = schedule.len() as u64;
     &schedule[((slot % (n * REPETITIONS)) / REPETITIONS) as usize]
 }
+
+/// The block slot of a time (block_timestamp.hpp: half-seconds since the epoch).
+fn block_slot(at: jiff::Timestamp) -> u64 {
+    ((at.as_millisecond() - EPOCH_MS) / BLOCK_MS).max(0) as u64
+}
+
+/// A producer signs the blocks of its rounds only while its head is recent: the
+/// producer_plugin's production is disabled on a node that is not synced (spring
+/// plugins/producer_plugin/producer_plugin.cpp `on_incoming_block` / `production_enabled`,
+/// unless `enable-stale-production`); the lab takes "recent" as within one round.
+const SYNCED_BLOCKS: f64 = REPETITIONS as f64;
 
 /// `OTHER_FAIL` (-2) of programs/nodeos/main.cpp: exit status 254.
 const OTHER_FAIL: i32 = 254;
@@ -162,12 +177,16 @@ impl SimClient for NodeosSim {
         let crash_after = env
             .get("VALTUNE_LAB_CRASH_AFTER")
             .and_then(|v| crate::state::parse_seconds(v));
+        let started = crate::sim::workloads::started_at(&pod.pod, &container.name)
+            .unwrap_or_else(jiff::Timestamp::now);
         Started::Running(Arc::new(Nodeos {
             model,
             reading,
             exit_at_load,
             crash_after,
             clock: clock.clone(),
+            recorder: Recorder::for_container(pod, &container.name, started),
+            produced_to: Mutex::new(None),
         }))
     }
 }
@@ -179,6 +198,9 @@ pub struct Nodeos {
     exit_at_load: Option<Exit>,
     crash_after: Option<f64>,
     clock: Clock,
+    /// Where the blocks it signs are recorded, and the last block slot it has passed.
+    recorder: Recorder,
+    produced_to: Mutex<Option<u64>>,
 }
 
 impl Nodeos {
@@ -391,6 +413,54 @@ impl Process for Nodeos {
                 kb(model::ANON_GIB)
             ),
         )]
+    }
+
+    /// The blocks it has signed since the last pass, recorded: its producers' slots of
+    /// the schedule, while it is up and synced.
+    fn persist(&self, t: f64) -> std::io::Result<()> {
+        if self.reading.producers.is_empty() {
+            return Ok(());
+        }
+        let now = block_slot(jiff::Timestamp::now());
+        let from = {
+            let mut to = self.produced_to.lock().expect("produced lock");
+            let from = to.map_or(now, |p| p + 1);
+            *to = Some(now);
+            from
+        };
+        if !self.up(t) || self.model.lag_blocks(t) > SYNCED_BLOCKS {
+            return Ok(());
+        }
+        let schedule = schedule(&self.reading.producers);
+        let own = |slot: u64| {
+            let p = scheduled_at(&schedule, slot);
+            self.reading.producers.iter().any(|o| o == p).then_some(p)
+        };
+        let mut slot = from;
+        while slot <= now {
+            let Some(p) = own(slot) else {
+                slot += 1;
+                continue;
+            };
+            let first = slot;
+            while slot < now && own(slot + 1) == Some(p) {
+                slot += 1;
+            }
+            self.recorder.write(Stretch {
+                identity: p.to_string(),
+                kind: SignKind::Block,
+                first,
+                last: slot,
+                tower_root: None,
+                tower_last_vote: None,
+                process: String::new(),
+                period: 1,
+                node: String::new(),
+                at: String::new(),
+            });
+            slot += 1;
+        }
+        Ok(())
     }
 }
 
