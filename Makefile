@@ -17,7 +17,7 @@ TEST_LAB_DIR ?= target/test-lab
 # Simulated seconds per real second in the lab (manifests/examples are written for 720).
 TIME_SCALE ?= 720
 
-.PHONY: help tools install build crds check-crds manifests chart-test image golden lint unit test test-under-load bench bench-search lab-up lab-down demo demo-down
+.PHONY: help tools install build crds check-crds manifests chart-test image golden lint unit test test-examples test-under-load bench bench-search lab-up lab-down demo demo-down
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -72,6 +72,20 @@ test: tools build check-crds chart-test lint ## all tests: unit, and the lab tes
 	if [ $$status -ne 0 ]; then $(LAB) down --dir $(TEST_LAB_DIR) --keep; \
 	  echo "tests failed; the lab's logs are kept in $(TEST_LAB_DIR)/logs" >&2; \
 	else $(LAB) down --dir $(TEST_LAB_DIR); fi; exit $$status
+
+EXAMPLES_LAB_DIR ?= target/examples-lab
+test-examples: tools build ## every example in manifests/, as its header says, in a lab like make lab-up's (the chart installed): experiments Succeeded, Validators Ready
+	@$(LAB) down --dir $(EXAMPLES_LAB_DIR) >/dev/null 2>&1 || true
+	$(LAB) up --dir $(EXAMPLES_LAB_DIR) --time-scale $(TIME_SCALE) >/dev/null
+	@status=0; eval "$$($(LAB) env --dir $(EXAMPLES_LAB_DIR))"; \
+	$(TOOLS_BIN)/helm upgrade --install valtune charts/valtune --namespace valtune-system --create-namespace \
+	  --set operator.prometheusUrl="$$PROMETHEUS_URL" --set metrics.serviceMonitor.enabled=false \
+	  --set metrics.podMonitor.enabled=true --wait --timeout 3m >/dev/null || status=$$?; \
+	[ $$status -ne 0 ] || VALTUNE_LAB_DIR=$$(cd $(EXAMPLES_LAB_DIR) && pwd) \
+	  $(CARGO) test -p valtune --test examples -- --include-ignored --nocapture || status=$$?; \
+	if [ $$status -ne 0 ]; then $(LAB) down --dir $(EXAMPLES_LAB_DIR) --keep; \
+	  echo "an example failed; the lab's logs are kept in $(EXAMPLES_LAB_DIR)/logs" >&2; \
+	else $(LAB) down --dir $(EXAMPLES_LAB_DIR); fi; exit $$status
 
 test-under-load: tools build ## make test with a second lab running the demo beside it, RUNS times in a row (not in CI)
 	KUBECTL=$(KUBECTL) HELM=$(TOOLS_BIN)/helm MAKE="$(MAKE)" hack/test-under-load.sh

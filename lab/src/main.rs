@@ -105,6 +105,17 @@ enum Command {
         #[arg(long)]
         identity: Vec<String>,
     },
+    /// Print a keypair file as solana-keygen writes it (64 bytes, a JSON array), made up
+    /// from NAME (the same name, the same key), for the Secrets of the lab's validators:
+    /// `kubectl create secret generic NAME --from-literal=keypair="$(valtune-lab keypair
+    /// NAME)"`. The lab's validators read the public key from its last 32 bytes; it is not
+    /// an ed25519 key a real validator could sign with.
+    Keypair {
+        name: String,
+        /// Print its public key (base58) instead.
+        #[arg(long)]
+        pubkey: bool,
+    },
     /// Run the simulator in the foreground (`up` starts it).
     Sim {
         #[arg(long, env = "VALTUNE_LAB_DIR", default_value = ".lab")]
@@ -279,6 +290,17 @@ async fn main() -> anyhow::Result<()> {
             }
             if !violations.is_empty() {
                 std::process::exit(1);
+            }
+            Ok(())
+        }
+        Command::Keypair { name, pubkey } => {
+            use valtune_lab::sim::clients::{agave::identity::base58, mix, seed};
+            let s = seed(&name);
+            let bytes: Vec<u8> = (0..64u64).map(|i| mix(s ^ i) as u8).collect();
+            if pubkey {
+                println!("{}", base58(&bytes[32..]));
+            } else {
+                println!("{}", serde_json::to_string(&bytes)?);
             }
             Ok(())
         }

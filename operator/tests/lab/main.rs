@@ -12,6 +12,7 @@ mod check;
 mod cli;
 mod common;
 mod e2e;
+mod example_headers;
 mod firedancer;
 mod firedancer_full;
 mod helm;
