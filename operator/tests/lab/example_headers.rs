@@ -63,7 +63,12 @@ pub fn results_of(text: &str) -> Vec<(String, String)> {
     serde_saphyr::from_multiple::<Value>(text)
         .unwrap()
         .into_iter()
-        .filter(|d| matches!(d["kind"].as_str(), Some("ValidatorExperiment" | "Validator")))
+        .filter(|d| {
+            matches!(
+                d["kind"].as_str(),
+                Some("ValidatorExperiment" | "Validator")
+            )
+        })
         .map(|d| {
             (
                 d["kind"].as_str().unwrap().to_string(),
@@ -79,15 +84,24 @@ fn every_example_has_lab_commands_and_a_result() {
     for chain in CHAINS {
         for file in chain.iter() {
             let text = std::fs::read_to_string(repo_root().join(file)).unwrap();
-            assert!(!lab_commands(file, &text).is_empty(), "{file}: no In the lab commands");
-            assert!(!results_of(&text).is_empty(), "{file}: nothing with a result");
+            assert!(
+                !lab_commands(file, &text).is_empty(),
+                "{file}: no In the lab commands"
+            );
+            assert!(
+                !results_of(&text).is_empty(),
+                "{file}: nothing with a result"
+            );
         }
     }
     let listed: Vec<&str> = CHAINS.iter().flat_map(|c| c.iter().copied()).collect();
     for dir in ["manifests/examples", "manifests/validators"] {
         for e in std::fs::read_dir(repo_root().join(dir)).unwrap() {
             let p = format!("{dir}/{}", e.unwrap().file_name().to_string_lossy());
-            assert!(listed.contains(&p.as_str()), "{p} is in no chain of this test");
+            assert!(
+                listed.contains(&p.as_str()),
+                "{p} is in no chain of this test"
+            );
         }
     }
 }

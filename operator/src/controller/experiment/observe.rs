@@ -1,22 +1,23 @@
 //! What a pass observes: the experiment's trials, and for a paired comparison the nodes
 //! its pairs are matched to.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, Toleration};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
 use super::decide::Observed;
 use super::kube_err;
 use crate::api::labels;
-use crate::api::template::Placement;
 use crate::api::{ValidatorExperiment, ValidatorTrial};
+use crate::clients::RenderInput;
 use crate::clients::pod::EXCLUSIVE_LABEL;
 use crate::controller::{Context, Error, Result};
-use crate::readiness::nodes::{eligible, ready};
+use crate::readiness::nodes::{Amounts, eligible, pod_requests, ready, shortfalls};
 use crate::results::dataset::{HOSTNAME_LABEL, NodeSlot};
+use crate::strategies::{build::build_trial, plan::plan};
 
 /// What a pass observes.
 pub async fn observe(
@@ -97,9 +98,11 @@ pub fn remember(vx: &ValidatorExperiment, ctx: &Context, trials: &[ValidatorTria
 }
 
 /// For a paired comparison, the nodes its trials may be matched to: Ready, schedulable,
-/// selected and tolerated by the template's placement, with their class (the value of
-/// `comparison.matchNodesBy`) and whether a valtune pod (of any experiment in the
-/// namespace) holds them. None for other experiments.
+/// and able to run every point's pod (selected and tolerated by it, its requests within
+/// the node's allocatable: a pair matched to a node none of its pods fits would wait in
+/// Scheduling for good), with their class (the value of `comparison.matchNodesBy`) and
+/// whether a valtune pod (of any experiment in the namespace) holds them. None for other
+/// experiments.
 pub async fn nodes(vx: &ValidatorExperiment, ctx: &Context) -> Result<Option<Vec<NodeSlot>>> {
     let Some(cmp) = vx.spec.comparison.as_ref().filter(|c| c.paired()) else {
         return Ok(None);
@@ -127,18 +130,61 @@ pub async fn nodes(vx: &ValidatorExperiment, ctx: &Context) -> Result<Option<Vec
         })
         .filter_map(|p| p.spec.and_then(|s| s.node_name))
         .collect();
+    let needs = pod_needs(vx, ctx.prometheus_url.as_deref());
     Ok(Some(node_slots(
         &listed,
-        &vx.spec.template.placement,
+        &needs,
         &cmp.match_nodes_by,
         &held,
     )))
 }
 
-/// The placement's nodes as slots. Pure.
+/// Where one point's pod may run: its own selector and tolerations (a client adds to the
+/// template's) and what it requests.
+#[derive(Debug, Clone, Default)]
+pub struct PodNeed {
+    pub selector: BTreeMap<String, String>,
+    pub tolerations: Vec<Toleration>,
+    pub requests: Amounts,
+}
+
+/// Every distinct point's pod as rendered for its first attempt. A point that cannot be
+/// rendered adds the template's placement alone (its trial fails on its own, saying why).
+fn pod_needs(vx: &ValidatorExperiment, prometheus_url: Option<&str>) -> Vec<PodNeed> {
+    let mut seen = HashSet::new();
+    let mut needs = Vec::new();
+    for p in plan(&vx.spec.sweep, 1) {
+        if !seen.insert(p.point.canonical()) {
+            continue;
+        }
+        let pod = build_trial(vx, &p).ok().and_then(|t| {
+            RenderInput::for_trial(&t, 1, &[], prometheus_url)
+                .and_then(|input| crate::clients::render(&input))
+                .ok()
+        });
+        needs.push(match pod {
+            Some(r) => {
+                let spec = r.pod.spec.clone().unwrap_or_default();
+                PodNeed {
+                    selector: spec.node_selector.unwrap_or_default(),
+                    tolerations: spec.tolerations.unwrap_or_default(),
+                    requests: pod_requests(&r.pod),
+                }
+            }
+            None => PodNeed {
+                selector: vx.spec.template.placement.node_selector.clone(),
+                tolerations: vx.spec.template.placement.tolerations.clone(),
+                requests: Amounts::new(),
+            },
+        });
+    }
+    needs
+}
+
+/// The nodes every point's pod can run on, as slots. Pure.
 pub fn node_slots(
     nodes: &[Node],
-    placement: &Placement,
+    needs: &[PodNeed],
     class_label: &str,
     held: &[String],
 ) -> Vec<NodeSlot> {
@@ -152,7 +198,12 @@ pub fn node_slots(
                     .and_then(|s| s.unschedulable)
                     .unwrap_or(false)
         })
-        .filter(|n| eligible(n, &placement.node_selector, &placement.tolerations))
+        .filter(|n| {
+            needs.iter().all(|need| {
+                eligible(n, &need.selector, &need.tolerations)
+                    && shortfalls(n, &need.requests).is_empty()
+            })
+        })
         .map(|n| {
             let name = n.name_any();
             let labels = n.metadata.labels.clone().unwrap_or_default();
@@ -171,6 +222,44 @@ pub fn node_slots(
 #[cfg(test)]
 mod unseen_tests {
     use super::*;
+
+    fn node(name: &str, labels: &str, cpu: &str, taint: bool) -> Node {
+        let taints = if taint {
+            "taints: [{key: valtune.dev/dedicated, value: validator, effect: NoSchedule}]"
+        } else {
+            ""
+        };
+        serde_saphyr::from_str(&format!(
+            "metadata: {{name: {name}, labels: {{{labels}}}}}\nspec: {{{taints}}}\nstatus: {{allocatable: {{cpu: '{cpu}', memory: 1Ti}}, conditions: [{{type: Ready, status: 'True'}}]}}\n"
+        ))
+        .unwrap()
+    }
+
+    /// A pair is matched only to nodes every point's pod selects, tolerates and fits: a
+    /// 64-CPU trial never goes to a 62-CPU node of the same labels.
+    #[test]
+    fn slots_are_nodes_every_points_pod_fits() {
+        let nodes = [
+            node("bm-01", "bare-metal: 'true'", "94", false),
+            node("fd-01", "bare-metal: 'true'", "62", false),
+            node("bm-05", "bare-metal: 'true'", "94", true),
+            node("gpu-1", "gpu: 'true'", "94", false),
+        ];
+        let need = |cpu: u128| PodNeed {
+            selector: [("bare-metal".to_string(), "true".to_string())].into(),
+            tolerations: Vec::new(),
+            requests: [("cpu".to_string(), cpu * 1000)].into(),
+        };
+        let names = |needs: &[PodNeed]| -> Vec<String> {
+            node_slots(&nodes, needs, "class", &[])
+                .into_iter()
+                .map(|s| s.name)
+                .collect()
+        };
+        assert_eq!(names(&[need(32)]), ["bm-01", "fd-01"]);
+        assert_eq!(names(&[need(32), need(64)]), ["bm-01"]);
+        assert!(names(&[need(128)]).is_empty());
+    }
 
     fn names(v: &[ValidatorTrial]) -> Vec<String> {
         v.iter().map(|t| t.name_any()).collect()
