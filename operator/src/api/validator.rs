@@ -59,6 +59,21 @@ pub const MAX_NAME_LEN: usize = 48;
     validation = Rule::new("has(self.template.resources.memory)")
         .message("no memory given: set template.resources.memory")
         .field_path(".template.resources.memory"),
+    // A key that must never sign as the staked identity, given as the staked one: the
+    // member would run, or vote, with the staked key where valtune's guard (the identity's
+    // Lease) does not look (issue 34, finding 11).
+    validation = Rule::new(not_aliased("spareIdentity", "identity"))
+        .message("spareIdentity is the staked identity itself (the same Secret and key, or the same publicKey): a failover member's spare must be an unstaked keypair of its own (solana-keygen new), or the member signs with the staked key while it should be spare; set spareIdentity to its own keypair")
+        .field_path(".spareIdentity"),
+    validation = Rule::new(not_aliased("voteAccount", "identity"))
+        .message("voteAccount is the identity keypair itself (the same Secret and key, or the same publicKey): the vote account is a keypair of its own (solana-keygen new; solana create-vote-account); set voteAccount to it")
+        .field_path(".voteAccount"),
+    validation = Rule::new(not_aliased("identity", "standbyFor"))
+        .message("a standby's identity is the staked identity it stands by for (the same Secret and key as standbyFor, or the same publicKey): a standby must run under an unstaked keypair of its own until a failover; set identity to its own keypair")
+        .field_path(".identity"),
+    validation = Rule::new(not_aliased("voteAccount", "standbyFor"))
+        .message("voteAccount is the staked identity standbyFor names (the same Secret and key, or the same publicKey): set voteAccount to the staked identity's vote account keypair")
+        .field_path(".voteAccount"),
 )]
 pub struct ValidatorSpec {
     /// The validator, exactly as an experiment's template writes it (tuning included).
@@ -192,6 +207,14 @@ pub enum ValidatorRole {
     #[default]
     NonVoting,
     Standby,
+}
+
+/// CEL: the key references `a` and `b` of the spec, when both are given, are not one key:
+/// not the same Secret and key (`key` is defaulted by the schema), nor the same publicKey.
+fn not_aliased(a: &str, b: &str) -> String {
+    format!(
+        "!has(self.{a}) || !has(self.{b}) || !((self.{a}.secretName == self.{b}.secretName && self.{a}.key == self.{b}.key) || (has(self.{a}.publicKey) && has(self.{b}.publicKey) && self.{a}.publicKey == self.{b}.publicKey))"
+    )
 }
 
 /// A key in a Secret of the Validator's namespace.

@@ -378,6 +378,14 @@ async fn the_fault_hooks_do_what_they_say() {
                         (Some(w), _, _) if w.reason.as_deref() == Some(want) => {
                             Ok(w.message.clone().unwrap_or_default())
                         }
+                        // ErrImagePull lasts until the pod's next sync, which may come
+                        // before a poll sees it (the unit tests of the lifecycle hold the
+                        // exact sequence); the back-off quotes the pull's error.
+                        (Some(w), _, "ErrImagePull")
+                            if w.reason.as_deref() == Some("ImagePullBackOff") =>
+                        {
+                            Ok(w.message.clone().unwrap_or_default())
+                        }
                         (_, Some(_), "running") => Ok(String::new()),
                         _ => Err(format!("{state:?}")),
                     }
