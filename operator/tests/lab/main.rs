@@ -15,6 +15,7 @@ mod e2e;
 mod firedancer;
 mod firedancer_full;
 mod helm;
+mod identity;
 mod lifecycle;
 mod manifests;
 mod nodeos;
