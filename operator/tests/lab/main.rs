@@ -16,6 +16,7 @@ mod example_headers;
 mod firedancer;
 mod firedancer_full;
 mod helm;
+mod identity;
 mod kubelet;
 mod lifecycle;
 mod manifests;

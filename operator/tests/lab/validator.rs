@@ -38,7 +38,7 @@ pub(crate) fn example(file: &str, ns: &str, name: &str, node: &str) -> Value {
 
 /// Pins a Validator to one of the lab's Validator machines (vv-01..06, lab/topology-test.yaml:
 /// tainted so no trial of another test holds them), one per test.
-fn on_node(v: &mut Value, node: &str) {
+pub(crate) fn on_node(v: &mut Value, node: &str) {
     v["spec"]["nodeName"] = json!(node);
     let tolerations = &mut v["spec"]["template"]["placement"]["tolerations"];
     if !tolerations.is_array() {
@@ -472,7 +472,7 @@ const AGAVE_EXAMPLE: &str = "manifests/validators/agave.yaml";
 
 /// A keypair file as solana-keygen writes it: 64 bytes as a JSON array, the public key
 /// last (the lab reads the identity's public key from it).
-fn keypair(seed: u8) -> String {
+pub(crate) fn keypair(seed: u8) -> String {
     let bytes: Vec<u8> = (0..64u8)
         .map(|i| i.wrapping_mul(7).wrapping_add(seed))
         .collect();
@@ -1363,7 +1363,7 @@ async fn slow_rpc(client: kube::Client, node: &str, seconds: Option<u32>) {
 /// the node's Lease and heartbeats stop, and the lab's kubelet kills its processes (its
 /// disks stay: lab/src/kubelet `NodeState::Off`); the node controller marks it not Ready
 /// (its pods still run, as far as anyone knows, and nothing confirms their deletion).
-async fn node_answers(lab: &Lab, node: &str, answers: bool) {
+pub(crate) async fn node_answers(lab: &Lab, node: &str, answers: bool) {
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(lab.client.clone());
     let value = if answers { "answers" } else { "off" };
     nodes
@@ -1534,7 +1534,7 @@ async fn a_node_that_stops_answering_gets_no_second_pod_and_the_ledger_survives(
     lab.delete_namespace(&ns).await;
 }
 
-const FAILOVER_EXAMPLE: &str = "manifests/validators/agave-failover.yaml";
+pub(crate) const FAILOVER_EXAMPLE: &str = "manifests/validators/agave-failover.yaml";
 
 /// What each pod (by uid) said `getIdentity` was, polled every tenth of a second from
 /// both pods of a failover pair: every identity each pod reported, and every moment both
@@ -1546,7 +1546,7 @@ const FAILOVER_EXAMPLE: &str = "manifests/validators/agave-failover.yaml";
 /// answer (sent to received) within a stretch the other surely held it, from one staked
 /// answer of it to its next, with nothing else answered between.
 #[derive(Default)]
-struct Identities {
+pub(crate) struct Identities {
     seen: std::collections::BTreeMap<String, Vec<String>>,
     /// Per pod ("name (uid)"): each answer as (sent, received, staked).
     answers: std::collections::BTreeMap<String, Vec<(Instant, Instant, bool)>>,
@@ -1561,7 +1561,7 @@ struct Identities {
 
 impl Identities {
     /// Each pair of pods both surely holding the staked identity at one moment.
-    fn both(&self) -> Vec<String> {
+    pub(crate) fn both(&self) -> Vec<String> {
         let held = |a: &[(Instant, Instant, bool)]| -> Vec<(Instant, Instant)> {
             a.windows(2)
                 .filter(|w| w[0].2 && w[1].2)
@@ -1697,12 +1697,12 @@ fn poll_identities(
 }
 
 /// The public key (base58) of a [`keypair`] file: its last 32 bytes.
-fn pubkey(seed: u8) -> String {
+pub(crate) fn pubkey(seed: u8) -> String {
     let bytes: Vec<u8> = serde_json::from_str(&keypair(seed)).unwrap();
     valtune_lab::sim::clients::agave::identity::base58(&bytes[32..])
 }
 
-async fn identity_of(pods: &Api<Pod>, name: &str) -> Option<String> {
+pub(crate) async fn identity_of(pods: &Api<Pod>, name: &str) -> Option<String> {
     let ip = pods.get(name).await.ok()?.status?.pod_ip?;
     let v: Value = reqwest::Client::new()
         .post(format!("http://{ip}:8899/"))
@@ -1718,7 +1718,7 @@ async fn identity_of(pods: &Api<Pod>, name: &str) -> Option<String> {
 }
 
 /// Secrets of keypairs, one per (name, seed).
-async fn key_secrets(lab: &Lab, ns: &str, keys: &[(&str, u8)]) {
+pub(crate) async fn key_secrets(lab: &Lab, ns: &str, keys: &[(&str, u8)]) {
     let secrets: Api<Secret> = Api::namespaced(lab.client.clone(), ns);
     for (name, seed) in keys {
         let s: Secret = serde_json::from_value(json!({
@@ -1733,17 +1733,17 @@ async fn key_secrets(lab: &Lab, ns: &str, keys: &[(&str, u8)]) {
 /// A failover pair as both failover tests start one: its keys as Secrets (`{keys}-identity`,
 /// `-vote`, `-spare-a`, `-spare-b` from seeds `seed`..`seed + 3`), both pods' getIdentity
 /// polled from the start, and the example's two Validators created on their nodes.
-struct PairStart {
-    pods: Api<Pod>,
-    api: Api<Validator>,
-    ids: std::sync::Arc<std::sync::Mutex<Identities>>,
-    poll: tokio::task::JoinHandle<()>,
-    staked: String,
-    spare_a: String,
-    spare_b: String,
+pub(crate) struct PairStart {
+    pub(crate) pods: Api<Pod>,
+    pub(crate) api: Api<Validator>,
+    pub(crate) ids: std::sync::Arc<std::sync::Mutex<Identities>>,
+    pub(crate) poll: tokio::task::JoinHandle<()>,
+    pub(crate) staked: String,
+    pub(crate) spare_a: String,
+    pub(crate) spare_b: String,
 }
 
-async fn start_pair(
+pub(crate) async fn start_pair(
     lab: &Lab,
     ns: &str,
     (keys, seed): (&str, u8),
@@ -1771,27 +1771,45 @@ async fn start_pair(
 
 /// The failover pair of the example `file` (the active first), as `members` (name,
 /// machine), with the staked identity's public key `staked`.
-async fn create_pair(api: &Api<Validator>, file: &str, members: [(&str, &str); 2], staked: &str) {
+pub(crate) async fn create_pair(
+    api: &Api<Validator>,
+    file: &str,
+    members: [(&str, &str); 2],
+    staked: &str,
+) {
+    for (i, (name, node)) in members.into_iter().enumerate() {
+        create_member(api, file, i, (name, node), staked).await;
+    }
+}
+
+/// The `index`th Validator of the failover pair example `file` (0: the active), as `name`
+/// on machine `node`, with the staked identity's public key `staked`.
+pub(crate) async fn create_member(
+    api: &Api<Validator>,
+    file: &str,
+    index: usize,
+    (name, node): (&str, &str),
+    staked: &str,
+) {
     let ns = api.namespace().unwrap_or_default().to_string();
     let text = std::fs::read_to_string(crate::common::repo_root().join(file)).unwrap();
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
-    for (mut v, (name, node)) in docs.into_iter().zip(members) {
-        v["metadata"] = json!({"name": name, "namespace": ns});
-        on_node(&mut v, node);
-        for field in ["identity", "standbyFor"] {
-            if v["spec"][field]["publicKey"].is_string() {
-                v["spec"][field]["publicKey"] = json!(staked);
-            }
+    let mut v = docs[index].clone();
+    v["metadata"] = json!({"name": name, "namespace": ns});
+    on_node(&mut v, node);
+    for field in ["identity", "standbyFor"] {
+        if v["spec"][field]["publicKey"].is_string() {
+            v["spec"][field]["publicKey"] = json!(staked);
         }
-        let v: Validator = serde_json::from_value(v).unwrap();
-        api.create(&PostParams::default(), &v).await.unwrap();
     }
+    let v: Validator = serde_json::from_value(v).unwrap();
+    api.create(&PostParams::default(), &v).await.unwrap();
 }
 
 /// `valtune failover FROM --to TO`, as a user runs it. On the blocking pool, not the
 /// test's runtime thread: the getIdentity poll must go on while the identity moves (run
 /// on that thread, the poll stood still through every hand-over and could not fail).
-async fn failover(lab: &Lab, ns: &str, from: &str, to: &str) -> std::process::Output {
+pub(crate) async fn failover(lab: &Lab, ns: &str, from: &str, to: &str) -> std::process::Output {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_valtune"));
     command
         .args(["failover", from, "--to", to, "-n", ns, "--wait", "5m"])
@@ -1803,7 +1821,7 @@ async fn failover(lab: &Lab, ns: &str, from: &str, to: &str) -> std::process::Ou
 }
 
 /// Waits until `name`'s pod answers getIdentity with `id`.
-async fn wait_identity(pods: &Api<Pod>, name: &str, id: &str) {
+pub(crate) async fn wait_identity(pods: &Api<Pod>, name: &str, id: &str) {
     wait_for(
         &format!("{name} reports {id}"),
         Duration::from_secs(120),
@@ -2135,7 +2153,7 @@ fn signed_by_both_never_twice(lab: &Lab, ns: &str, staked: &str, members: [&str;
     assert!(violations.is_empty(), "signing record: {shown:#?}");
 }
 
-const FD_FAILOVER_EXAMPLE: &str = "manifests/validators/frankendancer-failover.yaml";
+pub(crate) const FD_FAILOVER_EXAMPLE: &str = "manifests/validators/frankendancer-failover.yaml";
 
 /// Failover of a Frankendancer pair (manifests/validators/frankendancer-failover.yaml):
 /// the same moves as the Agave pair's, each set-identity the validator image's `fdctl
