@@ -77,6 +77,15 @@ pub async fn up(opts: &UpOptions) -> anyhow::Result<LabState> {
         }
         log("found a stopped or partial lab; cleaning it up first");
         down(&opts.dir, false)?;
+    } else if opts.dir.join("etcd").exists() {
+        // A lab taken down with --keep (its state file gone, its data kept for reading):
+        // a new lab on its etcd data would bring the old lab's objects back to life.
+        log(format!(
+            "found a kept lab's data in {}; removing it first",
+            opts.dir.display()
+        ));
+        std::fs::remove_dir_all(&opts.dir)
+            .with_context(|| format!("removing {}", opts.dir.display()))?;
     }
     std::fs::create_dir_all(opts.dir.join("logs"))?;
     let dir = std::fs::canonicalize(&opts.dir)?;

@@ -109,11 +109,9 @@ pub async fn operator(args: OperatorArgs) -> anyhow::Result<()> {
             let _ = stop_tx.send(());
             run.await?;
         }
-        _ = lost => {
-            lost_lease = true;
-            let _ = stop_tx.send(());
-            run.await?;
-        }
+        // Not led any more: stop now, with what is in flight (no graceful end, which
+        // could act after another replica took over); returning ends the runtime's tasks.
+        _ = lost => lost_lease = true,
     }
     if let Some(e) = &election
         && !lost_lease

@@ -403,7 +403,7 @@ async fn bad_validators_are_refused_naming_the_field() {
             ),
             (
                 "a spare identity that is the staked identity",
-                json!({"spec": {"role": "voting", "identity": {"secretName": "staked", "publicKey": "Stake11111111111111111111111111111111111111"}, "spareIdentity": {"secretName": "staked"}, "voteAccount": {"secretName": "vote"}}}),
+                json!({"spec": {"role": "voting", "identity": {"secretName": "staked", "key": "keypair", "publicKey": "Stake11111111111111111111111111111111111111"}, "spareIdentity": {"secretName": "staked"}, "voteAccount": {"secretName": "vote"}}}),
                 "spec.spareIdentity",
                 "spareIdentity is the staked identity itself",
             ),
@@ -415,13 +415,13 @@ async fn bad_validators_are_refused_naming_the_field() {
             ),
             (
                 "a vote account that is the identity",
-                json!({"spec": {"role": "voting", "identity": {"secretName": "staked"}, "voteAccount": {"secretName": "staked"}}}),
+                json!({"spec": {"role": "voting", "identity": {"secretName": "staked", "key": "keypair"}, "voteAccount": {"secretName": "staked"}}}),
                 "spec.voteAccount",
                 "voteAccount is the identity keypair itself",
             ),
             (
                 "a standby under the staked identity",
-                json!({"spec": {"role": "standby", "identity": {"secretName": "staked"}, "standbyFor": {"secretName": "staked", "publicKey": "Stake11111111111111111111111111111111111111"}, "voteAccount": {"secretName": "vote"}}}),
+                json!({"spec": {"role": "standby", "identity": {"secretName": "staked", "key": "keypair"}, "standbyFor": {"secretName": "staked", "publicKey": "Stake11111111111111111111111111111111111111"}, "voteAccount": {"secretName": "vote"}}}),
                 "spec.identity",
                 "a standby's identity is the staked identity it stands by for",
             ),
