@@ -452,13 +452,13 @@ mod tests {
             "{t}"
         );
         assert!(
-            lines[1].starts_with("memory=128Gi") && lines[1].contains("0/1 [0%, 79%]"),
+            lines[1].starts_with("memory=128Gi") && lines[1].contains("0/1 [0%, 98%]"),
             "{t}"
         );
         let cells: Vec<&str> = lines[2].split("  ").filter(|c| !c.is_empty()).collect();
         assert_eq!(
             cells[..4],
-            ["memory=1Ti", "3", "2/3 [21%, 94%]", "4600.00"],
+            ["memory=1Ti", "3", "2/3 [9%, 99%]", "4600.00"],
             "{t}"
         );
         assert!(

@@ -11,9 +11,7 @@ use kube::ResourceExt;
 
 use crate::api::quantity::parse_quantity;
 use crate::api::sweep::{Setting, SweepSpec, TrialPoint};
-use crate::api::trial::{
-    PairRole, TrialOutcome, TrialPair, TrialPhase, TrialResults, ValidatorTrial,
-};
+use crate::api::trial::{TrialOutcome, TrialPair, TrialPhase, TrialResults, ValidatorTrial};
 use crate::results::stats::{self, Estimate, Interval, Method};
 
 /// What the dataset keeps of a trial: who it is, where it stands, what it measured.
@@ -268,8 +266,8 @@ impl Point {
         self.finished().next().is_some() && self.outcomes().all(|o| o == Some(TrialOutcome::KeptUp))
     }
 
-    /// A figure's values over the finished repetitions that have it: what means (and,
-    /// later, spreads and intervals) are computed from.
+    /// A figure's values over the finished repetitions that have it: what means, spreads
+    /// and intervals are computed from.
     pub fn figure_values(&self, figure: impl Fn(&TrialResults) -> Option<f64>) -> Vec<f64> {
         self.finished()
             .filter_map(|t| t.results.as_ref().and_then(&figure))
@@ -282,7 +280,7 @@ impl Point {
     }
 
     /// A figure over its finished repetitions: n, mean, standard deviation and, from two
-    /// repetitions on, its 95% interval (a bootstrap over the repetitions).
+    /// repetitions on, its 95% interval (Student's t over the repetitions).
     pub fn estimate(&self, figure: impl Fn(&TrialResults) -> Option<f64>) -> Option<Estimate> {
         stats::estimate(&self.figure_values(figure), Method::Repetitions)
     }
@@ -302,11 +300,11 @@ impl Point {
         (k, measured.len())
     }
 
-    /// "kept up 3/3 [44%, 100%]": the count with its Wilson interval; None before any
-    /// repetition was measured.
+    /// "kept up 3/3 [29%, 100%]": the count with its exact (Clopper-Pearson) interval;
+    /// None before any repetition was measured.
     pub fn kept_up_support(&self) -> Option<String> {
         let (k, n) = self.kept_up_count();
-        let Interval { lo, hi } = stats::wilson(k, n)?;
+        let Interval { lo, hi } = stats::binomial(k, n)?;
         Some(format!(
             "kept up {k}/{n} [{:.0}%, {:.0}%]",
             lo * 100.0,
@@ -411,32 +409,6 @@ impl Dataset {
             index,
             nodes: None,
         }
-    }
-
-    /// A figure of `point`'s finished pairs, as (baseline, candidate): each of its
-    /// trials on the candidate side whose partner finished too, both with the figure.
-    pub fn pairs(
-        &self,
-        point: &Point,
-        figure: impl Fn(&TrialResults) -> Option<f64>,
-    ) -> Vec<(f64, f64)> {
-        point
-            .finished()
-            .filter(|t| {
-                t.pair
-                    .as_ref()
-                    .is_some_and(|p| p.role == PairRole::Candidate)
-            })
-            .filter_map(|t| {
-                let partner = self.trial(&t.pair.as_ref()?.partner)?;
-                if !partner.phase.is_finished() {
-                    return None;
-                }
-                let b = partner.results.as_ref().and_then(&figure)?;
-                let c = t.results.as_ref().and_then(&figure)?;
-                Some((b, c))
-            })
-            .collect()
     }
 
     /// The same trials, with the nodes they may be placed on.
@@ -738,11 +710,19 @@ mod tests {
         assert!(e.interval.unwrap().contains(12.0));
         // The crash is not a measurement: 2 of 3 measured kept up.
         assert_eq!(p.kept_up_count(), (2, 3));
-        assert_eq!(p.kept_up_support().unwrap(), "kept up 2/3 [21%, 94%]");
+        assert_eq!(p.kept_up_support().unwrap(), "kept up 2/3 [9%, 99%]");
         assert_eq!(
             Dataset::new(&sweep("memory: [1Ti]"), []).points()[0].kept_up_support(),
             None
         );
+        // One pass supports little: exactly 2.5%, one-sided, not Wilson's 21%.
+        let once = |outcome| {
+            Dataset::new(&sweep("memory: [1Ti]"), [with("a", 1, outcome, 10.0)]).points()[0]
+                .kept_up_support()
+                .unwrap()
+        };
+        assert_eq!(once(TrialOutcome::KeptUp), "kept up 1/1 [2%, 100%]");
+        assert_eq!(once(TrialOutcome::OOMKilled), "kept up 0/1 [0%, 98%]");
     }
 
     #[test]

@@ -456,28 +456,21 @@ fn objective_support(
     let Some(other) = runner_up else {
         return Some(text);
     };
-    let effect = stats::unpaired_effect(
+    // Welch's t on the two points' repetitions (results/stats/compare.rs), as
+    // `comparison.mode: unpaired` judges them.
+    let judged = stats::compare::unpaired(
         &other.figure_values(objective.value),
-        &best.figure_values(objective.value),
+        &[best.figure_values(objective.value)],
+        practical,
     );
     let against = other.point.describe();
-    text.push_str(&match effect {
+    text.push_str(&match judged.effects.into_iter().next().flatten() {
         None => format!("; against {against}: too few repetitions to call a difference"),
-        Some(effect) => match stats::call(&effect, effect.p <= 1.0 - stats::LEVEL, practical) {
-            stats::Call::Different => {
-                format!("; against {against}: {}", stats::describe_effect(&effect))
-            }
-            stats::Call::Negligible => format!(
-                "; against {against}: {}, below the practical difference of {:.0}%",
-                stats::describe_effect(&effect),
-                practical * 100.0
-            ),
-            stats::Call::NoneLargerThan(x) => format!(
-                "; against {against}: no difference larger than {:.0}% ({})",
-                x * 100.0,
-                stats::describe_effect(&effect)
-            ),
-        },
+        Some(e) => format!(
+            "; against {against}: {}: {}",
+            e.describe(),
+            e.verdict(practical)
+        ),
     });
     Some(text)
 }
