@@ -200,8 +200,8 @@ pub struct ComparisonStatus {
     /// its degrees of freedom), or per point.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variance: Option<String>,
-    /// Trials left out of the comparison, with why (a pair without both figures), at
-    /// most 32.
+    /// Trials left out of the comparison, with why (a window cut short, a failure, a
+    /// pair whose sides measured different windows), at most 32.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     pub set_apart: Vec<String>,
@@ -311,8 +311,8 @@ pub struct SummaryRow {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kept_up: Option<String>,
     /// The 95% interval of each averaged figure (`avgTps`, `maxRssGiB`, the client's
-    /// figures by name), Student's t over the repetitions: present from two measured
-    /// repetitions on. One repetition has a mean but no spread.
+    /// figures by name), Student's t over the repetitions that measured their whole
+    /// window: present from two on. One repetition has a mean but no spread.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub intervals: std::collections::BTreeMap<String, [f64; 2]>,
 }

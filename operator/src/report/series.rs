@@ -403,8 +403,27 @@ pub fn summaries(
                 .points()
                 .iter()
                 .filter_map(|p| {
-                    let e = p.estimate(c.value)?;
                     let (k, n) = p.kept_up_count();
+                    let mut support = format!("kept up {k}/{n}");
+                    // Whole windows only; a point whose every window was cut short (an
+                    // OOM kill, an abort) still gets its bar, said so and without an
+                    // interval: a partial window's mean is not comparable.
+                    let e = match p.estimate(c.value) {
+                        Some(e) => {
+                            let cut = p.cut_short_values(c.value).len();
+                            if cut > 0 {
+                                support.push_str(&format!("; {cut} cut short, not counted"));
+                            }
+                            e
+                        }
+                        None => {
+                            let cut = p.cut_short_values(c.value);
+                            let mut e = stats::estimate(&cut, stats::Method::Repetitions)?;
+                            e.interval = None;
+                            support.push_str("; part of its window only");
+                            e
+                        }
+                    };
                     let mut interval = e.interval.map(|i| (i.lo, i.hi));
                     let mut within_window = false;
                     if e.n == 1
@@ -424,7 +443,7 @@ pub fn summaries(
                         interval,
                         within_window,
                         mark: Mark::of_point(&p.outcomes().collect::<Vec<_>>()),
-                        support: format!("kept up {k}/{n}"),
+                        support,
                     })
                 })
                 .collect();
@@ -821,8 +840,10 @@ mod tests {
         // 256Gi has no trial: no bar.
         let points: Vec<&str> = avg.bars.iter().map(|b| b.point.as_str()).collect();
         assert_eq!(points, ["128Gi", "1Ti"]);
+        // 128Gi's only window was cut short by the OOM kill: its bar, said so, no interval.
         assert_eq!(avg.bars[0].mark, Mark::OomKilled);
         assert_eq!(avg.bars[0].interval, None);
+        assert_eq!(avg.bars[0].support, "kept up 0/1; part of its window only");
         let ti = &avg.bars[1];
         assert_eq!((ti.n, ti.mean, ti.mark), (3, 4600.0, Mark::FellBehind));
         // Student's t over the three repetitions: 4600 +- 4.303 x 200 / sqrt(3).

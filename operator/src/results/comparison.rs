@@ -2,13 +2,18 @@
 //! dataset, or from the CSV `valtune report` writes), its pairs rebuilt, what is set
 //! apart and why, and the judgement ([`stats::compare`]). The operator's status and
 //! `valtune compare` both judge through [`judge`], so the same trials get the same calls.
-//! A pair counts when both of its sides have the figure; others are listed apart with
-//! why.
+//!
+//! What counts (docs/concepts.md, "Numbers you can trust"): a trial's figure only from a
+//! whole window (early abort, an OOM kill or an `abortWhen` rule cut others short, and
+//! a failure measured nothing); a pair only when both sides measured one window. Others
+//! are listed apart with why, never pooled.
 
 use std::collections::BTreeMap;
 
-use crate::api::trial::{PairRole, TrialResults};
-use crate::results::dataset::Dataset;
+use jiff::Timestamp;
+
+use crate::api::trial::{PairRole, TrialOutcome, TrialResults};
+use crate::results::dataset::{Dataset, Measured};
 use crate::results::stats::compare::{self, Effect, Judgement};
 
 /// One trial as the comparison reads it.
@@ -20,6 +25,10 @@ pub struct Observation {
     /// Its pair (the candidate side's trial name), in a paired design.
     pub pair: Option<String>,
     pub side: Option<PairRole>,
+    pub window_start: Option<Timestamp>,
+    pub window_end: Option<Timestamp>,
+    pub measured: Measured,
+    pub outcome: Option<TrialOutcome>,
     /// The compared figure, when the trial has it.
     pub value: Option<f64>,
 }
@@ -82,8 +91,21 @@ impl Comparison {
     }
 }
 
+/// Both measured one window: starts and ends agree to a second (status keeps whole
+/// seconds, and a pair's two sides take the same start and length).
+fn same_window(a: &Observation, b: &Observation) -> bool {
+    let close = |x: Option<Timestamp>, y: Option<Timestamp>| match (x, y) {
+        (Some(x), Some(y)) => x.duration_since(y).abs() <= jiff::SignedDuration::from_secs(1),
+        _ => false,
+    };
+    close(a.window_start, b.window_start) && close(a.window_end, b.window_end)
+}
+
 /// Why an observation's value cannot be used, if it cannot.
 fn unusable(o: &Observation) -> Option<String> {
+    if let Some(why) = o.measured.why_apart(o.outcome) {
+        return Some(why);
+    }
     o.value
         .is_none()
         .then(|| "no value of the compared figure".to_string())
@@ -129,6 +151,9 @@ pub fn judge(observations: &[Observation], design: &Design, order: &[String]) ->
                 continue;
             };
             let why = match (unusable(b), unusable(c)) {
+                (None, None) if !same_window(b, c) => {
+                    Some("the pair's two sides measured different windows".to_string())
+                }
                 (None, None) => None,
                 (Some(w), _) => Some(format!("its pair's baseline side {}: {w}", b.trial)),
                 (None, Some(w)) => Some(w),
@@ -200,6 +225,10 @@ pub fn observations(
                 PairRole::Baseline => pair.partner.clone(),
             }),
             side: t.pair.as_ref().map(|pair| pair.role),
+            window_start: t.window_start,
+            window_end: t.window_end,
+            measured: t.measured(),
+            outcome: t.outcome,
             value: t.results.as_ref().and_then(&figure),
         })
         .collect()
@@ -210,13 +239,21 @@ mod tests {
     use super::*;
     use crate::results::stats::compare::Call;
 
-    /// A pair's two sides.
-    fn pair(id: &str, point: &str, b: f64, c: f64) -> [Observation; 2] {
+    fn at(s: i64) -> Option<Timestamp> {
+        Some(Timestamp::from_second(1_700_000_000 + s).unwrap())
+    }
+
+    /// A pair's two sides over one window [w, w + 100].
+    fn pair(id: &str, point: &str, b: f64, c: f64, w: i64) -> [Observation; 2] {
         let side = |role: PairRole, name: String, point: &str, v: f64| Observation {
             trial: name,
             point: point.into(),
             pair: Some(id.into()),
             side: Some(role),
+            window_start: at(w),
+            window_end: at(w + 100),
+            measured: Measured::Full,
+            outcome: Some(TrialOutcome::KeptUp),
             value: Some(v),
         };
         [
@@ -240,9 +277,9 @@ mod tests {
             .iter()
             .enumerate()
         {
-            obs.extend(pair(&format!("p{i}"), "x=b", *b, *c));
+            obs.extend(pair(&format!("p{i}"), "x=b", *b, *c, i as i64 * 200));
             let aa = [1.01, 0.99, 1.005][i];
-            obs.extend(pair(&format!("aa{i}"), "x=a", *b, b * aa));
+            obs.extend(pair(&format!("aa{i}"), "x=a", *b, b * aa, i as i64 * 200));
         }
         let c = judge(&obs, &design(), &["x=a".into(), "x=b".into()]);
         assert_eq!(c.rows.len(), 1);
@@ -259,32 +296,42 @@ mod tests {
     }
 
     #[test]
-    fn pairs_without_both_figures_are_set_apart_with_why() {
+    fn cut_windows_failures_and_mismatched_windows_are_set_apart_with_why() {
         let mut obs: Vec<Observation> = Vec::new();
-        obs.extend(pair("ok1", "x=b", 100.0, 120.0));
-        obs.extend(pair("ok2", "x=b", 100.0, 121.0));
-        let mut none = pair("none", "x=b", 100.0, 80.0);
-        none[0].value = None;
-        obs.extend(none);
-        let mut alone = pair("alone", "x=b", 100.0, 80.0);
-        alone[0].side = None;
-        obs.extend(alone);
+        obs.extend(pair("ok1", "x=b", 100.0, 120.0, 0));
+        obs.extend(pair("ok2", "x=b", 100.0, 121.0, 200));
+        let mut oom = pair("oom", "x=b", 100.0, 80.0, 400);
+        oom[1].measured = Measured::Partial(TrialOutcome::OOMKilled);
+        oom[1].outcome = Some(TrialOutcome::OOMKilled);
+        let mut crash = pair("crash", "x=b", 100.0, 120.0, 600);
+        crash[0].measured = Measured::Nothing;
+        crash[0].outcome = Some(TrialOutcome::Crashed);
+        let mut shifted = pair("shift", "x=b", 100.0, 120.0, 800);
+        shifted[1].window_start = at(830);
+        let mut early = pair("early", "x=b", 100.0, 150.0, 1000);
+        early[1].measured = Measured::EndedEarly;
+        obs.extend(oom);
+        obs.extend(crash);
+        obs.extend(shifted);
+        obs.extend(early);
         let c = judge(&obs, &design(), &[]);
         let e = &c.rows[0].1;
         assert_eq!(e.n, 2, "only the two whole pairs count: {e:?}");
         let why: Vec<String> = c.set_apart_lines();
-        assert_eq!(why.len(), 4, "{why:#?}");
+        assert_eq!(why.len(), 8, "{why:#?}");
         for want in [
-            "none (x=b): its pair's baseline side none-b: no value of the compared figure",
-            "none-b (x=a): its partner none is set apart",
-            "alone (x=b): its pair's other side is missing",
+            "oom (x=b): OOMKilled: part of its window only",
+            "crash (x=b): its pair's baseline side crash-b: Crashed: measured nothing",
+            "shift (x=b): the pair's two sides measured different windows",
+            "early (x=b): early abort ended its window",
+            "early-b (x=a): its partner early is set apart",
         ] {
             assert!(why.iter().any(|w| w == want), "{want} not in {why:#?}");
         }
     }
 
     #[test]
-    fn unpaired_designs_compare_repetitions_by_point() {
+    fn unpaired_designs_compare_whole_windows_by_point() {
         let obs: Vec<Observation> = [
             ("x=a", 100.0),
             ("x=a", 104.0),
@@ -300,6 +347,10 @@ mod tests {
             point: p.to_string(),
             pair: None,
             side: None,
+            window_start: at(i as i64 * 200),
+            window_end: at(i as i64 * 200 + 100),
+            measured: Measured::Full,
+            outcome: Some(TrialOutcome::KeptUp),
             value: Some(*v),
         })
         .collect();

@@ -1,6 +1,6 @@
 //! Each point against the comparison's baseline, pure: the trials as the comparison
-//! reads them (results/comparison.rs: pairs rebuilt, those without both figures set
-//! apart), judged by results/stats/compare.rs (per-pair log ratios, Student's t with the
+//! reads them (results/comparison.rs: whole windows only, pairs whose sides measured one
+//! window), judged by results/stats/compare.rs (per-pair log ratios, Student's t with the
 //! variance pooled over the design's pairs and the A/A pairs, the calls Holm-corrected
 //! over the points), into the status. `valtune compare` judges a report's CSV through the
 //! same functions.
