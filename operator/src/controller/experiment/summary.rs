@@ -237,7 +237,7 @@ fn summarize(data: &Dataset) -> (Vec<SummaryRow>, bool) {
     (rows, truncated)
 }
 
-/// The smallest memory whose every finished repetition kept up (memory sweeps), or the
+/// The smallest memory whose every measured repetition kept up (memory sweeps), or the
 /// best mean of the client's objective among points that kept up (other sweeps). Pure.
 pub fn recommend(
     vx: &ValidatorExperiment,
@@ -297,7 +297,8 @@ pub fn recommend(
                 )
             })
             .collect();
-        let mut reason = match best.finished().count() {
+        // Measured repetitions: one that crashed measured nothing (dataset.rs, kept_up).
+        let mut reason = match best.kept_up_count().1 {
             1 => "the smallest memory that kept up with the chain".to_string(),
             n => format!("the smallest memory that kept up with the chain in all {n} repetitions"),
         };
