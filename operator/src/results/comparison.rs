@@ -1,7 +1,6 @@
 //! A comparison's data, pure: each trial as the comparison reads it (from the operator's
-//! dataset, or from the CSV `valtune report` writes), its pairs rebuilt, what is set
-//! apart and why, and the judgement ([`stats::compare`]). The operator's status and
-//! `valtune compare` both judge through [`judge`], so the same trials get the same calls.
+//! dataset), its pairs rebuilt, what is set apart and why, and the judgement
+//! ([`stats::compare`]). The operator's status judges through [`judge`].
 //!
 //! What counts (docs/concepts.md, "Numbers you can trust"): a trial's figure only from a
 //! whole window (early abort, an OOM kill or an `abortWhen` rule cut others short, and

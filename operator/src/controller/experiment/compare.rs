@@ -2,8 +2,7 @@
 //! reads them (results/comparison.rs: whole windows only, pairs whose sides measured one
 //! window), judged by results/stats/compare.rs (per-pair log ratios, Student's t with the
 //! variance pooled over the design's pairs and the A/A pairs, the calls Holm-corrected
-//! over the points), into the status. `valtune compare` judges a report's CSV through the
-//! same functions.
+//! over the points), into the status.
 
 use crate::api::experiment::{ComparisonStatus, EffectRow, MAX_SUMMARY_ROWS, ValidatorExperiment};
 use crate::results::comparison::{self, Comparison, Design};

@@ -1,6 +1,6 @@
 //! Candidates against a baseline, pure: the effect of each, its 95% interval and the call
-//! the numbers allow (docs/concepts.md, "Numbers you can trust"). The operator's status,
-//! `valtune compare` and `valtune recommend` all judge through here.
+//! the numbers allow (docs/concepts.md, "Numbers you can trust"). The operator's status
+//! and the recommendation's effect against the runner-up both judge through here.
 //!
 //! Paired designs (each candidate's trial run beside a baseline trial): per pair the log
 //! ratio ln(candidate / baseline), so what both sides saw cancels and a 10% slower side
