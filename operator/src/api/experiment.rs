@@ -165,7 +165,8 @@ pub struct ValidatorExperimentStatus {
     pub comparison: Option<ComparisonStatus>,
 }
 
-/// The points against the baseline, on the client's objective.
+/// The points against the baseline, on the client's objective (docs/concepts.md,
+/// "Numbers you can trust": what each call means and assumes).
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ComparisonStatus {
@@ -173,12 +174,22 @@ pub struct ComparisonStatus {
     pub baseline: String,
     /// The figure compared (the client's objective, e.g. "block processing p95 (ms)").
     pub figure: String,
-    /// One line for `kubectl get vx`: each point's effect and interval, and the noise floor.
+    /// One line for `kubectl get vx`: each point's effect, interval, n and call, and the
+    /// noise floor.
     pub summary: String,
     /// What baseline-against-baseline pairs differ by ("+1% [-2%, +3%], 3 pairs"), when
-    /// `aaCalibration` ran them.
+    /// `aaCalibration` ran them; their variance is pooled into every point's interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise_floor: Option<String>,
+    /// How the intervals' variance was estimated: pooled over the design's pairs (with
+    /// its degrees of freedom), or per point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variance: Option<String>,
+    /// Trials left out of the comparison, with why (a window cut short, a failure, a
+    /// pair whose sides measured different windows), at most 32.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub set_apart: Vec<String>,
     /// One row per point with an effect, at most 32.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub effects: Vec<EffectRow>,
@@ -189,15 +200,20 @@ pub struct ComparisonStatus {
 #[serde(rename_all = "camelCase")]
 pub struct EffectRow {
     pub point: String,
-    /// The ratio of its mean to the baseline's, minus one (-0.12 is 12% lower).
+    /// The ratio of its geometric mean to the baseline's, minus one (-0.12 is 12% lower).
     pub effect: f64,
     /// The effect's 95% interval.
     pub interval: [f64; 2],
     /// Pairs (paired) or the smaller side's repetitions (unpaired).
     pub n: i32,
-    /// `Different`, `Negligible` (real but under practicalDifference) or `NoDifference`.
+    /// `Different` (by at least practicalDifference), `Equivalent` (within it), `Real`
+    /// (a difference exists, its size unsettled) or `Inconclusive`.
     pub call: String,
-    /// As a report writes it: "-12% [-17%, -6%], 3 pairs: different".
+    /// For an unsettled effect: about how many more pairs (repetitions per side) would
+    /// likely settle it, if the effect is what was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub more: Option<i32>,
+    /// As a report writes it: "-12% [-17%, -6%], 3 pairs: different by more than 5%".
     pub text: String,
 }
 
@@ -243,9 +259,9 @@ pub struct Recommendation {
     pub reason: String,
     /// A trial of this point.
     pub trial: String,
-    /// What backs it: how many measured repetitions of the point kept up, with a 95%
-    /// Wilson interval, and the same for the points that lost to it ("kept up 3/3 [44%,
-    /// 100%]; 256Gi: kept up 0/3 [0%, 56%]").
+    /// What backs it: how many measured repetitions of the point kept up, with the exact
+    /// (Clopper-Pearson) 95% interval, and the same for the points that lost to it ("kept
+    /// up 3/3 [29%, 100%]; 256Gi: kept up 0/3 [0%, 71%]").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub support: Option<String>,
     /// The recommended point itself, as its trials ran it (the swept values: memory,
@@ -280,8 +296,8 @@ pub struct SummaryRow {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kept_up: Option<String>,
     /// The 95% interval of each averaged figure (`avgTps`, `maxRssGiB`, the client's
-    /// figures by name), a bootstrap over repetitions: present from two measured
-    /// repetitions on. One repetition has a mean but no spread.
+    /// figures by name), Student's t over the repetitions that measured their whole
+    /// window: present from two on. One repetition has a mean but no spread.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub intervals: std::collections::BTreeMap<String, [f64; 2]>,
 }

@@ -108,7 +108,7 @@ pub fn render(page: &Page, summaries: &[Drawn], series: &[Drawn]) -> String {
         "<h2>Trials</h2>\n<pre id=\"table\">{}</pre>\n<p>As CSV: <a href=\"table.csv\">table.csv</a>.</p>\n",
         escape(&page.table)
     ));
-    out.push_str("<h2>Per point</h2>\n<p>Bars are the mean over a point's finished repetitions, coloured by how they ended; error bars are 95% intervals (bootstrap over the repetitions, from two on; for the AVG TPS of a point run once, a block bootstrap within its window, named in the figure's legend \"1 run: 95% interval within its window\").</p>\n");
+    out.push_str("<h2>Per point</h2>\n<p>Bars are the mean over a point's finished repetitions, coloured by how they ended; error bars are 95% intervals (Student's t over the repetitions that measured their whole window, from two on; for the AVG TPS of a point run once, from batches of its own window's samples, named in the figure's legend \"1 run: 95% interval within its window\", and none where the window holds too few independent stretches).</p>\n");
     for f in summaries {
         out.push_str(&figure(f, "summary"));
     }

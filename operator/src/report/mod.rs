@@ -157,10 +157,12 @@ pub(crate) fn trial_cells(t: &crate::results::dataset::TrialRecord) -> Vec<Strin
     ]
 }
 
-/// One line per point: its measured repetitions, how many kept up, and the objective's
-/// mean with its 95% interval and standard deviation. None until some point has two
-/// measured repetitions: one repetition has a mean but no spread, and the trials' table
-/// already shows it.
+/// One line per point: how many measured repetitions kept up (with the exact interval),
+/// and the objective's mean over the repetitions that measured their whole window (N),
+/// with its 95% interval (Student's t) and standard deviation; repetitions whose window
+/// was cut short or that measured nothing are counted apart (APART), never pooled. None
+/// until some point has two measured repetitions: one repetition has a mean but no
+/// spread, and the trials' table already shows it.
 pub fn points_table(data: &Dataset, objective: &Objective) -> Option<String> {
     let measured = |p: &Point| p.kept_up_count().1;
     if !data.points().iter().any(|p| measured(p) >= 2) {
@@ -168,30 +170,49 @@ pub fn points_table(data: &Dataset, objective: &Objective) -> Option<String> {
     }
     let header = vec![
         "POINT".to_string(),
-        "N".to_string(),
         "KEPT UP".to_string(),
+        "N".to_string(),
         objective.name.to_uppercase(),
         "95% CI".to_string(),
         "SD".to_string(),
+        "APART".to_string(),
     ];
     let rows = data
         .points()
         .iter()
-        .filter(|p| measured(p) > 0)
+        .filter(|p| p.finished().next().is_some())
         .map(|p| {
             let e = p.estimate(objective.value);
+            let apart = p.set_apart();
+            let mut why: BTreeMap<String, usize> = BTreeMap::new();
+            for (t, _) in &apart {
+                let o = t.outcome.map_or("unfinished", |o| o.as_str());
+                let o = if t.early_abort { "early abort" } else { o };
+                *why.entry(o.to_string()).or_default() += 1;
+            }
             vec![
                 p.point.describe(),
-                measured(p).to_string(),
                 p.kept_up_support()
-                    .map(|s| s.trim_start_matches("kept up ").to_string())
+                    .map(|s| {
+                        let s = s.trim_start_matches("kept up ");
+                        s.split(" (").next().unwrap_or(s).to_string()
+                    })
                     .unwrap_or_else(|| "-".into()),
+                e.as_ref().map_or(0, |e| e.n).to_string(),
                 num(e.as_ref().map(|e| e.mean)),
                 e.as_ref()
                     .and_then(|e| e.interval)
                     .map(|i| format!("[{:.2}, {:.2}]", i.lo, i.hi))
                     .unwrap_or_else(|| "-".into()),
                 num(e.and_then(|e| e.sd)),
+                if why.is_empty() {
+                    "-".into()
+                } else {
+                    why.iter()
+                        .map(|(o, k)| format!("{k} {o}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
             ]
         })
         .collect();
@@ -451,18 +472,36 @@ mod tests {
             lines[0].starts_with("POINT") && lines[0].contains("AVERAGE TPS  95% CI"),
             "{t}"
         );
-        assert!(
-            lines[1].starts_with("memory=128Gi") && lines[1].contains("0/1 [0%, 79%]"),
-            "{t}"
-        );
-        let cells: Vec<&str> = lines[2].split("  ").filter(|c| !c.is_empty()).collect();
+        // 128Gi measured (kept up 0 of 1: Clopper-Pearson's [0%, 97.5%]), but its window
+        // was cut short: no mean, counted apart.
+        let cells = |l: &str| -> Vec<String> {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(String::from)
+                .collect()
+        };
         assert_eq!(
-            cells[..4],
-            ["memory=1Ti", "3", "2/3 [21%, 94%]", "4600.00"],
+            cells(lines[1]),
+            [
+                "memory=128Gi",
+                "0/1 [0%, 98%]",
+                "0",
+                "-",
+                "-",
+                "-",
+                "1 OOMKilled"
+            ],
+            "{t}"
+        );
+        let c = cells(lines[2]);
+        assert_eq!(
+            c[..4],
+            ["memory=1Ti", "2/3 [9%, 99%]", "3", "4600.00"],
             "{t}"
         );
         assert!(
-            cells[4].starts_with('[') && cells[5].trim() == "100.00",
+            c[4].starts_with('[') && c[5] == "100.00" && c[6] == "-",
             "{t}"
         );
     }

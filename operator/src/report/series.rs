@@ -296,8 +296,8 @@ pub struct Bar {
     pub n: usize,
     pub mean: f64,
     pub interval: Option<(f64, f64)>,
-    /// The interval is a block bootstrap within the one run's window
-    /// ([`WINDOW_MEANS`]): it leaves out the variance between runs (another day, another
+    /// The interval is from the one run's window (batches of its own samples,
+    /// [`WINDOW_MEANS`]): it leaves out the variance between runs (another day, another
     /// node), which only repetitions or pairs measure.
     pub within_window: bool,
     pub mark: Mark,
@@ -306,22 +306,23 @@ pub struct Bar {
 }
 
 /// Table columns that are a series' mean over the window, with that series: a point run
-/// once gets their interval from the series (a moving-block bootstrap of its samples,
-/// `results::stats::block_bootstrap_mean`).
+/// once gets their interval from the series (the window's own stretches,
+/// `results::stats::window::interval`).
 pub const WINDOW_MEANS: [(&str, &str); 1] = [("AVG TPS", "tps")];
 
 /// The interval of the one run of a point from its samples of the column's series: the
-/// block bootstrap's interval of the samples' mean, moved to the column's mean (the
-/// status' figure is read with its own query; the samples give the spread). AVG TPS
-/// leaves out the samples above 3x the window's plain mean (the paper's outliers,
-/// `results::analysis::avg_without_outliers`), and so does its interval: with them, an
-/// Agave window's bursts (25x its mean) stretched it from 0 to four times the mean.
+/// interval of the samples' mean from batches of a length chosen from the series
+/// (results/stats/window.rs), moved to the column's mean (the status' figure is read
+/// with its own query; the samples give the spread). None where the window holds too
+/// few independent stretches. AVG TPS leaves out the samples above 3x the window's plain
+/// mean (the paper's outliers, `results::analysis::avg_without_outliers`), and so does
+/// its interval.
 fn window_interval(mean: f64, samples: &[(f64, f64)]) -> Option<(f64, f64)> {
     let all: Vec<f64> = samples.iter().map(|s| s.1).collect();
     let plain = stats::mean(&all)?;
     let values: Vec<f64> = all.into_iter().filter(|v| *v <= 3.0 * plain).collect();
     let m = stats::mean(&values)?;
-    let i = stats::block_bootstrap_mean(&values, stats::block_length(values.len()))?;
+    let i = stats::window::interval(&values).ok()?.interval;
     Some((mean + i.lo - m, mean + i.hi - m))
 }
 
@@ -402,8 +403,27 @@ pub fn summaries(
                 .points()
                 .iter()
                 .filter_map(|p| {
-                    let e = p.estimate(c.value)?;
                     let (k, n) = p.kept_up_count();
+                    let mut support = format!("kept up {k}/{n}");
+                    // Whole windows only; a point whose every window was cut short (an
+                    // OOM kill, an abort) still gets its bar, said so and without an
+                    // interval: a partial window's mean is not comparable.
+                    let e = match p.estimate(c.value) {
+                        Some(e) => {
+                            let cut = p.cut_short_values(c.value).len();
+                            if cut > 0 {
+                                support.push_str(&format!("; {cut} cut short, not counted"));
+                            }
+                            e
+                        }
+                        None => {
+                            let cut = p.cut_short_values(c.value);
+                            let mut e = stats::estimate(&cut, stats::Method::Repetitions)?;
+                            e.interval = None;
+                            support.push_str("; part of its window only");
+                            e
+                        }
+                    };
                     let mut interval = e.interval.map(|i| (i.lo, i.hi));
                     let mut within_window = false;
                     if e.n == 1
@@ -423,7 +443,7 @@ pub fn summaries(
                         interval,
                         within_window,
                         mark: Mark::of_point(&p.outcomes().collect::<Vec<_>>()),
-                        support: format!("kept up {k}/{n}"),
+                        support,
                     })
                 })
                 .collect();
@@ -820,12 +840,16 @@ mod tests {
         // 256Gi has no trial: no bar.
         let points: Vec<&str> = avg.bars.iter().map(|b| b.point.as_str()).collect();
         assert_eq!(points, ["128Gi", "1Ti"]);
+        // 128Gi's only window was cut short by the OOM kill: its bar, said so, no interval.
         assert_eq!(avg.bars[0].mark, Mark::OomKilled);
         assert_eq!(avg.bars[0].interval, None);
+        assert_eq!(avg.bars[0].support, "kept up 0/1; part of its window only");
         let ti = &avg.bars[1];
         assert_eq!((ti.n, ti.mean, ti.mark), (3, 4600.0, Mark::FellBehind));
+        // Student's t over the three repetitions: 4600 +- 4.303 x 200 / sqrt(3).
         let (lo, hi) = ti.interval.unwrap();
-        assert!(lo <= 4600.0 && 4600.0 <= hi && lo >= 4400.0 && hi <= 4800.0);
+        let half = 4.302_652_73 * 200.0 / 3f64.sqrt();
+        assert!((lo - (4600.0 - half)).abs() < 0.01 && (hi - (4600.0 + half)).abs() < 0.01);
         assert!(!ti.within_window);
         assert_eq!(ti.support, "kept up 2/3");
         let rss = f.iter().find(|f| f.name == "max-rss-gib").unwrap();
@@ -836,8 +860,8 @@ mod tests {
         assert_eq!(back[0], f[0]);
     }
 
-    /// A point run once gets an interval only from its window's series (a block
-    /// bootstrap, said so in the CSV); the spread of repetitions needs two.
+    /// A point run once gets an interval only from its window's series (batches of its
+    /// own samples, said so in the CSV); the spread of repetitions needs two.
     #[test]
     fn a_point_run_once_gets_its_windows_interval() {
         let sweep: SweepSpec = serde_saphyr::from_str("memory: [128Gi, 1Ti]").unwrap();
@@ -847,15 +871,13 @@ mod tests {
         ];
         let data = Dataset::from_trials(&sweep, &trials);
         // A noisy series around 4,500 TPS (the status' mean is 4,600: the interval moves
-        // there), 120 samples, three of them a burst of 25x (outliers the mean leaves out,
-        // and so its interval).
+        // there), 120 samples of independent noise, three of them a burst of 25x (outliers
+        // the mean leaves out, and so its interval).
+        let mut rng = crate::results::stats::calibration::Rng::new(3);
         let samples: Vec<(f64, f64)> = (0..120)
             .map(|i| {
                 let burst = if (40..43).contains(&i) { 25.0 } else { 1.0 };
-                (
-                    i as f64 * 360.0,
-                    burst * (4500.0 + 300.0 * ((i * 7919 % 13) as f64 / 6.0 - 1.0)),
-                )
+                (i as f64 * 360.0, burst * (4500.0 + 150.0 * rng.normal()))
             })
             .collect();
         let tps = SeriesFigure {

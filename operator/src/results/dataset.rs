@@ -11,9 +11,7 @@ use kube::ResourceExt;
 
 use crate::api::quantity::parse_quantity;
 use crate::api::sweep::{Setting, SweepSpec, TrialPoint};
-use crate::api::trial::{
-    PairRole, TrialOutcome, TrialPair, TrialPhase, TrialResults, ValidatorTrial,
-};
+use crate::api::trial::{TrialOutcome, TrialPair, TrialPhase, TrialResults, ValidatorTrial};
 use crate::results::stats::{self, Estimate, Interval, Method};
 
 /// What the dataset keeps of a trial: who it is, where it stands, what it measured.
@@ -40,6 +38,69 @@ pub struct TrialRecord {
     pub pair: Option<TrialPair>,
     /// The node (its `kubernetes.io/hostname` label) its spec pins it to.
     pub pinned: Option<String>,
+    /// Early abort ended its window (status.earlyAbort): a FellBehind of a shorter window.
+    pub early_abort: bool,
+}
+
+/// How much of its window a finished trial measured: only whole windows feed figures and
+/// pairs (a window cut short measured a different stretch of the chain, and a partial
+/// mean is not comparable with a whole one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Measured {
+    /// Its whole window (KeptUp, or FellBehind at the window's end).
+    Full,
+    /// Early abort ended it (FellBehind): a sequential rule's verdict, not a whole window.
+    EndedEarly,
+    /// Part of its window: OOM-killed or aborted by an `abortWhen` rule.
+    Partial(TrialOutcome),
+    /// Nothing usable: a failure (Crashed, NodeLost, TimedOut, ...), or not finished.
+    Nothing,
+}
+
+impl Measured {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Measured::Full => "full",
+            Measured::EndedEarly => "ended-early",
+            Measured::Partial(_) => "partial",
+            Measured::Nothing => "none",
+        }
+    }
+
+    /// Why its figures are set apart (None: they are not).
+    pub fn why_apart(self, outcome: Option<TrialOutcome>) -> Option<String> {
+        match self {
+            Measured::Full => None,
+            Measured::EndedEarly => Some("early abort ended its window".into()),
+            Measured::Partial(o) => Some(format!("{}: part of its window only", o.as_str())),
+            Measured::Nothing => Some(match outcome {
+                Some(o) => format!("{}: measured nothing", o.as_str()),
+                None => "not finished".into(),
+            }),
+        }
+    }
+}
+
+impl TrialRecord {
+    pub fn measured(&self) -> Measured {
+        if !self.phase.is_finished() {
+            return Measured::Nothing;
+        }
+        match self.outcome {
+            Some(TrialOutcome::KeptUp) => Measured::Full,
+            Some(TrialOutcome::FellBehind) if self.early_abort => Measured::EndedEarly,
+            Some(TrialOutcome::FellBehind) => Measured::Full,
+            Some(o @ (TrialOutcome::OOMKilled | TrialOutcome::Aborted)) => Measured::Partial(o),
+            _ => Measured::Nothing,
+        }
+    }
+
+    /// A figure of a whole window.
+    pub fn full_figure(&self, figure: impl Fn(&TrialResults) -> Option<f64>) -> Option<f64> {
+        (self.measured() == Measured::Full)
+            .then(|| self.results.as_ref().and_then(figure))
+            .flatten()
+    }
 }
 
 /// A node a paired comparison may place a trial on: it matches the template's placement.
@@ -80,6 +141,7 @@ impl From<&ValidatorTrial> for TrialRecord {
                 .node_selector
                 .get(HOSTNAME_LABEL)
                 .cloned(),
+            early_abort: st.early_abort.is_some(),
         }
     }
 }
@@ -263,26 +325,45 @@ impl Point {
         self.finished().map(|t| t.outcome)
     }
 
-    /// Some repetition finished, and every finished one kept up with the chain.
+    /// Some repetition was measured, and every measured one kept up with the chain: a
+    /// crash or a lost node says nothing of whether the point is enough (it is run again,
+    /// not counted as a "no").
     pub fn kept_up(&self) -> bool {
-        self.finished().next().is_some() && self.outcomes().all(|o| o == Some(TrialOutcome::KeptUp))
+        let (k, n) = self.kept_up_count();
+        n > 0 && k == n
     }
 
-    /// A figure's values over the finished repetitions that have it: what means (and,
-    /// later, spreads and intervals) are computed from.
+    /// A figure's values over the repetitions that measured their whole window: what
+    /// means, spreads and intervals are computed from (others are shown apart).
     pub fn figure_values(&self, figure: impl Fn(&TrialResults) -> Option<f64>) -> Vec<f64> {
         self.finished()
+            .filter_map(|t| t.full_figure(&figure))
+            .collect()
+    }
+
+    /// A figure's values over the repetitions whose window was cut short (OOM-killed,
+    /// aborted, ended early): shown apart, never pooled with whole windows.
+    pub fn cut_short_values(&self, figure: impl Fn(&TrialResults) -> Option<f64>) -> Vec<f64> {
+        self.finished()
+            .filter(|t| matches!(t.measured(), Measured::Partial(_) | Measured::EndedEarly))
             .filter_map(|t| t.results.as_ref().and_then(&figure))
             .collect()
     }
 
-    /// The mean of a figure over its finished repetitions, unrounded.
+    /// The finished repetitions whose figures are set apart, with why.
+    pub fn set_apart(&self) -> Vec<(&TrialRecord, String)> {
+        self.finished()
+            .filter_map(|t| Some((t, t.measured().why_apart(t.outcome)?)))
+            .collect()
+    }
+
+    /// The mean of a figure over its whole-window repetitions, unrounded.
     pub fn mean(&self, figure: impl Fn(&TrialResults) -> Option<f64>) -> Option<f64> {
         stats::mean(&self.figure_values(figure))
     }
 
-    /// A figure over its finished repetitions: n, mean, standard deviation and, from two
-    /// repetitions on, its 95% interval (a bootstrap over the repetitions).
+    /// A figure over its whole-window repetitions: n, mean, standard deviation and, from
+    /// two repetitions on, its 95% interval (Student's t over the repetitions).
     pub fn estimate(&self, figure: impl Fn(&TrialResults) -> Option<f64>) -> Option<Estimate> {
         stats::estimate(&self.figure_values(figure), Method::Repetitions)
     }
@@ -302,16 +383,25 @@ impl Point {
         (k, measured.len())
     }
 
-    /// "kept up 3/3 [44%, 100%]": the count with its Wilson interval; None before any
+    /// Finished repetitions that measured nothing (Crashed, NodeLost, ...): not counted.
+    pub fn unmeasured(&self) -> usize {
+        self.outcomes()
+            .filter(|o| !o.is_some_and(|o| o.is_result()))
+            .count()
+    }
+
+    /// "kept up 3/3 [29%, 100%]": the count with its exact (Clopper-Pearson) interval,
+    /// and the repetitions that measured nothing, not counted; None before any
     /// repetition was measured.
     pub fn kept_up_support(&self) -> Option<String> {
         let (k, n) = self.kept_up_count();
-        let Interval { lo, hi } = stats::wilson(k, n)?;
-        Some(format!(
-            "kept up {k}/{n} [{:.0}%, {:.0}%]",
-            lo * 100.0,
-            hi * 100.0
-        ))
+        let Interval { lo, hi } = stats::binomial(k, n)?;
+        let mut s = format!("kept up {k}/{n} [{:.0}%, {:.0}%]", lo * 100.0, hi * 100.0);
+        match self.unmeasured() {
+            0 => {}
+            u => s.push_str(&format!(" ({u} more measured nothing, not counted)")),
+        }
+        Some(s)
     }
 }
 
@@ -411,32 +501,6 @@ impl Dataset {
             index,
             nodes: None,
         }
-    }
-
-    /// A figure of `point`'s finished pairs, as (baseline, candidate): each of its
-    /// trials on the candidate side whose partner finished too, both with the figure.
-    pub fn pairs(
-        &self,
-        point: &Point,
-        figure: impl Fn(&TrialResults) -> Option<f64>,
-    ) -> Vec<(f64, f64)> {
-        point
-            .finished()
-            .filter(|t| {
-                t.pair
-                    .as_ref()
-                    .is_some_and(|p| p.role == PairRole::Candidate)
-            })
-            .filter_map(|t| {
-                let partner = self.trial(&t.pair.as_ref()?.partner)?;
-                if !partner.phase.is_finished() {
-                    return None;
-                }
-                let b = partner.results.as_ref().and_then(&figure)?;
-                let c = t.results.as_ref().and_then(&figure)?;
-                Some((b, c))
-            })
-            .collect()
     }
 
     /// The same trials, with the nodes they may be placed on.
@@ -709,6 +773,130 @@ mod tests {
         assert!(!Dataset::new(&sweep("memory: [1Ti]"), []).points()[0].kept_up());
     }
 
+    /// Only whole windows feed figures: a window cut short (an OOM kill, an abortWhen
+    /// rule, early abort) is shown apart, a failure measured nothing, and neither counts
+    /// as a kept-up "no" unless it measured one.
+    #[test]
+    fn only_whole_windows_feed_figures() {
+        use TrialOutcome::*;
+        // (phase, outcome, early abort): how much it measured, whether its figure is
+        // pooled, whether it counts among the measured repetitions of "kept up k of n".
+        let cases = [
+            (
+                TrialPhase::Succeeded,
+                Some(KeptUp),
+                false,
+                Measured::Full,
+                true,
+                true,
+            ),
+            (
+                TrialPhase::Succeeded,
+                Some(FellBehind),
+                false,
+                Measured::Full,
+                true,
+                true,
+            ),
+            (
+                TrialPhase::Succeeded,
+                Some(FellBehind),
+                true,
+                Measured::EndedEarly,
+                false,
+                true,
+            ),
+            (
+                TrialPhase::Succeeded,
+                Some(OOMKilled),
+                false,
+                Measured::Partial(OOMKilled),
+                false,
+                true,
+            ),
+            (
+                TrialPhase::Succeeded,
+                Some(Aborted),
+                false,
+                Measured::Partial(Aborted),
+                false,
+                true,
+            ),
+            (
+                TrialPhase::Failed,
+                Some(Crashed),
+                false,
+                Measured::Nothing,
+                false,
+                false,
+            ),
+            (
+                TrialPhase::Failed,
+                Some(NodeLost),
+                false,
+                Measured::Nothing,
+                false,
+                false,
+            ),
+            (
+                TrialPhase::Failed,
+                Some(TimedOut),
+                false,
+                Measured::Nothing,
+                false,
+                false,
+            ),
+            (
+                TrialPhase::Failed,
+                Some(MetricsUnavailable),
+                false,
+                Measured::Nothing,
+                false,
+                false,
+            ),
+            (
+                TrialPhase::Collecting,
+                None,
+                false,
+                Measured::Nothing,
+                false,
+                false,
+            ),
+        ];
+        for (phase, outcome, early_abort, measured, pooled, counted) in cases {
+            let t = TrialRecord {
+                outcome,
+                early_abort,
+                // A crash's partial window may well have figures: they are not used.
+                results: Some(TrialResults {
+                    avg_tps: Some(7.0),
+                    ..Default::default()
+                }),
+                ..record("t", "memory: 1Ti", 2, phase)
+            };
+            assert_eq!(t.measured(), measured, "{outcome:?}");
+            let whole = TrialRecord {
+                outcome: Some(KeptUp),
+                results: Some(TrialResults {
+                    avg_tps: Some(10.0),
+                    ..Default::default()
+                }),
+                ..record("w", "memory: 1Ti", 1, TrialPhase::Succeeded)
+            };
+            let d = Dataset::new(&sweep("memory: [1Ti]"), [whole, t]);
+            let p = &d.points()[0];
+            let want: &[f64] = if pooled { &[10.0, 7.0] } else { &[10.0] };
+            assert_eq!(p.figure_values(|r| r.avg_tps), want, "{outcome:?}");
+            assert_eq!(p.kept_up_count().1, 1 + usize::from(counted), "{outcome:?}");
+            let apart = p.set_apart();
+            assert_eq!(
+                apart.len(),
+                usize::from(phase.is_finished() && !pooled),
+                "{outcome:?}"
+            );
+        }
+    }
+
     #[test]
     fn a_point_carries_its_count_and_interval() {
         let with = |name, rep, outcome, tps| TrialRecord {
@@ -738,11 +926,22 @@ mod tests {
         assert!(e.interval.unwrap().contains(12.0));
         // The crash is not a measurement: 2 of 3 measured kept up.
         assert_eq!(p.kept_up_count(), (2, 3));
-        assert_eq!(p.kept_up_support().unwrap(), "kept up 2/3 [21%, 94%]");
+        assert_eq!(
+            p.kept_up_support().unwrap(),
+            "kept up 2/3 [9%, 99%] (1 more measured nothing, not counted)"
+        );
         assert_eq!(
             Dataset::new(&sweep("memory: [1Ti]"), []).points()[0].kept_up_support(),
             None
         );
+        // One pass supports little: exactly 2.5%, one-sided, not Wilson's 21%.
+        let once = |outcome| {
+            Dataset::new(&sweep("memory: [1Ti]"), [with("a", 1, outcome, 10.0)]).points()[0]
+                .kept_up_support()
+                .unwrap()
+        };
+        assert_eq!(once(TrialOutcome::KeptUp), "kept up 1/1 [2%, 100%]");
+        assert_eq!(once(TrialOutcome::OOMKilled), "kept up 0/1 [0%, 98%]");
     }
 
     #[test]

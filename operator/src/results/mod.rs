@@ -4,6 +4,7 @@
 
 pub mod abort;
 pub mod analysis;
+pub mod comparison;
 pub mod dataset;
 pub mod early_abort;
 pub mod prometheus;

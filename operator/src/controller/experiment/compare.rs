@@ -1,15 +1,14 @@
-//! Each point against the comparison's baseline, pure: the effect on the client's
-//! objective with its 95% interval (from pairs, resampled whole, or from the two sides'
-//! repetitions), Holm's correction over the points, the call against
-//! `practicalDifference`, and the A/A pairs' noise floor (docs/concepts.md).
+//! Each point against the comparison's baseline, pure: the trials as the comparison
+//! reads them (results/comparison.rs: whole windows only, pairs whose sides measured one
+//! window), judged by results/stats/compare.rs (per-pair log ratios, Student's t with the
+//! variance pooled over the design's pairs and the A/A pairs, the calls Holm-corrected
+//! over the points), into the status.
 
 use crate::api::experiment::{ComparisonStatus, EffectRow, MAX_SUMMARY_ROWS, ValidatorExperiment};
-use crate::api::trial::TrialResults;
-use crate::results::dataset::{Dataset, Point};
-use crate::results::stats::{self, Call, Effect};
-
-/// The family-wise error rate Holm's correction keeps.
-const ALPHA: f64 = 0.05;
+use crate::results::comparison::{self, Comparison, Design};
+use crate::results::dataset::Dataset;
+use crate::results::stats::compare::{Effect, More};
+use crate::results::stats::pct;
 
 /// The comparison's status, once some point has an effect or the noise floor is known.
 pub fn status(vx: &ValidatorExperiment, data: &Dataset) -> Option<ComparisonStatus> {
@@ -18,65 +17,64 @@ pub fn status(vx: &ValidatorExperiment, data: &Dataset) -> Option<ComparisonStat
     let objective = crate::clients::client_for(&vx.spec.template)
         .ok()?
         .objective(&vx.spec.sweep);
-    let figure = objective.value;
-    let effect = |p: &Point| -> Option<Effect> {
-        if cmp.paired() {
-            stats::paired_effect(&data.pairs(p, figure))
-        } else {
-            stats::unpaired_effect(&base.figure_values(figure), &p.figure_values(figure))
-        }
+    let design = Design {
+        baseline: base.point.describe(),
+        paired: cmp.paired(),
+        practical: cmp.practical(),
     };
-    let effects: Vec<(&Point, Effect)> = data
+    let order: Vec<String> = data
         .points()
         .iter()
-        .filter(|p| p.in_sweep && p.key != base.key)
-        .filter_map(|p| Some((p, effect(p)?)))
+        .filter(|p| p.in_sweep)
+        .map(|p| p.point.describe())
         .collect();
-    let noise = cmp
-        .paired()
-        .then(|| stats::paired_effect(&aa_pairs(data, base, figure)))
-        .flatten();
-    if effects.is_empty() && noise.is_none() {
+    let observations = comparison::observations(data, objective.value);
+    let c = comparison::judge(&observations, &design, &order);
+    if c.rows.is_empty() && c.noise.is_none() {
         return None;
     }
-    let p: Vec<f64> = effects.iter().map(|(_, e)| e.p).collect();
-    let significant = stats::holm(&p, ALPHA);
-    let rows: Vec<EffectRow> = effects
-        .iter()
-        .zip(significant)
-        .map(|((point, e), sig)| {
-            row(
-                &point.point.describe(),
-                e,
-                stats::call(e, sig, cmp.practical()),
-            )
-        })
-        .collect();
-    let noise_floor = noise.as_ref().map(stats::describe_effect);
-    let mut line: Vec<String> = rows
-        .iter()
-        .map(|r| format!("{}: {}", short(&r.point), r.text))
-        .collect();
-    if let Some(n) = &noise_floor {
-        line.push(format!("A/A: {n}"));
-    }
     Some(ComparisonStatus {
-        baseline: base.point.describe(),
+        baseline: design.baseline,
         figure: objective.name.to_string(),
-        summary: line.join("; "),
-        noise_floor,
-        effects: rows.into_iter().take(MAX_SUMMARY_ROWS).collect(),
+        summary: summary_line(&c),
+        noise_floor: c.noise_text(),
+        variance: c.variance.clone(),
+        set_apart: c
+            .set_apart_lines()
+            .into_iter()
+            .take(MAX_SUMMARY_ROWS)
+            .collect(),
+        effects: c
+            .rows
+            .iter()
+            .take(MAX_SUMMARY_ROWS)
+            .map(|(point, e)| row(&c, point, e))
+            .collect(),
     })
 }
 
-/// The baseline's A/A pairs: its trials on the candidate side of a pair are A/A ones
-/// (a candidate at the baseline's point is the baseline against itself).
-fn aa_pairs(
-    data: &Dataset,
-    base: &Point,
-    figure: fn(&TrialResults) -> Option<f64>,
-) -> Vec<(f64, f64)> {
-    data.pairs(base, figure)
+/// The line `kubectl get vx` shows: "jemalloc: +10% [+8%, +12%] n=3 Different; A/A:
+/// +0% [-2%, +3%] n=3".
+pub fn summary_line(c: &Comparison) -> String {
+    let short_effect = |e: &Effect| match e.interval {
+        Some(i) => format!(
+            "{} [{}, {}] n={}",
+            pct(e.relative),
+            pct(i.lo),
+            pct(i.hi),
+            e.n
+        ),
+        None => format!("{} n={}", pct(e.relative), e.n),
+    };
+    let mut line: Vec<String> = c
+        .rows
+        .iter()
+        .map(|(p, e)| format!("{}: {} {}", short(p), short_effect(e), e.call.as_str()))
+        .collect();
+    if let Some(n) = &c.noise {
+        line.push(format!("A/A: {}", short_effect(n)));
+    }
+    line.join("; ")
 }
 
 /// "allocator=jemalloc" reads "jemalloc" in a one-parameter sweep's line.
@@ -87,25 +85,22 @@ fn short(point: &str) -> &str {
     }
 }
 
-fn row(point: &str, e: &Effect, call: Call) -> EffectRow {
-    let (name, verdict) = match call {
-        Call::Different => ("Different", "different".to_string()),
-        Call::Negligible => (
-            "Negligible",
-            "real but under the practical difference".into(),
-        ),
-        Call::NoneLargerThan(x) => (
-            "NoDifference",
-            format!("no difference larger than {:.0}%", (x * 100.0).ceil()),
-        ),
-    };
+fn row(c: &Comparison, point: &str, e: &Effect) -> EffectRow {
+    let interval = e.interval.unwrap_or(crate::results::stats::Interval {
+        lo: e.relative,
+        hi: e.relative,
+    });
     EffectRow {
         point: point.to_string(),
         effect: round4(e.relative),
-        interval: [round4(e.interval.lo), round4(e.interval.hi)],
+        interval: [round4(interval.lo), round4(interval.hi)],
         n: e.n as i32,
-        call: name.into(),
-        text: format!("{}: {verdict}", stats::describe_effect(e)),
+        call: e.call.as_str().into(),
+        more: match e.more(c.practical) {
+            Some(More::About(k)) => Some(k as i32),
+            _ => None,
+        },
+        text: c.text(e),
     }
 }
 
@@ -116,7 +111,7 @@ fn round4(x: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::trial::{TrialOutcome, TrialPair, TrialPhase};
+    use crate::api::trial::{TrialOutcome, TrialPair, TrialPhase, TrialResults};
     use crate::results::dataset::TrialRecord;
     use crate::strategies::paired::plan_pairs;
 
@@ -141,7 +136,9 @@ mod tests {
             .iter()
             .partition(|p| p.candidate.point != p.baseline.point);
         let mut trials = Vec::new();
-        for (p, (b, c)) in ab.iter().zip(values).chain(aas.iter().zip(aa)) {
+        for (i, (p, (b, c))) in ab.iter().zip(values).chain(aas.iter().zip(aa)).enumerate() {
+            // Each pair one window, both sides the same.
+            let start = jiff::Timestamp::from_second(1_700_000_000 + 1000 * i as i64).unwrap();
             for (t, v) in [(&p.baseline, b), (&p.candidate, c)] {
                 let mut results = TrialResults::default();
                 results
@@ -154,6 +151,8 @@ mod tests {
                     phase: TrialPhase::Succeeded,
                     outcome: Some(TrialOutcome::KeptUp),
                     results: Some(results),
+                    window_start: Some(start),
+                    window_end: Some(start + jiff::SignedDuration::from_secs(100)),
                     pair: Some(TrialPair {
                         role: t.pair.as_ref().unwrap().role,
                         partner: t.partner().unwrap().name("alloc"),
@@ -187,18 +186,17 @@ mod tests {
         let vx = experiment("{baseline: {allocator: glibc}, mode: unpaired}");
         let data = paired(&vx, &[(200.0, 220.0), (260.0, 286.5), (230.0, 252.0)], &[]);
         let r = &status(&vx, &data).unwrap().effects[0];
-        assert_eq!(r.call, "NoDifference", "{r:?}");
-        assert!(
-            r.text.contains("3 repetitions: no difference larger than"),
-            "{r:?}"
-        );
+        assert_eq!(r.call, "Inconclusive", "{r:?}");
+        assert!(r.text.contains("3 repetitions: inconclusive"), "{r:?}");
     }
 
     #[test]
-    fn a_smaller_effect_than_the_practical_difference_is_negligible() {
+    fn an_effect_wholly_under_the_practical_difference_is_equivalent_within_it() {
         let vx = experiment("{baseline: {allocator: glibc}, practicalDifference: 12}");
         let data = paired(&vx, &[(200.0, 220.0), (260.0, 286.5), (230.0, 252.0)], &[]);
-        assert_eq!(status(&vx, &data).unwrap().effects[0].call, "Negligible");
+        let r = &status(&vx, &data).unwrap().effects[0];
+        assert_eq!(r.call, "Equivalent", "{r:?}");
+        assert!(r.text.ends_with("equivalent within 12%"), "{r:?}");
     }
 
     #[test]
@@ -212,8 +210,13 @@ mod tests {
         let st = status(&vx, &data).unwrap();
         let noise = st.noise_floor.unwrap();
         assert!(noise.ends_with("3 pairs"), "{noise}");
-        assert!(st.summary.contains("A/A: +0% ["), "{}", st.summary);
-        // The A/A pairs are not the candidate's.
+        assert!(st.summary.contains("; A/A: +0"), "{}", st.summary);
+        assert!(st.summary.ends_with("n=3"), "{}", st.summary);
+        // The A/A pairs are not the candidate's, but their variance is pooled with its.
         assert_eq!(st.effects[0].n, 3);
+        assert!(
+            st.variance.unwrap().contains("4 degrees of freedom"),
+            "pooled over both groups"
+        );
     }
 }

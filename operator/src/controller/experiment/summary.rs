@@ -234,7 +234,7 @@ fn summarize(data: &Dataset) -> (Vec<SummaryRow>, bool) {
     (rows, truncated)
 }
 
-/// The strategy's own answer, if it has one; else the smallest memory whose every finished
+/// The strategy's own answer, if it has one; else the smallest memory whose every measured
 /// repetition kept up (memory sweeps), or the best mean of the client's objective among
 /// points that kept up (other sweeps). Pure.
 pub fn recommend(
@@ -279,7 +279,8 @@ pub fn recommend(
                 )
             })
             .collect();
-        let mut reason = match best.finished().count() {
+        // Measured repetitions: one that crashed measured nothing (dataset.rs, kept_up).
+        let mut reason = match best.kept_up_count().1 {
             1 => "the smallest memory that kept up with the chain".to_string(),
             n => format!("the smallest memory that kept up with the chain in all {n} repetitions"),
         };
@@ -392,28 +393,21 @@ fn objective_support(
     let Some(other) = runner_up else {
         return Some(text);
     };
-    let effect = stats::unpaired_effect(
+    // Welch's t on the two points' repetitions (results/stats/compare.rs), as
+    // `comparison.mode: unpaired` judges them.
+    let judged = stats::compare::unpaired(
         &other.figure_values(objective.value),
-        &best.figure_values(objective.value),
+        &[best.figure_values(objective.value)],
+        practical,
     );
     let against = other.point.describe();
-    text.push_str(&match effect {
+    text.push_str(&match judged.effects.into_iter().next().flatten() {
         None => format!("; against {against}: too few repetitions to call a difference"),
-        Some(effect) => match stats::call(&effect, effect.p <= 1.0 - stats::LEVEL, practical) {
-            stats::Call::Different => {
-                format!("; against {against}: {}", stats::describe_effect(&effect))
-            }
-            stats::Call::Negligible => format!(
-                "; against {against}: {}, below the practical difference of {:.0}%",
-                stats::describe_effect(&effect),
-                practical * 100.0
-            ),
-            stats::Call::NoneLargerThan(x) => format!(
-                "; against {against}: no difference larger than {:.0}% ({})",
-                x * 100.0,
-                stats::describe_effect(&effect)
-            ),
-        },
+        Some(e) => format!(
+            "; against {against}: {}: {}",
+            e.describe(),
+            e.verdict(practical)
+        ),
     });
     Some(text)
 }

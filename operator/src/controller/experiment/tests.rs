@@ -428,3 +428,63 @@ fn a_baseline_outside_the_sweep_blocks_the_experiment_naming_the_field() {
         crate::api::trial::PairRole::Baseline
     );
 }
+
+/// A repetition that measured nothing (a crash, a lost node, a warm-up that timed out)
+/// says nothing of whether the memory is enough: it neither moves the memory
+/// recommendation up nor counts as a repetition that kept up. A measured failure does.
+#[test]
+fn a_failure_that_measured_nothing_does_not_move_the_memory_recommendation() {
+    use TrialOutcome::*;
+    let vx = experiment("");
+    // 256Gi's three repetitions (128Gi is OOM-killed, 512Gi and 1Ti keep up), what is
+    // recommended, and the repetitions its reason counts.
+    let cases: [([TrialOutcome; 3], &str, &str); 6] = [
+        (
+            [KeptUp, KeptUp, Crashed],
+            "memory=256Gi",
+            "in all 2 repetitions",
+        ),
+        (
+            [NodeLost, KeptUp, KeptUp],
+            "memory=256Gi",
+            "in all 2 repetitions",
+        ),
+        (
+            [KeptUp, TimedOut, KeptUp],
+            "memory=256Gi",
+            "in all 2 repetitions",
+        ),
+        (
+            [Crashed, NodeLost, TimedOut],
+            "memory=512Gi",
+            "in all 3 repetitions",
+        ),
+        (
+            [KeptUp, FellBehind, KeptUp],
+            "memory=512Gi",
+            "in all 3 repetitions",
+        ),
+        (
+            [KeptUp, KeptUp, OOMKilled],
+            "memory=512Gi",
+            "in all 3 repetitions",
+        ),
+    ];
+    for (at_256, want, counted) in cases {
+        let trials: Vec<ValidatorTrial> = plan(&vx.spec.sweep, 3)
+            .iter()
+            .map(|p| {
+                let o = match p.point.memory.as_deref() {
+                    Some("128Gi") => OOMKilled,
+                    Some("256Gi") => at_256[p.repetition as usize - 1],
+                    _ => KeptUp,
+                };
+                ValidatorTrial::planned(&vx, p).ended(o, 4600.0)
+            })
+            .collect();
+        let data = Dataset::from_trials(&vx.spec.sweep, &trials);
+        let rec = super::summary::recommend(&vx, &data, 0).unwrap();
+        assert_eq!(rec.summary, want, "{at_256:?}: {}", rec.reason);
+        assert!(rec.reason.contains(counted), "{at_256:?}: {}", rec.reason);
+    }
+}
