@@ -17,13 +17,16 @@ TEST_LAB_DIR ?= target/test-lab
 # Simulated seconds per real second in the lab (manifests/examples are written for 720).
 TIME_SCALE ?= 720
 
-.PHONY: help tools install build crds check-crds manifests chart-test image golden lint unit test test-examples test-under-load soak-identity bench bench-search lab-up lab-down demo demo-down
+.PHONY: help tools agave install build crds check-crds manifests chart-test image golden lint unit test test-examples test-under-load soak-identity bench bench-search lab-up lab-down demo demo-down
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 tools: ## build the lab's control-plane tools into ~/.cache/valtune (once per version)
 	@hack/tools/build.sh >/dev/null
+
+agave: ## build the pinned agave-validator and Solana tools from their crates into ~/.cache/valtune/agave (about an hour or more on 2 cores; not in make test)
+	@hack/tools/build-agave.sh
 
 install: ## install the valtune CLI into ~/.cargo/bin, and kubectl-valtune beside it (`kubectl valtune ...`)
 	$(CARGO) install --locked --path operator
