@@ -109,9 +109,11 @@ pub async fn operator(args: OperatorArgs) -> anyhow::Result<()> {
             let _ = stop_tx.send(());
             run.await?;
         }
-        // Not led any more: stop now, with what is in flight (no graceful end, which
-        // could act after another replica took over); returning ends the runtime's tasks.
-        _ = lost => lost_lease = true,
+        _ = lost => {
+            lost_lease = true;
+            let _ = stop_tx.send(());
+            run.await?;
+        }
     }
     if let Some(e) = &election
         && !lost_lease

@@ -174,11 +174,9 @@ impl Lab {
                 namespace,
                 "--listen",
                 &listen,
-                // A SIGKILLed leader's lease must expire quickly in tests; a leader gives
-                // up after 2/3 of it without a renewal (4 s: room for a starved second or
-                // two on a busy 2-core machine).
+                // A SIGKILLed leader's lease must expire quickly in tests.
                 "--lease-duration",
-                "6s",
+                "3s",
             ])
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "info,kube=warn")

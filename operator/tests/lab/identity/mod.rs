@@ -31,7 +31,7 @@ use schedule::{Member, Menu, Schedule};
 /// Steps of a schedule (each followed by a wait of 0.5 to 6.5 s).
 const STEPS: usize = 8;
 /// Once every fault is lifted, how long the pair has to end with exactly one member
-/// signing: two leader leases (6 s in tests), one restart window and a re-created
+/// signing: two leader leases (3 s in tests), one restart window and a re-created
 /// Validator's start (tens of seconds in the lab), with room for a busy machine.
 const CONVERGE: Duration = Duration::from_secs(120);
 
