@@ -9,6 +9,8 @@
 #   argocd-application-controller   from filepath.Base(os.Args[0])
 #   helm                            helm 4.3.2, which the repo-server runs to render
 #                                   charts (module hack/tools/argocd/helm)
+#   git-verify-wrapper.sh,          scripts the repo-server runs (from the module's hack/,
+#   gpg-wrapper.sh                  where Argo CD's Dockerfile L62-63 copies them from)
 #   crds/                           Argo CD's Application and AppProject CRDs and its
 #                                   LICENSE, copied from the module at that version
 #
@@ -27,7 +29,10 @@ ARGOCD_VERSION=v3.6.2
 key="argocd-$(cat "$mod/go.mod" "$mod/go.sum" "$mod/helm/go.mod" "$mod/helm/go.sum" | sha256sum | cut -c1-12)"
 out="$cache/tools/$key"
 
-built() { [ -x "$out/argocd" ] && [ -x "$out/helm" ] && [ -f "$out/crds/application-crd.yaml" ]; }
+built() {
+  [ -x "$out/argocd" ] && [ -x "$out/helm" ] && [ -x "$out/git-verify-wrapper.sh" ] &&
+    [ -f "$out/crds/application-crd.yaml" ]
+}
 
 case "${1:-}" in
   --print-dir) echo "$out"; exit 0 ;;
@@ -71,7 +76,12 @@ ln -s argocd "$tmp/argocd-application-controller"
 src=$(cd "$mod" && go list -m -f '{{.Dir}}' "$pkg")
 cp "$src/manifests/crds/application-crd.yaml" "$src/manifests/crds/appproject-crd.yaml" "$tmp/crds/"
 cp "$src/LICENSE" "$tmp/crds/LICENSE"
-chmod -R u+w "$tmp/crds"
+# The repo-server runs git-verify-wrapper.sh for every manifest generation, GPG or not
+# (reposerver/repository/repository.go L556, util/git/client.go VerifyCommitSignature:
+# without it every generation fails "permission denied").
+cp "$src/hack/git-verify-wrapper.sh" "$src/hack/gpg-wrapper.sh" "$tmp/"
+chmod -R u+w "$tmp/crds" "$tmp"/*.sh
+chmod +x "$tmp"/*.sh
 rm -rf "$out" && mv "$tmp" "$out"
 log "built Argo CD in $((SECONDS - start))s"
 echo "$out"
