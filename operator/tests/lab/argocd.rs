@@ -302,6 +302,10 @@ impl Repo {
         self.write(path, &serde_saphyr::to_string(doc).unwrap());
     }
 
+    pub fn remove(&self, path: &str) {
+        std::fs::remove_file(self.work.join(path)).unwrap();
+    }
+
     pub fn read(&self, path: &str) -> String {
         std::fs::read_to_string(self.work.join(path)).unwrap()
     }

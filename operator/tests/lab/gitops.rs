@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use valtune::api::{Validator, ValidatorExperiment};
 
@@ -549,6 +549,154 @@ async fn an_experiment_application_is_progressing_then_healthy_and_leaves_the_tr
             .iter()
             .all(|t| now.iter().any(|n| n.metadata.uid == t.metadata.uid))
     );
+    argo.delete(&ns).await;
+    argo.lab.delete_namespace(&ns).await;
+}
+
+/// A finalizer the test puts on an experiment, as another controller (a backup tool, say)
+/// might, to hold its deletion open long enough to see Argo CD's health of it.
+const HOLD: &str = "valtune.dev/test-hold";
+
+#[tokio::test]
+#[ignore = "needs the lab with Argo CD: run `make test-gitops`"]
+async fn an_experiment_removed_from_git_shows_its_deletion_health_until_it_is_gone() {
+    let argo = argo().await;
+    let ns = argo.lab.namespace("gitops-vx-delete").await;
+    let _op = argo.lab.start_operator(&ns);
+    let repo = Repo::new(&argo, "experiments");
+    repo.write_yaml(
+        "experiments/ram.yaml",
+        &experiment_yaml(
+            &ns,
+            "ram",
+            json!({"spec": {"sweep": {"memory": ["512Gi", "1Ti"]}, "parallelism": 2}}),
+        ),
+    );
+    // A second experiment keeps the directory (and the Application) non-empty.
+    repo.write_yaml(
+        "experiments/kept.yaml",
+        &experiment_yaml(&ns, "kept", json!({"spec": {"suspend": true}})),
+    );
+    repo.commit("two experiments");
+    argo.apply(&for_lab(
+        &argo,
+        "apps/experiments.yaml",
+        &ns,
+        &repo.url,
+        &ns,
+    ))
+    .await;
+    argo.wait_app(
+        &ns,
+        "ram Progressing",
+        Duration::from_secs(120),
+        |app| match resource_health(app, "ValidatorExperiment", "ram") {
+            Some((s, _)) if s == "Progressing" && sync_status(app) == "Synced" => Ok(()),
+            h => Err(format!("{h:?}")),
+        },
+    )
+    .await;
+    wait_for("ram's two trials", Duration::from_secs(120), || async {
+        let n = trials(&argo.lab, &ns).await.len();
+        if n == 2 {
+            Ok(())
+        } else {
+            Err(format!("{n} trials"))
+        }
+    })
+    .await;
+    let vxs = crate::common::experiments(&argo.lab.client, &ns);
+    vxs.patch(
+        "ram",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": [HOLD]}})),
+    )
+    .await
+    .unwrap();
+
+    // Removed from Git: Argo CD prunes it (foreground deletion, its default), and while it
+    // is held its health is the script's deletionMessage (gitops-engine v3.6.2
+    // pkg/health/health.go), still Progressing, naming what holds it.
+    repo.remove("experiments/ram.yaml");
+    let rev = repo.commit("ram removed");
+    argo.refresh(&ns, false).await;
+    let (status, message) = argo
+        .wait_app(
+            &ns,
+            "ram's deletion health",
+            Duration::from_secs(120),
+            |app| match resource_health(app, "ValidatorExperiment", "ram") {
+                Some((s, m)) if m.starts_with("Deleting the experiment") => Ok((s, m)),
+                h => Err(format!("{h:?}")),
+            },
+        )
+        .await;
+    assert_eq!(status, "Progressing", "{message}");
+    assert!(
+        message.starts_with(
+            "Deleting the experiment, and with it its trials and their results; waiting for finalizers: "
+        ) && message.contains(HOLD),
+        "{message}"
+    );
+    // The sync that pruned it does not wait for it to be gone: one wave and no hooks, it
+    // succeeds once every task ran (gitops-engine v3.6.2 pkg/sync/sync_context.go, the
+    // `successful` case), so a held deletion holds no sync. (The health above may be
+    // persisted by a refresh before the operation's end is.)
+    argo.wait_app(
+        &ns,
+        "the pruning sync Succeeded",
+        Duration::from_secs(60),
+        |app| {
+            let op = &app["status"]["operationState"];
+            if op["phase"] == "Succeeded" && op["syncResult"]["revision"] == rev.as_str() {
+                Ok(())
+            } else {
+                Err("not yet".into())
+            }
+        },
+    )
+    .await;
+    assert!(
+        vxs.get("ram")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some(),
+        "ram is gone: the window proves nothing"
+    );
+    // The test lets it go. (Its trials are the garbage collector's to delete, not Argo
+    // CD's: in a lab whose CRDs are seconds old, kube-controller-manager's garbage
+    // collector may not have mapped ValidatorTrial yet and leave them.)
+    let live = vxs.get("ram").await.unwrap();
+    let rest: Vec<String> = live
+        .metadata
+        .finalizers
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|f| f != HOLD)
+        .collect();
+    vxs.patch(
+        "ram",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": rest}})),
+    )
+    .await
+    .unwrap();
+    argo.wait_app(&ns, "Synced without ram", Duration::from_secs(120), |app| {
+        if app["status"]["sync"]["revision"] == rev.as_str()
+            && sync_status(app) == "Synced"
+            && resource_health(app, "ValidatorExperiment", "ram").is_none()
+            && resource_health(app, "ValidatorExperiment", "kept").is_some()
+        {
+            Ok(())
+        } else {
+            Err("not yet".into())
+        }
+    })
+    .await;
+    assert!(vxs.get_opt("ram").await.unwrap().is_none());
+    assert!(vxs.get_opt("kept").await.unwrap().is_some());
     argo.delete(&ns).await;
     argo.lab.delete_namespace(&ns).await;
 }
