@@ -12,12 +12,17 @@ KUBECTL := $(TOOLS_BIN)/kubectl
 LAB := ./target/debug/valtune-lab
 VALTUNE := ./target/debug/valtune
 
+# Argo CD's build for the GitOps tests (computed, not built, here: `make argocd`).
+ARGOCD_DIR := $(shell hack/tools/build-argocd.sh --print-dir)
+export VALTUNE_ARGOCD_DIR := $(ARGOCD_DIR)
+
 LAB_DIR ?= .lab
 TEST_LAB_DIR ?= target/test-lab
+GITOPS_LAB_DIR ?= target/gitops-lab
 # Simulated seconds per real second in the lab (manifests/examples are written for 720).
 TIME_SCALE ?= 720
 
-.PHONY: help tools agave install build crds check-crds manifests chart-test image golden lint unit test test-examples test-under-load soak-identity bench bench-search lab-up lab-down demo demo-down
+.PHONY: help tools agave argocd install build crds check-crds manifests chart-test image golden lint unit test test-examples test-gitops test-under-load soak-identity bench bench-search lab-up lab-down demo demo-down
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -27,6 +32,9 @@ tools: ## build the lab's control-plane tools into ~/.cache/valtune (once per ve
 
 agave: ## build the pinned agave-validator and Solana tools from their crates into ~/.cache/valtune/agave (about an hour or more on 2 cores; not in make test)
 	@hack/tools/build-agave.sh
+
+argocd: ## build Argo CD v3.6.2 for the GitOps tests into ~/.cache/valtune (once per version)
+	@hack/tools/build-argocd.sh >/dev/null
 
 install: ## install the valtune CLI into ~/.cargo/bin, and kubectl-valtune beside it (`kubectl valtune ...`)
 	$(CARGO) install --locked --path operator
@@ -70,8 +78,9 @@ test: tools build check-crds chart-test lint ## all tests: unit, and the lab tes
 	$(LAB) up --dir $(TEST_LAB_DIR) --topology lab/topology-test.yaml --time-scale $(TIME_SCALE) >/dev/null
 	@# Lab tests mostly wait on the lab (simulated time), so they run eight at a time: on 2
 	@# cores each took as long as at six (4,022 s in all both ways), the suite 580 s not 732.
+	@# The GitOps tests need Argo CD in the lab: make test-gitops.
 	@status=0; VALTUNE_LAB_DIR=$$(cd $(TEST_LAB_DIR) && pwd) \
-	  $(CARGO) test --workspace --no-fail-fast -- --include-ignored --test-threads=8 || status=$$?; \
+	  $(CARGO) test --workspace --no-fail-fast -- --include-ignored --test-threads=8 --skip gitops:: || status=$$?; \
 	if [ $$status -ne 0 ]; then $(LAB) down --dir $(TEST_LAB_DIR) --keep; \
 	  echo "tests failed; the lab's logs are kept in $(TEST_LAB_DIR)/logs" >&2; \
 	else $(LAB) down --dir $(TEST_LAB_DIR); fi; exit $$status
@@ -101,6 +110,15 @@ soak-identity: tools build ## random fault schedules against failover pairs, SEE
 	  echo "the soak failed; the lab's logs and signing record are kept in $(SOAK_LAB_DIR)" >&2; \
 	else $(LAB) down --dir $(SOAK_LAB_DIR); fi; exit $$status
 
+test-gitops: tools argocd build ## the GitOps tests: a lab running Argo CD v3.6.2 syncs the chart, experiments and Validators
+	@$(LAB) down --dir $(GITOPS_LAB_DIR) >/dev/null 2>&1 || true
+	$(LAB) up --dir $(GITOPS_LAB_DIR) --topology lab/topology-test.yaml --time-scale $(TIME_SCALE) --argocd >/dev/null
+	@status=0; VALTUNE_LAB_DIR=$$(cd $(GITOPS_LAB_DIR) && pwd) \
+	  $(CARGO) test -p valtune --test lab -- --include-ignored --test-threads=8 gitops:: || status=$$?; \
+	if [ $$status -ne 0 ]; then $(LAB) down --dir $(GITOPS_LAB_DIR) --keep; \
+	  echo "tests failed; the lab's logs are kept in $(GITOPS_LAB_DIR)/logs" >&2; \
+	else $(LAB) down --dir $(GITOPS_LAB_DIR); fi; exit $$status
+
 test-under-load: tools build ## make test with a second lab running the demo beside it, RUNS times in a row (not in CI)
 	KUBECTL=$(KUBECTL) HELM=$(TOOLS_BIN)/helm MAKE="$(MAKE)" hack/test-under-load.sh
 
@@ -112,8 +130,8 @@ bench-search: tools build ## the quickstart's question at 64Gi resolution by bis
 	@# The debug build: what it measures is the search's cost, not the operator's speed.
 	VALTUNE_LAB_EXE=$$(pwd)/$(LAB) $(CARGO) test -p valtune --test bench_search -- --ignored --nocapture
 
-lab-up: tools build ## start the lab in .lab (kubeconfig: .lab/kubeconfig)
-	$(LAB) up --dir $(LAB_DIR) --time-scale $(TIME_SCALE)
+lab-up: tools build $(if $(ARGOCD),argocd,) ## start the lab in .lab (kubeconfig: .lab/kubeconfig); ARGOCD=1 runs Argo CD in it
+	$(LAB) up --dir $(LAB_DIR) --time-scale $(TIME_SCALE) $(if $(ARGOCD),--argocd,)
 
 lab-down: ## stop the lab's processes and remove .lab (KEEP=1 keeps logs and data)
 	@if [ ! -x $(LAB) ]; then $(CARGO) build -p valtune-lab; fi

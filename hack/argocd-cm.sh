@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prints charts/valtune/argocd/argocd-cm.yaml: a patch of Argo CD's argocd-cm that adds
 # valtune's health checks (charts/valtune/argocd/<Kind>/health.lua), in the per-kind key
-# format argo-cd v3.6.1 reads (util/settings/settings.go: resource.customizations.health.
+# format argo-cd v3.6.2 reads (util/settings/settings.go: resource.customizations.health.
 # <group>_<kind>). `make manifests` writes it; `make chart-test` checks it and docs/gitops.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."

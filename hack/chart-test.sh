@@ -8,7 +8,9 @@
 #   - the PrometheusRule through promtool's rule tests (charts/valtune/tests/);
 #   - the Argo CD health checks against their fixtures, with Argo CD's Lua
 #     (hack/tools/luahealth), and two cases that must fail (hack/luahealth-selftest/);
-#   - the argocd-cm patch in the chart and docs/gitops.md are the health checks.
+#   - the argocd-cm patch in the chart and docs/gitops.md are the health checks;
+#   - every YAML block of docs/gitops.md is a file of manifests/gitops/ (which the GitOps
+#     lab tests apply, make test-gitops) or the argocd-cm patch, as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${VALTUNE_TOOLS_BIN:?set VALTUNE_TOOLS_BIN (hack/tools/build.sh --print-bin-dir)}
@@ -82,4 +84,27 @@ awk '/<!-- argocd-cm: begin -->/{on=1; next} /<!-- argocd-cm: end -->/{on=0} on'
   sed -e '/^```/d' >"$out/argocd-cm-docs.yaml"
 diff -u "$out/argocd-cm.yaml" "$out/argocd-cm-docs.yaml" >/dev/null ||
   fail "docs/gitops.md's argocd-cm block differs from $chart/argocd/argocd-cm.yaml: copy it there"
+step "docs/gitops.md shows the files of manifests/gitops/ as they are"
+blocks="$out/gitops-docs"
+mkdir -p "$blocks"
+awk -v out="$blocks" '
+  /^<!-- file: [^ ]+ -->$/ { src = $3; next }
+  /^<!-- argocd-cm: begin -->$/ { src = "argocd-cm"; next }
+  /^```yaml$/ {
+    n++; f = out "/" n
+    if (src == "") { printf "docs/gitops.md:%d: a YAML block that is no file of manifests/gitops/\n", NR > "/dev/stderr"; bad = 1 }
+    print src > (f ".src"); printf "" > (f ".yaml"); on = 1; next
+  }
+  /^```$/ && on { on = 0; src = ""; next }
+  on { print > (f ".yaml") }
+  END { exit bad }' docs/gitops.md || fail "docs/gitops.md shows YAML that no test applies: put it in manifests/gitops/"
+for src in "$blocks"/*.src; do
+  file=$(cat "$src")
+  [ "$file" = argocd-cm ] && continue
+  [ -f "$file" ] || fail "docs/gitops.md shows $file, which does not exist"
+  diff -u "$file" "${src%.src}.yaml" >/dev/null || fail "docs/gitops.md's copy of $file differs from the file: copy it there"
+done
+for file in manifests/gitops/*.yaml manifests/gitops/*/*.yaml; do
+  grep -qxF "<!-- file: $file -->" docs/gitops.md || fail "docs/gitops.md does not show $file"
+done
 step "ok"

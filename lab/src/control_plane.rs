@@ -596,7 +596,12 @@ pub fn spawn_into(dir: &Path, name: &str, command: &[String]) -> anyhow::Result<
     Ok(pid)
 }
 
-fn spawn(state: &mut LabState, name: &str, program: &Path, args: &[String]) -> anyhow::Result<()> {
+pub(crate) fn spawn(
+    state: &mut LabState,
+    name: &str,
+    program: &Path,
+    args: &[String],
+) -> anyhow::Result<()> {
     let log_path = state.dir.join("logs").join(format!("{name}.log"));
     let record = ProcessRecord::spawn(name, program, args, &log_path)?;
     state.processes.push(record);
@@ -616,7 +621,7 @@ fn check_alive(state: &LabState, name: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_http(
+pub(crate) async fn wait_http(
     state: &LabState,
     name: &str,
     url: &str,

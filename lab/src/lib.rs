@@ -4,6 +4,7 @@
 //! Only the kubelet and the validator processes are simulated.
 
 pub mod allocatable;
+pub mod argocd;
 pub mod compress;
 pub mod control_plane;
 pub mod kubelet;

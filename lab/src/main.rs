@@ -38,6 +38,13 @@ enum Command {
         /// beside this program, e.g. target/debug/valtune).
         #[arg(long, env = "VALTUNE_EXE")]
         valtune: Option<PathBuf>,
+        /// Also run Argo CD (repo-server, application-controller, Redis, git
+        /// repositories); added to the lab if it runs already.
+        #[arg(long)]
+        argocd: bool,
+        /// Directory with Argo CD's build (hack/tools/build-argocd.sh prints it).
+        #[arg(long, env = "VALTUNE_ARGOCD_DIR")]
+        argocd_dir: Option<PathBuf>,
     },
     /// Stop the lab's processes and remove its state.
     Down {
@@ -220,7 +227,17 @@ async fn main() -> anyhow::Result<()> {
             time_scale,
             scrape_interval,
             valtune,
+            argocd,
+            argocd_dir,
         } => {
+            let argocd_dir = match (argocd, argocd_dir) {
+                (false, _) => None,
+                (true, Some(d)) => Some(d),
+                (true, None) => anyhow::bail!(
+                    "--argocd needs Argo CD's build: pass --argocd-dir (or VALTUNE_ARGOCD_DIR) \
+                     with the directory hack/tools/build-argocd.sh prints"
+                ),
+            };
             let state = control_plane::up(&UpOptions {
                 dir,
                 tools,
@@ -231,6 +248,9 @@ async fn main() -> anyhow::Result<()> {
                 valtune,
             })
             .await?;
+            if let Some(argocd_dir) = argocd_dir {
+                valtune_lab::argocd::up(&state.dir, &argocd_dir).await?;
+            }
             print_env(&state);
             Ok(())
         }

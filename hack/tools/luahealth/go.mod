@@ -1,5 +1,5 @@
 // valtune's harness for Argo CD health scripts (main.go): gopher-lua at the version
-// Argo CD v3.6.1 pins (go.mod L102), built by hack/tools/build.sh.
+// Argo CD v3.6.2 pins (go.mod L102), built by hack/tools/build.sh.
 module valtune.dev/hack/tools/luahealth
 
 go 1.23

@@ -1,8 +1,10 @@
-// luahealth runs Argo CD resource health scripts the way Argo CD v3.6.1 runs a health
+// luahealth runs Argo CD resource health scripts the way Argo CD v3.6.2 runs a health
 // check configured in argocd-cm, so valtune's scripts are tested against the Lua Argo
-// actually gives them (gopher-lua v1.1.2, Lua 5.1).
+// actually gives them (gopher-lua v1.1.2, Lua 5.1). `make test-gitops` checks that
+// Argo CD itself (`argocd admin settings resource-overrides health`) judges every
+// fixture as this harness does.
 //
-// What is copied from argo-cd v3.6.1 util/lua/lua.go (Apache-2.0):
+// What is copied from argo-cd v3.6.2 util/lua/lua.go (Apache-2.0):
 //   - runLuaWithResourceActionParameters: lua.NewState(SkipOpenLibs: !useOpenLibs), then
 //     package, base, table and the "safe" os (time and date only; oslib_safe.go), a 1 s
 //     timeout, the resource as the global `obj`;
@@ -10,6 +12,12 @@
 //   - ExecuteHealthLua: the returned table is JSON-encoded with layeh.com/gopher-json and
 //     read as {status, message}; a status outside Healthy, Progressing, Degraded,
 //     Suspended, Missing, Unknown becomes Unknown "Lua returned an invalid health status".
+//
+// and from gitops-engine v3.6.2 pkg/health/health.go, GetResourceHealth's handling of a
+// resource being deleted (new in 3.6): with metadata.deletionTimestamp set (and no hook
+// finalizer), a script's `deletionMessage` replaces its message, keeping its status; a
+// script that sets none gives Progressing "Pending deletion", with "; blocked by
+// finalizers: a, b" when there are finalizers.
 //
 // Without -open-libs (argocd-cm's default, resource.customizations.useOpenLibs unset)
 // there is no string or math library, as in Argo CD.
@@ -45,6 +53,9 @@ import (
 type healthStatus struct {
 	Status  string `json:"status,omitempty"`
 	Message string `json:"message,omitempty"`
+	// What a script says of a resource being deleted (gitops-engine v3.6.2
+	// pkg/health/health.go HealthStatus.DeletionMessage); never in a final result.
+	DeletionMessage string `json:"deletionMessage,omitempty"`
 }
 
 type testCase struct {
@@ -56,7 +67,7 @@ type testFile struct {
 	Tests []testCase `json:"tests"`
 }
 
-// decodeValue: argo-cd v3.6.1 util/lua/lua.go decodeValue.
+// decodeValue: argo-cd v3.6.2 util/lua/lua.go decodeValue.
 func decodeValue(l *lua.LState, value any) lua.LValue {
 	switch converted := value.(type) {
 	case bool:
@@ -91,7 +102,7 @@ func decodeValue(l *lua.LState, value any) lua.LValue {
 	return lua.LNil
 }
 
-// The safe os of argo-cd v3.6.1 util/lua/oslib_safe.go: time and date only (date without
+// The safe os of argo-cd v3.6.2 util/lua/oslib_safe.go: time and date only (date without
 // Argo's strftime formats: valtune's scripts use neither). Argo's OpenSafeOs registers
 // them under the table library's name (and `require("os")` loads them); kept as there.
 var osFuncs = map[string]lua.LGFunction{
@@ -114,8 +125,8 @@ var validStatus = map[string]bool{
 	"Suspended": true, "Missing": true, "Unknown": true,
 }
 
-// health: argo-cd v3.6.1 runLuaWithResourceActionParameters + ExecuteHealthLua.
-func health(script string, obj map[string]any, openLibs bool) (*healthStatus, error) {
+// scriptHealth: argo-cd v3.6.2 runLuaWithResourceActionParameters + ExecuteHealthLua.
+func scriptHealth(script string, obj map[string]any, openLibs bool) (*healthStatus, error) {
 	l := lua.NewState(lua.Options{SkipOpenLibs: !openLibs})
 	defer l.Close()
 	for _, pair := range []struct {
@@ -168,6 +179,49 @@ func health(script string, obj map[string]any, openLibs bool) (*healthStatus, er
 		return &healthStatus{Status: "Unknown", Message: "Lua returned an invalid health status"}, nil
 	}
 	return hs, nil
+}
+
+// hookFinalizer: gitops-engine v3.6.2 pkg/sync/hook (HasHookFinalizer).
+const hookFinalizer = "argocd.argoproj.io/hook-finalizer"
+
+// health: gitops-engine v3.6.2 pkg/health/health.go GetResourceHealth for a kind with a
+// configured script and no built-in check, pendingDeletionHealth included.
+func health(script string, obj map[string]any, openLibs bool) (*healthStatus, error) {
+	hs, err := scriptHealth(script, obj, openLibs)
+	if err != nil {
+		return nil, err
+	}
+	meta, _ := obj["metadata"].(map[string]any)
+	if meta == nil || meta["deletionTimestamp"] == nil {
+		if hs != nil {
+			hs.DeletionMessage = ""
+		}
+		return hs, nil
+	}
+	var finalizers []string
+	if list, ok := meta["finalizers"].([]any); ok {
+		for _, f := range list {
+			if s, ok := f.(string); ok {
+				finalizers = append(finalizers, s)
+			}
+		}
+	}
+	for _, f := range finalizers {
+		if f == hookFinalizer && hs != nil {
+			hs.DeletionMessage = ""
+			return hs, nil
+		} else if f == hookFinalizer {
+			return nil, nil
+		}
+	}
+	if hs != nil && hs.DeletionMessage != "" {
+		return &healthStatus{Status: hs.Status, Message: hs.DeletionMessage}, nil
+	}
+	msg := "Pending deletion"
+	if len(finalizers) > 0 {
+		msg = "Pending deletion; blocked by finalizers: " + strings.Join(finalizers, ", ")
+	}
+	return &healthStatus{Status: "Progressing", Message: msg}, nil
 }
 
 func readObject(path string) (map[string]any, error) {

@@ -1,6 +1,6 @@
 -- Argo CD health of a valtune.dev/v1alpha1 Validator.
 -- Lua 5.1 base and table functions only: Argo CD runs argocd-cm health scripts with
--- gopher-lua v1.1.2 and without the string and math libraries (argo-cd v3.6.1
+-- gopher-lua v1.1.2 and without the string and math libraries (argo-cd v3.6.2
 -- util/lua/lua.go). The status is what operator/src/controller/validator/ writes: phase
 -- Starting|CatchingUp|Running|RestartPending|Restarting|Standby|Failed, the client's
 -- health answer verbatim, the lag, a pending change and why it waits, and the conditions

@@ -1,6 +1,6 @@
 -- Argo CD health of a valtune.dev/v1alpha1 ValidatorExperiment.
 -- Lua 5.1 base and table functions only: Argo CD runs argocd-cm health scripts with
--- gopher-lua v1.1.2 and without the string and math libraries (argo-cd v3.6.1
+-- gopher-lua v1.1.2 and without the string and math libraries (argo-cd v3.6.2
 -- util/lua/lua.go). The status is what operator/src/controller/experiment/summary.rs
 -- writes: phase Pending|Running|Suspended|Succeeded|Failed and the conditions Ready
 -- (Succeeded), Progressing (Pending or Running) and Degraded (a trial failed).
@@ -16,6 +16,18 @@ local function condition(conditions, kind)
     end
   end
   return nil
+end
+
+-- Being deleted (Argo CD 3.6 reads deletionMessage only then: gitops-engine v3.6.2
+-- pkg/health/health.go): the experiment's trials, and with them its results, are owned by
+-- it and go too; foreground deletion, Argo CD's default, waits for them.
+if obj.metadata.deletionTimestamp ~= nil then
+  hs.status = "Progressing"
+  hs.deletionMessage = "Deleting the experiment, and with it its trials and their results"
+  if obj.metadata.finalizers ~= nil and #obj.metadata.finalizers > 0 then
+    hs.deletionMessage = hs.deletionMessage .. "; waiting for finalizers: " .. table.concat(obj.metadata.finalizers, ", ")
+  end
+  return hs
 end
 
 local status = obj.status
