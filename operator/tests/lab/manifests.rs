@@ -36,12 +36,24 @@ async fn every_manifest_passes_a_server_side_dry_run() {
             if doc.is_null() {
                 continue;
             }
+            // A patch file (`kubectl patch --patch-file`, as manifests/gitops' argocd-cm
+            // one) is no object of its own.
+            if doc.get("apiVersion").is_none() {
+                checked += 1;
+                continue;
+            }
             let mut obj: DynamicObject = serde_json::from_value(doc).unwrap();
             // Into the test's namespace, whatever a rendered manifest names (users
             // create manifests/install's valtune-system first).
             obj.metadata.namespace = None;
             let types = obj.types.clone().expect("apiVersion and kind");
             let gvk = kube::api::GroupVersionKind::try_from(&types).unwrap();
+            // Argo CD's kinds are served in the GitOps lab only, where make test-gitops
+            // syncs these very files (operator/tests/lab/gitops.rs).
+            if gvk.group == "argoproj.io" {
+                checked += 1;
+                continue;
+            }
             let Some((ar, caps)) = discovery.resolve_gvk(&gvk) else {
                 failures.push(format!("{}: {gvk:?} is not served", file.display()));
                 continue;
