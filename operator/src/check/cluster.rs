@@ -16,9 +16,7 @@ use super::nodes;
 use super::{Finding, Status, monitoring, node_fit, pod_security, storage};
 use crate::api::ValidatorExperiment;
 use crate::api::template::ValidatorTemplate;
-use crate::clients::RenderInput;
-use crate::strategies::build::build_trial;
-use crate::strategies::plan::plan;
+use crate::strategies::build::first_attempts;
 
 /// The label and taint docs/prepare-cluster.md puts on every validator machine, which the
 /// examples select.
@@ -96,17 +94,9 @@ fn needs_of(vx: &ValidatorExperiment, opts: &Options) -> Result<Needs, String> {
     vx.metadata.uid.get_or_insert_with(|| "check".into());
     let mut pods = Vec::new();
     let mut templates = Vec::new();
-    let mut seen = BTreeSet::new();
-    for p in plan(&vx.spec.sweep, 1) {
-        if pods.len() >= MAX_POINTS || !seen.insert(p.point.canonical()) {
-            continue;
-        }
-        let point = p.point.describe();
-        let trial = build_trial(&vx, &p).map_err(|e| format!("{point}: {e}"))?;
-        let rendered = RenderInput::for_trial(&trial, 1, &[], prometheus_url.as_deref())
-            .and_then(|input| crate::clients::render(&input))
-            .map_err(|e| format!("{point}: {e}"))?;
-        pods.push((point, rendered.pod));
+    for attempt in first_attempts(&vx, prometheus_url.as_deref(), MAX_POINTS) {
+        let (trial, pod) = attempt?;
+        pods.push((trial.spec.point.describe(), pod));
         templates.push(trial.spec.template.clone());
     }
     let mut storage_classes = BTreeMap::new();

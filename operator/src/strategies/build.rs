@@ -59,3 +59,28 @@ pub fn build_trial(
     };
     Ok(trial)
 }
+
+/// Each distinct point's trial and its first attempt's pod as rendered, in plan order, at
+/// most `max` points: where a point's pod may go and what it needs, for `valtune check`
+/// and for the nodes a paired comparison matches. A point that cannot be built or
+/// rendered says why, named by its point.
+pub fn first_attempts(
+    vx: &ValidatorExperiment,
+    prometheus_url: Option<&str>,
+    max: usize,
+) -> Vec<Result<(ValidatorTrial, k8s_openapi::api::core::v1::Pod), String>> {
+    let mut seen = std::collections::HashSet::new();
+    crate::strategies::plan::plan(&vx.spec.sweep, 1)
+        .into_iter()
+        .filter(|p| seen.insert(p.point.canonical()))
+        .take(max)
+        .map(|p| {
+            let point = p.point.describe();
+            let trial = build_trial(vx, &p).map_err(|e| format!("{point}: {e}"))?;
+            let rendered = crate::clients::RenderInput::for_trial(&trial, 1, &[], prometheus_url)
+                .and_then(|input| crate::clients::render(&input))
+                .map_err(|e| format!("{point}: {e}"))?;
+            Ok((trial, rendered.pod))
+        })
+        .collect()
+}

@@ -12,12 +12,11 @@ use super::decide::Observed;
 use super::kube_err;
 use crate::api::labels;
 use crate::api::{ValidatorExperiment, ValidatorTrial};
-use crate::clients::RenderInput;
 use crate::clients::pod::EXCLUSIVE_LABEL;
 use crate::controller::{Context, Error, Result};
 use crate::readiness::nodes::{Amounts, eligible, pod_requests, ready, shortfalls};
 use crate::results::dataset::{HOSTNAME_LABEL, NodeSlot};
-use crate::strategies::{build::build_trial, plan::plan};
+use crate::strategies::build::first_attempts;
 
 /// What a pass observes.
 pub async fn observe(
@@ -151,34 +150,24 @@ pub struct PodNeed {
 /// Every distinct point's pod as rendered for its first attempt. A point that cannot be
 /// rendered adds the template's placement alone (its trial fails on its own, saying why).
 fn pod_needs(vx: &ValidatorExperiment, prometheus_url: Option<&str>) -> Vec<PodNeed> {
-    let mut seen = HashSet::new();
-    let mut needs = Vec::new();
-    for p in plan(&vx.spec.sweep, 1) {
-        if !seen.insert(p.point.canonical()) {
-            continue;
-        }
-        let pod = build_trial(vx, &p).ok().and_then(|t| {
-            RenderInput::for_trial(&t, 1, &[], prometheus_url)
-                .and_then(|input| crate::clients::render(&input))
-                .ok()
-        });
-        needs.push(match pod {
-            Some(r) => {
-                let spec = r.pod.spec.clone().unwrap_or_default();
+    first_attempts(vx, prometheus_url, usize::MAX)
+        .into_iter()
+        .map(|attempt| match attempt {
+            Ok((_, pod)) => {
+                let spec = pod.spec.clone().unwrap_or_default();
                 PodNeed {
                     selector: spec.node_selector.unwrap_or_default(),
                     tolerations: spec.tolerations.unwrap_or_default(),
-                    requests: pod_requests(&r.pod),
+                    requests: pod_requests(&pod),
                 }
             }
-            None => PodNeed {
+            Err(_) => PodNeed {
                 selector: vx.spec.template.placement.node_selector.clone(),
                 tolerations: vx.spec.template.placement.tolerations.clone(),
                 requests: Amounts::new(),
             },
-        });
-    }
-    needs
+        })
+        .collect()
 }
 
 /// The nodes every point's pod can run on, as slots. Pure.
